@@ -1,0 +1,36 @@
+# Two commands do everything on a fresh machine: `make reproduce` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SHARED ?= ../shared
+OUT ?= outputs
+PRESET ?= quick
+
+.PHONY: install test reproduce data clean
+
+# Re-install only when the project's metadata changed (or the venv is missing).
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+reproduce: $(STAMP)
+	$(BIN)/hetsched reproduce --preset $(PRESET) --out $(OUT)
+
+# Rebuild the project's tables in data/ from the artifacts' public files (see data/README.md).
+data: $(STAMP)
+	$(BIN)/hetsched convert throughputs $(SHARED)/data/gavel/simulation_throughputs.json data/throughputs/gavel_simulation.parquet
+	$(BIN)/hetsched convert throughputs $(SHARED)/data/gavel/physical_cluster_throughputs.json data/throughputs/gavel_physical.parquet
+	$(BIN)/hetsched convert throughputs $(SHARED)/data/gavel/oracle_throughputs.json data/throughputs/gavel_oracle.parquet
+	$(BIN)/hetsched convert throughputs $(SHARED)/data/shockwave/tacc_throughputs.json data/throughputs/shockwave_tacc.parquet
+	$(BIN)/hetsched convert throughputs $(SHARED)/data/shockwave/wisr_throughputs.json data/throughputs/shockwave_wisr.parquet
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache

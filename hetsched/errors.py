@@ -1,0 +1,32 @@
+"""One exception hierarchy for the whole library."""
+
+from __future__ import annotations
+
+
+class HetschedError(Exception):
+    """Base class of every error that hetsched raises on purpose."""
+
+
+class SpecError(HetschedError, ValueError):
+    """A cluster spec, job or other model object is invalid."""
+
+
+class ThroughputError(HetschedError, ValueError):
+    """A throughput table is malformed or lacks an entry that was asked for."""
+
+
+class TraceError(HetschedError, ValueError):
+    """A trace file is malformed. The message names the file, the line and the field."""
+
+    def __init__(self, message: str, *, source: str = "<trace>", line: int | None = None,
+                 field: str | None = None):
+        where = source if line is None else f"{source}:{line}"
+        what = f"field '{field}': " if field else ""
+        super().__init__(f"{where}: {what}{message}")
+        self.source = source
+        self.line = line
+        self.field = field
+
+
+class SolverError(HetschedError, RuntimeError):
+    """A policy's optimisation problem could not be solved."""

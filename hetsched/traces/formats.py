@@ -1,0 +1,78 @@
+"""Trace formats by name and extension, and `read_trace`/`write_trace` over them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ..errors import TraceError
+from ..jobs import Job
+from .canonical import (format_canonical_csv, parse_canonical_csv, read_canonical_parquet,
+                        write_canonical_parquet)
+from .gavel_tsv import format_gavel_trace, parse_gavel_trace
+from .shockwave_tsv import parse_shockwave_trace
+from .synergy_csv import parse_synergy_csv
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    """A named trace format with its reader and (optional) writer."""
+
+    name: str
+    extensions: tuple[str, ...]
+    parse: Callable[..., list[Job]] | None = None      # bytes/str -> jobs
+    format: Callable[[Iterable[Job]], str] | None = None
+    read_file: Callable[..., list[Job]] | None = None  # binary formats read a path
+    write_file: Callable[[Iterable[Job], Path], None] | None = None
+
+
+FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
+    TraceFormat("gavel", (".trace",), parse_gavel_trace, format_gavel_trace),
+    TraceFormat("shockwave", (), parse_shockwave_trace),
+    TraceFormat("synergy", (), parse_synergy_csv),
+    TraceFormat("csv", (".csv",), parse_canonical_csv, format_canonical_csv),
+    TraceFormat("parquet", (".parquet",), read_file=read_canonical_parquet, write_file=write_canonical_parquet),
+)}
+
+
+def infer_format(path: str | Path) -> str:
+    suffix = Path(path).suffix.lower()
+    for f in FORMATS.values():
+        if suffix in f.extensions:
+            return f.name
+    raise TraceError(f"cannot tell the trace format from the extension {suffix!r}; use .trace (Gavel), "
+                     f".csv or .parquet (canonical), or pass a format ({', '.join(FORMATS)})", source=str(path))
+
+
+def _get(name: str, source: str) -> TraceFormat:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise TraceError(f"unknown trace format {name!r}; known: {', '.join(FORMATS)}", source=source) from None
+
+
+def read_trace(path: str | Path, fmt: str | None = None, **kwargs) -> list[Job]:
+    """Read jobs from a trace file; the format comes from the extension unless `fmt` is given."""
+    source = str(path)
+    spec = _get(fmt or infer_format(path), source)
+    if spec.read_file is not None:
+        return spec.read_file(path, **kwargs)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise TraceError(f"cannot read ({exc.strerror})", source=source) from None
+    return spec.parse(data, source=source, **kwargs)
+
+
+def write_trace(jobs: Iterable[Job], path: str | Path, fmt: str | None = None) -> None:
+    """Write jobs in a writable format (gavel, csv, parquet)."""
+    source = str(path)
+    spec = _get(fmt or infer_format(path), source)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if spec.write_file is not None:
+        spec.write_file(jobs, Path(path))
+    elif spec.format is not None:
+        Path(path).write_text(spec.format(jobs))
+    else:
+        raise TraceError(f"format {spec.name!r} is read-only; write gavel, csv or parquet", source=source)

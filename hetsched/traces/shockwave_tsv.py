@@ -1,0 +1,41 @@
+"""Shockwave's 12-field tab-separated trace with adaptation modes (spec/shockwave.md s.5.2). Read only."""
+
+from __future__ import annotations
+
+from ..catalog import GAVEL_JOB_TYPES
+from ..jobs import AdaptationMode, Job
+from .fields import Where, as_flag, as_float, as_int, as_job_type, build, decode, numbered_lines, split_fields
+
+FIELDS = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir", "total_steps",
+          "scale_factor", "mode", "priority_weight", "SLO", "duration", "arrival_time")
+_MODES = {m.value: m for m in AdaptationMode}
+
+
+def parse_shockwave_trace(data: bytes | str, source: str = "<trace>",
+                          known_job_types: frozenset[str] | None = GAVEL_JOB_TYPES) -> list[Job]:
+    """Jobs of a Shockwave trace, with ids in line order."""
+    jobs: list[Job] = []
+    for number, line in numbered_lines(decode(data, source)):
+        where = Where(source, number)
+        f = split_fields(line, "\t", FIELDS, where)
+        mode = f["mode"].strip()
+        if mode not in _MODES:
+            raise where.error("mode", f"expected one of {', '.join(_MODES)}, got {mode!r}")
+        slo = as_float(f["SLO"], "SLO", where, minimum=None)
+        if slo < 0 and slo != -1:
+            raise where.error("SLO", f"must be -1 (none) or positive, got {f['SLO'].strip()!r}")
+        jobs.append(build(
+            where, Job,
+            job_id=len(jobs),
+            job_type=as_job_type(f["job_type"], "job_type", where, known_job_types),
+            command=f["command"], working_directory=f["working_directory"], num_steps_arg=f["num_steps_arg"],
+            needs_data_dir=as_flag(f["needs_data_dir"], "needs_data_dir", where),
+            total_steps=as_float(f["total_steps"], "total_steps", where),
+            scale_factor=as_int(f["scale_factor"], "scale_factor", where, minimum=1),
+            mode=_MODES[mode],
+            priority_weight=as_float(f["priority_weight"], "priority_weight", where),
+            slo_factor=None if slo == -1 else slo,
+            duration_s=as_float(f["duration"], "duration", where),
+            arrival_time_s=as_float(f["arrival_time"], "arrival_time", where),
+        ))
+    return jobs

@@ -1,0 +1,55 @@
+import pytest
+
+from hetsched import ClusterSpec, Server, SpecError
+
+
+def test_parse_gavel_triplet_is_v100_p100_k80():
+    spec = ClusterSpec.parse("36:24:12")
+    assert spec.gpu_types == ("v100", "p100", "k80")
+    assert spec.counts == (36, 24, 12)
+    assert spec.num_gpus == 72
+    assert spec.count("p100") == 24
+
+
+def test_parse_drops_absent_types_and_named_form():
+    assert ClusterSpec.parse("2:0:4").as_dict() == {"v100": 2, "k80": 4}
+    assert ClusterSpec.parse("a100=8, t4=16").as_dict() == {"a100": 8, "t4": 16}
+
+
+def test_servers_from_gpus_per_server():
+    spec = ClusterSpec.parse("8:0:6", gpus_per_server="4:1:4")
+    assert [s.num_gpus for s in spec.servers] == [4, 4, 4, 2]
+    assert len(spec.server_shapes()) == 4
+    assert len(ClusterSpec.parse("3:3:3").server_shapes()) == 9  # one GPU per server by default
+
+
+def test_prices_and_synergy_servers():
+    spec = ClusterSpec.from_servers([Server("v100", 8, cpu_cores=24, dram_gb=500)] * 16, {"v100": 2.5})
+    assert spec.num_gpus == 128 and spec.price("v100") == 2.5
+    with pytest.raises(TypeError):
+        spec.prices_per_hour["v100"] = 1.0  # immutable
+
+
+@pytest.mark.parametrize("text, message", [
+    ("36:36", "V100:P100:K80"),
+    ("a:1:1", "not an integer"),
+    ("-1:2:3", "negative"),
+    ("0:0:0", "no GPUs"),
+    ("v100=1,v100=2", "unique"),
+])
+def test_parse_errors(text, message):
+    with pytest.raises(SpecError, match=message):
+        ClusterSpec.parse(text)
+
+
+def test_validation_errors():
+    with pytest.raises(SpecError, match="servers hold"):
+        ClusterSpec(("v100",), (4,), (Server("v100", 2),))
+    with pytest.raises(SpecError, match="unknown GPU type"):
+        ClusterSpec(("v100",), (4,), prices_per_hour={"k80": 1.0})
+    with pytest.raises(SpecError, match="num_gpus"):
+        Server("v100", 0)
+    with pytest.raises(SpecError, match="invalid GPU type name"):
+        ClusterSpec(("v 100",), (1,))
+    with pytest.raises(Exception):
+        ClusterSpec.parse("1:1:1").counts = (2, 2, 2)  # frozen

@@ -1,0 +1,119 @@
+"""Trace readers and writers: round trips, the artifacts' own files, and bad input."""
+
+from collections import Counter
+
+import pytest
+
+from hetsched import AdaptationMode, TraceError
+from hetsched.traces import GavelGenerator, read_trace, write_trace
+from hetsched.traces.canonical import parse_canonical_csv
+from hetsched.traces.gavel_tsv import format_gavel_trace, parse_gavel_trace
+from hetsched.traces.shockwave_tsv import parse_shockwave_trace
+from hetsched.traces.synergy_csv import parse_synergy_csv
+
+
+@pytest.fixture(scope="module")
+def jobs(gavel_table):
+    return GavelGenerator(seed=2, mean_interarrival_s=700, multi_gpu=True, multi_priority=True, slos=True,
+                          throughputs=gavel_table).jobs(300)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_canonical_round_trip_is_exact(tmp_path, jobs, suffix):
+    path = tmp_path / f"jobs{suffix}"
+    write_trace(jobs, path)
+    assert read_trace(path) == jobs
+
+
+def test_gavel_trace_round_trip(tmp_path, jobs):
+    path = tmp_path / "jobs.trace"
+    write_trace(jobs, path)
+    again = read_trace(path)
+    assert [(j.job_type, j.scale_factor, int(j.total_steps), j.priority_weight, j.slo_factor, j.command)
+            for j in jobs] == [(j.job_type, j.scale_factor, j.total_steps, j.priority_weight, j.slo_factor,
+                                j.command) for j in again]
+    assert all(abs(a.arrival_time_s - b.arrival_time_s) <= 5e-7 for a, b in zip(jobs, again))
+    # A second round trip through the text format is the identity.
+    assert format_gavel_trace(again) == path.read_text()
+
+
+def test_artifact_trace_equals_generated_stream(shared_dir, gavel_table):
+    """The artifact's .trace (integral steps, 6-decimal arrivals) is our stream written in Gavel's format."""
+    theirs = read_trace(shared_dir / "fidelity/gavel/continuous_seed0_lam1500.trace")
+    ours = GavelGenerator(seed=0, mean_interarrival_s=1500, throughputs=gavel_table).jobs(len(theirs))
+    assert [(j.job_type, j.scale_factor, int(j.total_steps)) for j in ours] == \
+        [(j.job_type, j.scale_factor, j.total_steps) for j in theirs]
+    assert all(abs(a.arrival_time_s - b.arrival_time_s) <= 5e-7 for a, b in zip(ours, theirs))
+
+
+def test_convert_gavel_trace_to_canonical_and_back(tmp_path, shared_dir):
+    src = shared_dir / "data/gavel/traces/artifact_evaluation.trace"
+    jobs = read_trace(src)
+    assert len(jobs) == 15 and Counter(j.scale_factor for j in jobs) == {1: 12, 2: 3}
+    write_trace(jobs, tmp_path / "a.parquet")
+    write_trace(read_trace(tmp_path / "a.parquet"), tmp_path / "b.trace")
+    assert read_trace(tmp_path / "b.trace") == jobs
+
+
+def test_shockwave_trace(shared_dir):
+    path = next((shared_dir / "data/shockwave/traces").glob("120_*.trace"))
+    jobs = read_trace(path, "shockwave")
+    assert len(jobs) == 120
+    # spec/shockwave.md s.2.5: accordion 59, gns 57, static 4; 92/20/8 jobs on 1/2/4 GPUs.
+    assert Counter(j.mode for j in jobs) == {AdaptationMode.ACCORDION: 59, AdaptationMode.GNS: 57,
+                                             AdaptationMode.STATIC: 4}
+    assert Counter(j.scale_factor for j in jobs) == {1: 92, 2: 20, 4: 8}
+    assert jobs[0].job_type == "LM (batch size 10)" and jobs[0].duration_s == 1418
+
+
+def test_synergy_csv(shared_dir):
+    jobs = read_trace(shared_dir / "fidelity/synergy/philly_derived_single_9.0jph_seed42.csv", "synergy")
+    assert len(jobs) == 7023 and {j.scale_factor for j in jobs} == {1}
+    arrivals = [j.arrival_time_s for j in jobs]
+    assert arrivals == sorted(arrivals) and len(set(arrivals)) == len(arrivals)
+
+
+GOOD = ("ResNet-18 (batch size 64)\tpython3 x.py\tcifar\t--steps\t1\t1000\t1\t1\t-1.000000\t0.000000\n")
+
+
+@pytest.mark.parametrize("line, field, message", [
+    ("ResNet-18 (batch size 64)\tpython3 x.py\tcifar\t--steps\t1\t1000\t1\t1\t-1\n", None, "10 tab-separated"),
+    ("ResNet-18 (batch size 64)\tpython3 x.py\tcifar\t--steps\t1\tmany\t1\t1\t-1\t0\n", "total_steps", "number"),
+    ("ResNet-18 (batch size 64)\tpython3 x.py\tcifar\t--steps\t1\t1000\t-2\t1\t-1\t0\n", "scale_factor", ">= 1"),
+    ("BERT (batch size 8)\tpython3 x.py\tcifar\t--steps\t1\t1000\t1\t1\t-1\t0\n", "job_type", "unknown job type"),
+    ("ResNet-18 (batch size 64)\tpython3 x.py\tcifar\t--steps\t2\t1000\t1\t1\t-1\t0\n", "needs_data_dir", "0 or 1"),
+    ("ResNet-18 (batch size 64)\tpython3 x.py\tcifar\t--steps\t1\t1000\t1\t1\t-1\tnan\n", "arrival_time", "finite"),
+    ("ResNet-18 (batch size 64)\tpython3 x.py\tcifar\t--steps\t1\t1000\t1\t0\t-1\t0\n", None, "priority_weight"),
+])
+def test_malformed_gavel_line_names_file_line_and_field(tmp_path, line, field, message):
+    path = tmp_path / "bad.trace"
+    path.write_text(GOOD + "\n" + line)
+    with pytest.raises(TraceError, match=message) as info:
+        read_trace(path)
+    err = info.value
+    assert err.source == str(path) and err.line == 3 and err.field == field
+    assert str(err).startswith(f"{path}:3: ")
+
+
+def test_other_readers_report_positions():
+    with pytest.raises(TraceError, match=r"s\.csv:2: field 'gpu_demand'"):
+        parse_synergy_csv("0,alexnet,0.0,10,1\n1,alexnet,1.0,10,-1\n", source="s.csv")
+    with pytest.raises(TraceError, match=r"field 'job_id': duplicate"):
+        parse_synergy_csv("0,alexnet,0.0,10,1\n0,res18,1.0,10,1\n")
+    with pytest.raises(TraceError, match=r"field 'mode'"):
+        parse_shockwave_trace("LM (batch size 10)\tc\tw\t--s\t1\t5\t1\televated\t1\t-1\t10\t0\n")
+    with pytest.raises(TraceError, match=r"header lacks required columns"):
+        parse_canonical_csv("job_id,job_type\n0,A3C\n")
+    with pytest.raises(TraceError, match=r"<trace>:3: field 'scale_factor'"):
+        parse_canonical_csv("job_id,arrival_time_s,job_type,scale_factor,total_steps\n0,0,A3C,1,5\n1,0,A3C,x,5\n")
+    with pytest.raises(TraceError, match=r":2: not UTF-8"):
+        parse_gavel_trace(b"\n\xff\xfe")
+
+
+def test_unknown_extension_and_read_only_format(tmp_path):
+    with pytest.raises(TraceError, match="extension"):
+        read_trace(tmp_path / "x.txt")
+    with pytest.raises(TraceError, match="read-only"):
+        write_trace([], tmp_path / "x.trace", "synergy")
+    with pytest.raises(TraceError, match="cannot read"):
+        read_trace(tmp_path / "missing.trace")
