@@ -23,7 +23,7 @@ def test_no_shared_file_is_committed_verbatim(shared_dir):
 
 
 def test_no_absolute_paths_of_this_machine():
-    needles = [b"/work/", b"/root/", b"/tmp/bash_jobs"]
+    needles = [b"/" + b"work/", b"/" + b"root/", b"/tmp/" + b"bash_jobs"]  # split so this file passes
     offenders = [str(p.relative_to(REPO)) for p in _tracked_files()
                  if p.suffix not in (".parquet", ".png") and any(n in p.read_bytes() for n in needles)]
     assert offenders == []
