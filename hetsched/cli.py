@@ -45,6 +45,18 @@ def _cmd_convert_throughputs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from .reproduce import reproduce
+
+    params = {"dask_address": args.dask_address} if args.dask_address else None
+    runs = reproduce(args.preset, args.only, args.out, params)
+    for run in runs:
+        status = "FAILED " + run.error if run.error else "ok"
+        print(f"{run.name:32s} {run.seconds:8.1f} s  {status}")
+    print(f"index: {Path(args.out) / 'index.html'}")
+    return 1 if any(r.error for r in runs) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hetsched", description=__doc__.splitlines()[0].split(": ", 1)[-1]
                                      if __doc__ else None)
@@ -80,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("input", type=Path, help=".json (Gavel/Shockwave layout), .parquet or .csv")
     tp.add_argument("output", type=Path, help=".parquet or .csv")
     tp.set_defaults(func=_cmd_convert_throughputs)
+    rep = sub.add_parser("reproduce", help="run the figure notebooks with papermill into an output folder")
+    rep.add_argument("--preset", choices=("tiny", "quick", "paper"), default="quick")
+    rep.add_argument("--only", nargs="+", metavar="NAME", help="notebook names (default: all)")
+    rep.add_argument("--out", default="outputs", help="output folder (default outputs/)")
+    rep.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")
+    rep.set_defaults(func=_cmd_reproduce)
     return parser
 
 

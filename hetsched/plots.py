@@ -1,0 +1,40 @@
+"""Altair charts for the figures, saved offline as PNG and SVG through vl-convert."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+
+
+def save_figure(chart: alt.TopLevelMixin, out_dir: str | Path, name: str = "figure") -> list[Path]:
+    """Write `<name>.png` and `<name>.svg` into `out_dir`; returns the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    chart.save(str(paths[0]), scale_factor=2)
+    chart.save(str(paths[1]))
+    return paths
+
+
+def grouped_bars(frame: pd.DataFrame, x: str, y: str, color: str, title: str, y_title: str) -> alt.Chart:
+    """Bars of `y` per `x`, one bar per `color` value side by side."""
+    return alt.Chart(frame, title=title).mark_bar().encode(
+        x=alt.X(f"{x}:N", title=None),
+        xOffset=alt.XOffset(f"{color}:N"),
+        y=alt.Y(f"{y}:Q", title=y_title),
+        color=alt.Color(f"{color}:N", title=color.replace("_", " ")),
+        tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".2f")],
+    ).properties(width=320, height=220)
+
+
+def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str) -> alt.Chart:
+    """A square heat map of `value` over (`x`, `y`), labelled with the values."""
+    base = alt.Chart(frame, title=title).encode(
+        x=alt.X(f"{x}:N", title=x.replace("_", " "), sort=None),
+        y=alt.Y(f"{y}:N", title=y.replace("_", " "), sort=None))
+    cells = base.mark_rect().encode(color=alt.Color(f"{value}:Q", scale=alt.Scale(scheme="viridis"),
+                                                    title=value.replace("_", " ")))
+    text = base.mark_text(fontSize=8).encode(text=alt.Text(f"{value}:Q", format=".2f"))
+    return (cells + text).properties(width=380, height=380)

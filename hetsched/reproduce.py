@@ -1,0 +1,95 @@
+"""`hetsched reproduce`: execute the figure notebooks with papermill and index their outputs."""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from tqdm.auto import tqdm
+
+from .errors import HetschedError
+
+log = logging.getLogger(__name__)
+PRESETS = ("tiny", "quick", "paper")
+INTERACTIVE = {"explore"}  # notebooks that are not figures
+
+
+def notebook_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def figure_notebooks(folder: Path | None = None) -> list[Path]:
+    folder = folder or notebook_dir()
+    return sorted(p for p in folder.glob("*.ipynb") if p.stem not in INTERACTIVE and not p.stem.startswith("_"))
+
+
+@dataclass
+class NotebookRun:
+    name: str
+    out_dir: Path
+    seconds: float
+    error: str | None = None
+
+
+def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | None = None,
+                 timeout_s: int = 3600) -> NotebookRun:
+    """Execute one notebook into `out_root/<name>/` (executed copy + its figure files)."""
+    import papermill as pm
+
+    out_dir = (out_root / path.stem).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    params = {"preset": preset, "out_dir": str(out_dir), **(parameters or {})}
+    start = time.perf_counter()
+    error = None
+    try:
+        pm.execute_notebook(str(path), str(out_dir / path.name), parameters=params, cwd=str(path.parent),
+                            kernel_name="python3", progress_bar=False, execution_timeout=timeout_s)
+    except pm.PapermillExecutionError as exc:
+        error = f"{exc.ename}: {exc.evalue}"
+        log.error("%s failed: %s", path.name, error)
+    return NotebookRun(path.stem, out_dir, time.perf_counter() - start, error)
+
+
+def write_index(out_root: Path, runs: Sequence[NotebookRun]) -> Path:
+    """`index.html` showing every figure with a link to its executed notebook."""
+    parts = ["<!doctype html><meta charset='utf-8'><title>hetsched figures</title>",
+             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}figure{margin:2em 0}"
+             "img{max-width:100%;border:1px solid #ddd}.err{color:#b00}</style><h1>hetsched figures</h1>"]
+    for run in runs:
+        rel = run.out_dir.relative_to(out_root.resolve())
+        parts.append(f"<figure><h2>{html.escape(run.name)}</h2>")
+        parts.append(f"<p><a href='{rel}/{run.name}.ipynb'>executed notebook</a> · "
+                     f"<a href='{rel}/results.csv'>results.csv</a> · {run.seconds:.1f} s</p>")
+        if run.error:
+            parts.append(f"<p class='err'>failed: {html.escape(run.error)}</p>")
+        for png in sorted(run.out_dir.glob("*.png")):
+            parts.append(f"<img src='{rel}/{png.name}' alt='{html.escape(run.name)}'>")
+        parts.append("</figure>")
+    index = out_root / "index.html"
+    index.write_text("\n".join(parts))
+    return index
+
+
+def reproduce(preset: str = "quick", only: Sequence[str] | None = None, out: str | Path = "outputs",
+              parameters: dict | None = None) -> list[NotebookRun]:
+    """Run the figure notebooks (all, or those named in `only`) and write `out/index.html`."""
+    if preset not in PRESETS:
+        raise HetschedError(f"reproduce: preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+    notebooks = figure_notebooks()
+    if only:
+        known = {p.stem: p for p in notebooks}
+        missing = [n for n in only if n not in known]
+        if missing:
+            raise HetschedError(f"reproduce: no notebook {missing}; available: {', '.join(known)}")
+        notebooks = [known[n] for n in only]
+    out_root = Path(out)
+    out_root.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for path in tqdm(notebooks, desc=f"notebooks ({preset})", unit="nb"):
+        runs.append(run_notebook(path, out_root, preset, parameters))
+    write_index(out_root, runs)
+    return runs
