@@ -1,0 +1,37 @@
+"""Every policy by name: Gavel's names, and the families they come from (one file per family)."""
+
+from __future__ import annotations
+
+from .allox import AlloX
+from .base import register_policy
+from .fifo import FIFO
+from .ftf import FinishTimeFairness
+from .gandiva import Gandiva
+from .las import MaxMinFairness
+from .makespan import MinTotalDuration
+from .shares import Isolated, Proportional
+from .throughput_sum import MaxSumThroughput
+from .water_filling import WaterFilling
+
+_VARIANTS = {"": dict(heterogeneity_aware=False), "_perf": {}, "_packed": dict(packing=True)}
+
+for suffix, kw in _VARIANTS.items():
+    register_policy(f"max_min_fairness{suffix}", MaxMinFairness, f"LAS{suffix}", **kw)
+    register_policy(f"max_min_fairness_water_filling{suffix}", WaterFilling, f"hierarchical LAS{suffix}", **kw)
+    register_policy(f"finish_time_fairness{suffix}", FinishTimeFairness, f"FTF (Themis){suffix}", **kw)
+    register_policy(f"min_total_duration{suffix}", MinTotalDuration, f"makespan{suffix}", **kw)
+    register_policy(f"fifo{suffix}", FIFO, f"FIFO{suffix}", **kw)
+
+register_policy("max_sum_throughput_perf", MaxSumThroughput, "max total throughput")
+register_policy("max_sum_throughput_normalized_by_cost_perf", MaxSumThroughput,
+                "max total throughput per dollar", normalize_by_cost=True)
+register_policy("max_sum_throughput_normalized_by_cost_perf_SLOs", MaxSumThroughput,
+                "max throughput per dollar subject to SLOs", normalize_by_cost=True, slos=True)
+register_policy("max_sum_throughput_normalized_by_cost_packed_SLOs", MaxSumThroughput,
+                "max throughput per dollar subject to SLOs, with space sharing", normalize_by_cost=True,
+                slos=True, packing=True)
+register_policy("isolated", Isolated)
+register_policy("proportional", Proportional)
+register_policy("gandiva", Gandiva)
+register_policy("allox", AlloX)
+register_policy("allox_alpha", AlloX, "AlloX with alpha (allox_alpha=<a>)")

@@ -1,0 +1,53 @@
+"""Makespan (spec/gavel.md s.2.9, s.10.6): one LP in theta = 1/T instead of Gavel's 5% bisection."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
+from .fallback import fallback_allocation
+from .formulation import build_polytope, make_units
+from .lp import solve_on_polytope, widen
+
+
+def reference_throughput(view: PolicyView, reference_gpu: str = "v100") -> np.ndarray:
+    """Heterogeneity-agnostic throughputs: every type gets the job's reference-GPU throughput.
+
+    Gavel hard-codes 'v100'; on clusters without it, each job's fastest type stands in.
+    """
+    if reference_gpu in view.gpu_types:
+        col = view.throughput[:, view.gpu_types.index(reference_gpu)]
+    else:
+        col = view.throughput.max(axis=1)
+    return np.repeat(col[:, None], view.num_types, axis=1)
+
+
+class MinTotalDuration(VariantPolicy):
+    """Makespan: maximise theta with E_i(x) >= theta * R_i for every job (T = 1/theta), solved exactly."""
+
+    def agnostic_throughput(self, view: PolicyView) -> np.ndarray:
+        return reference_throughput(view)
+
+    def allocate(self, view: PolicyView) -> Allocation:
+        if view.num_jobs == 0:
+            return empty_allocation(view)
+        v = self.effective_view(view)
+        units = make_units(v, [v.remaining_steps], aggregate=self.aggregate)
+        poly = build_polytope(v, units, packing=self.packing)
+        # Scale so theta is O(1): theta' = theta * R_max.
+        r = v.remaining_steps[units.first] / max(v.remaining_steps.max(), 1e-12)
+        nv = poly.num_vars + 1
+        rows = sp.hstack([-poly.E, sp.csr_matrix(r[:, None])]).tocsr()     # theta' r_k - E_k x <= 0
+        sol = solve_on_polytope(poly, np.array([-1.0]), widen(rows, nv), np.zeros(units.size), extra_vars=1,
+                                solver=self.solver)
+        if not sol.ok:
+            return fallback_allocation(self, view, sol.status)
+        return poly.allocation(sol.x[:-1])
+
+    def objective(self, view: PolicyView, allocation: Allocation) -> float:
+        """The makespan in seconds implied by the allocation: max_i R_i / E_i."""
+        v = self.effective_view(view)
+        eff = allocation.effective_throughput(v)
+        with np.errstate(divide="ignore"):
+            return float(np.max(np.where(eff > 0, v.remaining_steps / eff, np.inf)))

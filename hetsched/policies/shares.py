@@ -1,0 +1,50 @@
+"""Closed-form shares used as baselines and normalisers (spec/gavel.md s.2.3)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Allocation, Policy, PolicyView
+
+
+def proportional_fractions(view: PolicyView) -> np.ndarray:
+    """`N_j / sum_k N_k` for every job: time spread over types in proportion to their GPU counts."""
+    m = max(view.num_jobs, 1)
+    share = view.capacity / m
+    row = share / share.sum() if share.sum() > 0 else share
+    return np.broadcast_to(row, (view.num_jobs, view.num_types))
+
+
+def proportional_throughput(view: PolicyView) -> np.ndarray:
+    """prop_i = sum_j T_ij x_prop_ij, summed in column order (fixes ECOS's last digits, amendment 1)."""
+    return (view.throughput * proportional_fractions(view)).sum(axis=1)
+
+
+def isolated_fractions(view: PolicyView, throughput: np.ndarray | None = None) -> np.ndarray:
+    """1/m of every GPU type, in time fractions of s GPUs, each row capped at 1."""
+    m = max(view.num_jobs, 1)
+    x = (view.capacity / m)[None, :] / view.scale_factor[:, None]
+    return x / np.maximum(1.0, x.sum(axis=1))[:, None]
+
+
+def isolated_throughput(view: PolicyView, throughput: np.ndarray | None = None) -> np.ndarray:
+    t = view.throughput if throughput is None else throughput
+    return (t * isolated_fractions(view)).sum(axis=1)
+
+
+class Isolated(Policy):
+    """Isolated: every job gets 1/m of each GPU type (no optimisation)."""
+
+    def allocate(self, view: PolicyView) -> Allocation:
+        return Allocation(view.job_ids, view.gpu_types, isolated_fractions(view))
+
+
+class Proportional(Policy):
+    """Proportional: every job spreads its time over types in proportion to their GPU counts."""
+
+    def allocate(self, view: PolicyView) -> Allocation:
+        x = proportional_fractions(view).copy()
+        # Scale down uniformly if the cluster cannot hold every job at that rate.
+        used = view.scale_factor @ x
+        over = np.max(np.divide(used, view.capacity, out=np.zeros_like(used), where=view.capacity > 0))
+        return Allocation(view.job_ids, view.gpu_types, x / max(1.0, over))

@@ -1,0 +1,88 @@
+"""Maximum total throughput, optionally per dollar and subject to SLOs (spec/gavel.md s.2.11)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import scipy.sparse as sp
+
+from .base import Allocation, Policy, PolicyView, empty_allocation
+from .fallback import fallback_allocation
+from .formulation import build_polytope, make_units
+from .lp import solve_on_polytope, widen
+
+log = logging.getLogger(__name__)
+
+
+class MaxSumThroughput(Policy):
+    """Max total throughput: maximise sum_i E_i(x) (per $/h of each GPU type with `normalize_by_cost`)."""
+
+    def __init__(self, normalize_by_cost: bool = False, slos: bool = False, packing: bool = False,
+                 solver: str = "ecos"):
+        self.normalize_by_cost = normalize_by_cost
+        self.slos = slos
+        self.packing = packing
+        self.solver = solver
+
+    def _cost_weights(self, view: PolicyView) -> np.ndarray:
+        if not self.normalize_by_cost:
+            return np.ones(view.num_types)
+        prices = view.prices if view.prices is not None else np.zeros(view.num_types)
+        if np.any(prices <= 0):
+            log.warning("policy %s: no price for some GPU types; treating them as cost 1", self.name)
+        return np.where(prices > 0, 1.0 / np.where(prices > 0, prices, 1.0), 1.0)
+
+    def _objective_vector(self, view: PolicyView, poly) -> np.ndarray:
+        """Per-variable value of throughput (per dollar): E rows weighted by the unit's size and the type's price."""
+        E = poly.E.tocoo()
+        col_type = np.empty(poly.num_vars, dtype=np.intp)
+        n = view.num_types
+        col_type[: poly.units.size * n] = np.tile(np.arange(n), poly.units.size)
+        col_type[poly.units.size * n: poly.units.size * n + len(poly.pair_vars)] = poly.pair_vars[:, 2]
+        col_type[poly.units.size * n + len(poly.pair_vars):] = 0
+        w = self._cost_weights(view)[col_type[E.col]] * poly.units.mult[E.row]
+        c = np.zeros(poly.num_vars)
+        np.add.at(c, E.col, E.data * w)
+        return c
+
+    def _deadline_rows(self, view: PolicyView, poly):
+        if not self.slos or view.deadline_s is None:
+            return None, None
+        left = view.deadline_s[poly.units.first] - view.now
+        has = np.isfinite(left)
+        if not has.any():
+            return None, None
+        need = view.remaining_steps[poly.units.first][has] / np.maximum(left[has], 1e-9)
+        k = np.flatnonzero(has)
+        return -poly.E[k], -need       # E_k x >= R_k / (deadline_k - now)
+
+    def allocate(self, view: PolicyView) -> Allocation:
+        if view.num_jobs == 0:
+            return empty_allocation(view)
+        extra = [view.deadline_s, view.remaining_steps] if self.slos and view.deadline_s is not None else None
+        units = make_units(view, [np.nan_to_num(e, nan=-1.0) for e in extra] if extra else None)
+        poly = build_polytope(view, units, packing=self.packing)
+        c = -self._objective_vector(view, poly)
+        rows, rhs = self._deadline_rows(view, poly)
+        sol = None
+        if rows is not None:
+            sol = solve_on_polytope(poly, np.zeros(0), widen(rows, poly.num_vars), rhs, c_poly=c,
+                                    solver=self.solver)
+            if not sol.ok:
+                log.info("policy %s: SLOs cannot all be met; solving without them", self.name)
+        if sol is None or not sol.ok:
+            sol = solve_on_polytope(poly, np.zeros(0), None, None, c_poly=c, solver=self.solver)
+        if not sol.ok:
+            return fallback_allocation(self, view, sol.status)
+        return poly.allocation(sol.x)
+
+    def objective(self, view: PolicyView, allocation: Allocation) -> float:
+        """Total steps/s (per $/h when normalised by cost)."""
+        if not self.normalize_by_cost:
+            return float(allocation.effective_throughput(view).sum())
+        w = self._cost_weights(view)
+        value = ((view.throughput * allocation.x) @ w).sum()
+        for p, (i, k) in enumerate(allocation.pairs):
+            value += (view.pair_throughput(i, k).sum(axis=1) * allocation.x_pairs[p]) @ w
+        return float(value)

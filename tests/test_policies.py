@@ -1,0 +1,209 @@
+"""Policies: registry, feasibility of every allocation, and optimality against independent formulations."""
+
+import logging
+
+import numpy as np
+import pytest
+
+from hetsched import ClusterSpec, HetschedError
+from hetsched.policies import make_policy, policy_names, view_from_jobs
+from hetsched.policies.ftf import FinishTimeFairness
+from hetsched.policies.las import las_coefficients
+from hetsched.policies.makespan import reference_throughput
+from hetsched.traces import GavelGenerator
+
+import policy_reference as ref
+
+GAVEL_NAMES = [
+    "max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed",
+    "max_min_fairness_water_filling", "max_min_fairness_water_filling_perf",
+    "max_min_fairness_water_filling_packed", "finish_time_fairness", "finish_time_fairness_perf",
+    "finish_time_fairness_packed", "min_total_duration", "min_total_duration_perf", "min_total_duration_packed",
+    "fifo", "fifo_perf", "fifo_packed", "max_sum_throughput_perf", "max_sum_throughput_normalized_by_cost_perf",
+    "max_sum_throughput_normalized_by_cost_perf_SLOs", "max_sum_throughput_normalized_by_cost_packed_SLOs",
+    "isolated", "gandiva", "allox",
+]
+PRICES = {"v100": 0.74, "p100": 0.43, "k80": 0.135}
+
+
+def instance(gavel_table, seed, m, multi_gpu=False, gpus=None, now=20_000.0, slos=False):
+    jobs = GavelGenerator(seed=seed, mean_interarrival_s=300, multi_gpu=multi_gpu, slos=slos,
+                          multi_priority=True, throughputs=gavel_table).jobs(m)
+    rng = np.random.default_rng(seed)
+    remaining = [j.total_steps * rng.uniform(0.2, 1.0) for j in jobs]
+    cluster = ClusterSpec.parse(gpus or f"{max(1, m // 6)}:{max(1, m // 6)}:{max(1, m // 6)}",
+                                prices_per_hour=PRICES)
+    return view_from_jobs(jobs, cluster, gavel_table, now=now, remaining_steps=remaining)
+
+
+def test_every_gavel_name_resolves():
+    for name in GAVEL_NAMES:
+        assert make_policy(name).name == name
+    assert set(GAVEL_NAMES) <= set(policy_names())
+    assert make_policy("allox_alpha=0.5").alpha == 0.5
+    with pytest.raises(HetschedError, match="unknown policy"):
+        make_policy("max_min_fairness_turbo")
+
+
+def assert_feasible(view, alloc, tol=1e-6):
+    assert alloc.x.shape == (view.num_jobs, view.num_types)
+    assert np.all(alloc.x >= 0) and np.all(alloc.x_pairs >= 0)
+    assert np.all(alloc.time_per_job() <= 1 + tol)
+    assert np.all(alloc.gpus_used(view.scale_factor) <= view.capacity + tol)
+    if len(alloc.pairs):
+        i, k = alloc.pairs.T
+        assert np.all(i < k)                                           # each pair once, no self-pairs
+        assert np.all(view.scale_factor[i] == view.scale_factor[k])
+        assert len(np.unique(alloc.pairs, axis=0)) == len(alloc.pairs)
+
+
+@pytest.mark.parametrize("name", GAVEL_NAMES)
+@pytest.mark.parametrize("seed, multi_gpu", [(0, False), (1, True)])
+def test_allocations_are_feasible(gavel_table, name, seed, multi_gpu):
+    view = instance(gavel_table, seed, 30, multi_gpu=multi_gpu, slos=True)
+    if name == "allox" and multi_gpu:
+        with pytest.raises(HetschedError, match="single-GPU"):
+            make_policy(name).allocate(view)
+        return
+    policy = make_policy(name)
+    for _ in range(2):   # stateful policies run twice
+        alloc = policy.allocate(view)
+        assert_feasible(view, alloc)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("aware, packing", [(True, False), (False, False), (True, True)])
+def test_las_is_optimal(gavel_table, seed, aware, packing):
+    view = instance(gavel_table, seed, 12, multi_gpu=seed % 2 == 1, gpus="2:2:2")
+    name = "max_min_fairness" + ("_packed" if packing else "_perf" if aware else "")
+    policy = make_policy(name)
+    alloc = policy.allocate(view)
+    T = view.throughput if aware else np.ones_like(view.throughput)
+    coef = las_coefficients(policy.effective_view(view))
+    expected, _ = ref.maximise_min(view, coef, packing, T)
+    assert policy.objective(view, alloc) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("suffix", ["", "_perf", "_packed"])
+def test_makespan_is_optimal(gavel_table, seed, suffix):
+    view = instance(gavel_table, seed, 10, multi_gpu=seed == 1, gpus="2:2:2")
+    policy = make_policy("min_total_duration" + suffix)
+    alloc = policy.allocate(view)
+    T = reference_throughput(view) if suffix == "" else view.throughput
+    assert policy.objective(view, alloc) == pytest.approx(ref.max_theta(view, suffix == "_packed", T), rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("suffix", ["", "_perf", "_packed"])
+def test_ftf_is_optimal(gavel_table, seed, suffix):
+    view = instance(gavel_table, seed, 8, gpus="1:1:1")
+    policy = make_policy("finish_time_fairness" + suffix)
+    alloc = policy.allocate(view)
+    D = FinishTimeFairness(heterogeneity_aware=suffix != "").rho_denominator(view)
+    T = reference_throughput(view) if suffix == "" else view.throughput
+    assert policy.objective(view, alloc) == pytest.approx(ref.ftf_rho(view, D, suffix == "_packed", T), rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("name, cost, packing", [
+    ("max_sum_throughput_perf", False, False),
+    ("max_sum_throughput_normalized_by_cost_perf", True, False),
+    ("max_sum_throughput_normalized_by_cost_packed_SLOs", True, True),
+])
+def test_max_sum_throughput_is_optimal(gavel_table, seed, name, cost, packing):
+    view = instance(gavel_table, seed, 10, gpus="2:2:2")   # no SLOs: the SLO rows are absent
+    policy = make_policy(name)
+    alloc = policy.allocate(view)
+    w = 1 / np.array([PRICES[g] for g in view.gpu_types]) if cost else np.ones(view.num_types)
+    assert policy.objective(view, alloc) == pytest.approx(ref.max_sum(view, w, packing), rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("packing", [False, True])
+def test_water_filling_is_lexicographically_optimal(gavel_table, seed, packing):
+    view = instance(gavel_table, seed, 8, gpus="1:1:1")
+    policy = make_policy("max_min_fairness_water_filling" + ("_packed" if packing else "_perf"))
+    alloc = policy.allocate(view)
+    ours = np.sort(las_coefficients(view) * alloc.effective_throughput(view))
+    expected = ref.water_filling_levels(view, las_coefficients(view), packing)
+    np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-7)
+    # Water filling dominates single-shot LAS at its minimum and is never worse in total.
+    las = make_policy("max_min_fairness" + ("_packed" if packing else "_perf"))
+    single = np.sort(las_coefficients(view) * las.allocate(view).effective_throughput(view))
+    assert ours[0] == pytest.approx(single[0], rel=1e-6)
+
+
+def test_hierarchical_entity_shares(gavel_table):
+    """Fig. 11 setting: entities with weights 1:2:3 split a homogeneous cluster 1:2:3."""
+    from dataclasses import replace
+    jobs = GavelGenerator(seed=0, static=True, throughputs=gavel_table).jobs(12)
+    jobs = [j.with_(job_type="ResNet-18 (batch size 64)") for j in jobs]
+    view = view_from_jobs(jobs, ClusterSpec.parse("0:0:6"), gavel_table)
+    view = replace(view, entity=np.arange(12) // 4, entity_weight=np.array([1.0, 2.0, 3.0]))
+    for entity_policy in ("fairness", "fifo"):
+        alloc = make_policy("max_min_fairness_water_filling_perf", entity_policy=entity_policy).allocate(view)
+        per_entity = np.bincount(view.entity, weights=alloc.x.sum(axis=1))
+        np.testing.assert_allclose(per_entity / per_entity.sum(), [1 / 6, 2 / 6, 3 / 6], atol=1e-6)
+        if entity_policy == "fifo":
+            # Each job uses at most one GPU: entity e runs its e+1 oldest jobs, nobody else.
+            assert np.flatnonzero(alloc.x.sum(axis=1) > 1e-6).tolist() == [0, 4, 5, 8, 9, 10]
+
+
+def test_fifo_perf_takes_fastest_type_in_order(gavel_table):
+    view = instance(gavel_table, 0, 10, gpus="2:2:2")
+    alloc = make_policy("fifo_perf").allocate(view)
+    running = np.flatnonzero(alloc.x.sum(axis=1))
+    assert running.tolist() == list(range(6))                      # strict arrival order, whole GPUs
+    assert set(alloc.x[running].sum(axis=1)) == {1.0}
+
+
+def test_agnostic_fifo_uses_every_type(gavel_table):
+    """Unlike the artifact's buggy baseline (spec s.10.2), the random type choice is used."""
+    jobs = GavelGenerator(seed=0, static=True, throughputs=gavel_table).jobs(12)
+    view = view_from_jobs(jobs, ClusterSpec.parse("4:4:4"), gavel_table)
+    alloc = make_policy("fifo", seed=0).allocate(view)
+    assert (alloc.x.sum(axis=0) == 4).all()
+
+
+def test_packed_policies_accept_mixed_scale_factors(gavel_table):
+    """The artifact's packed LP breaks on mixed scale factors (spec s.10.1)."""
+    view = instance(gavel_table, 1, 40, multi_gpu=True, gpus="4:4:4")
+    assert len(set(view.scale_factor.tolist())) > 1
+    for name in ("max_min_fairness_packed", "min_total_duration_packed", "finish_time_fairness_packed"):
+        assert_feasible(view, make_policy(name).allocate(view))
+
+
+def test_solver_failure_falls_back_to_isolated(gavel_table, caplog, monkeypatch):
+    import hetsched.policies.lp as lp
+    import hetsched.policies.las as las
+    from hetsched.solvers import Solution
+
+    def broken(*args, **kwargs):
+        return Solution(None, "error", float("nan"), "broken")
+
+    monkeypatch.setattr(las, "solve", broken)
+    monkeypatch.setattr(lp, "solve", broken)
+    view = instance(gavel_table, 0, 10)
+    with caplog.at_level(logging.WARNING):
+        for name in ("max_min_fairness_perf", "min_total_duration_perf", "finish_time_fairness_perf"):
+            alloc = make_policy(name).allocate(view)
+            assert_feasible(view, alloc)
+            assert alloc.x.sum() > 0
+    assert "falling back to the isolated allocation" in caplog.text
+
+
+@pytest.mark.parametrize("solver", ["clarabel", "highs"])
+def test_other_solvers_agree(gavel_table, solver):
+    view = instance(gavel_table, 2, 20)
+    base = make_policy("max_min_fairness_perf")
+    other = make_policy("max_min_fairness_perf", solver=solver)
+    assert other.objective(view, other.allocate(view)) == pytest.approx(
+        base.objective(view, base.allocate(view)), rel=1e-6)
+
+
+def test_aggregation_does_not_change_the_optimum(gavel_table):
+    view = instance(gavel_table, 3, 40)
+    a = make_policy("max_min_fairness_perf", aggregate=True)
+    b = make_policy("max_min_fairness_perf", aggregate=False)
+    assert a.objective(view, a.allocate(view)) == pytest.approx(b.objective(view, b.allocate(view)), rel=1e-7)
