@@ -57,6 +57,70 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 1 if any(r.error for r in runs) else 0
 
 
+def _jobs_for_simulation(args: argparse.Namespace, table):
+    from itertools import islice
+
+    from .traces import make_generator, read_trace
+
+    if args.trace:
+        return read_trace(args.trace)
+    if args.static:
+        if args.num_jobs is None:
+            raise HetschedError("simulate: a static stream needs --num-jobs")
+        return make_generator(args.generate, seed=args.seed, static=True, multi_gpu=args.multi_gpu,
+                              multi_priority=args.multi_priority, throughputs=table).jobs(args.num_jobs)
+    if args.mean_interarrival is None:
+        raise HetschedError("simulate: a continuous stream needs --mean-interarrival SECONDS")
+    if args.window is None and args.num_jobs is None:
+        raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
+    stream = iter(make_generator(args.generate, seed=args.seed, mean_interarrival_s=args.mean_interarrival,
+                                 multi_gpu=args.multi_gpu, multi_priority=args.multi_priority,
+                                 throughputs=table))
+    return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
+
+
+def _parse_window(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        start, end = (int(v) for v in text.split(":"))
+    except ValueError:
+        raise HetschedError(f"simulate: --window must be START:END job ids, got {text!r}") from None
+    if not 0 <= start < end:
+        raise HetschedError(f"simulate: --window needs 0 <= START < END, got {text!r}")
+    return start, end
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from .cluster import ClusterSpec
+    from .metrics import summary
+    from .policies import make_policy
+    from .simulator import SimulationConfig, simulate
+    from .throughputs import load_throughputs
+
+    start = time.process_time()
+    table = load_throughputs(args.throughputs)
+    cluster = ClusterSpec.parse(args.cluster, gpus_per_server=args.gpus_per_server)
+    config = SimulationConfig(round_s=args.round, seed=args.seed, window=_parse_window(args.window),
+                              ideal=args.ideal, placement_aware=args.placement_aware, record_timeline=False)
+    policy = make_policy(args.policy, **({"seed": args.seed} if args.policy.split("_")[0] in ("fifo", "gandiva")
+                                         else {}))
+    result = simulate(_jobs_for_simulation(args, table), cluster, policy, table, config)
+    if args.jobs_out:
+        result.jobs_frame().to_csv(args.jobs_out, index=False)
+    row = summary(result)
+    row["cpu_s"] = time.process_time() - start
+    if args.json:
+        print(json.dumps(row))
+    else:
+        for key, value in row.items():
+            print(f"{key:>16}: {value:.6g}" if isinstance(value, float) else f"{key:>16}: {value}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hetsched", description=__doc__.splitlines()[0].split(": ", 1)[-1]
                                      if __doc__ else None)
@@ -92,6 +156,29 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("input", type=Path, help=".json (Gavel/Shockwave layout), .parquet or .csv")
     tp.add_argument("output", type=Path, help=".parquet or .csv")
     tp.set_defaults(func=_cmd_convert_throughputs)
+    sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream")
+    sim.add_argument("--policy", required=True, help="policy name (Gavel's names accepted)")
+    sim.add_argument("--cluster", default="36:36:36", help="V100:P100:K80 counts or 'type=n,...'")
+    sim.add_argument("--gpus-per-server", default=None, help="V:P:K GPUs per server (default 1:1:1)")
+    sim.add_argument("--throughputs", default="gavel_simulation", help="dataset name in data/ or a JSON path")
+    source = sim.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", type=Path, help="trace file (.trace, .csv, .parquet)")
+    source.add_argument("--generate", choices=sorted(GENERATORS), help="generate the stream")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--mean-interarrival", type=float, metavar="SECONDS")
+    sim.add_argument("--num-jobs", type=int)
+    sim.add_argument("--static", action="store_true")
+    sim.add_argument("--multi-gpu", action="store_true")
+    sim.add_argument("--multi-priority", action="store_true")
+    sim.add_argument("--window", help="measure job ids START:END (END exclusive), e.g. 4000:5000")
+    sim.add_argument("--round", type=float, default=360.0, help="round length in seconds")
+    sim.add_argument("--ideal", action="store_true", help="fluid allocation, no rounds (Fig. 13)")
+    sim.add_argument("--placement-aware", action="store_true",
+                     help="use unconsolidated throughputs for jobs spread over servers")
+    sim.add_argument("--jobs-out", type=Path, help="write per-job records (CSV)")
+    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    sim.set_defaults(func=_cmd_simulate)
+
     rep = sub.add_parser("reproduce", help="run the figure notebooks with papermill into an output folder")
     rep.add_argument("--preset", choices=("tiny", "quick", "paper"), default="quick")
     rep.add_argument("--only", nargs="+", metavar="NAME", help="notebook names (default: all)")

@@ -188,7 +188,7 @@ class VariantPolicy(Policy):
     """
 
     def __init__(self, heterogeneity_aware: bool = True, packing: bool = False, solver: str = "ecos",
-                 aggregate: bool = True):
+                 aggregate: bool | None = None):
         self.heterogeneity_aware = heterogeneity_aware or packing
         self.packing = packing
         self.solver = solver

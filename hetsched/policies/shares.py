@@ -35,12 +35,16 @@ def isolated_throughput(view: PolicyView, throughput: np.ndarray | None = None) 
 class Isolated(Policy):
     """Isolated: every job gets 1/m of each GPU type (no optimisation)."""
 
+    heterogeneity_aware = False   # Gavel shuffles the type order for it (its name lacks Perf/Packing)
+
     def allocate(self, view: PolicyView) -> Allocation:
         return Allocation(view.job_ids, view.gpu_types, isolated_fractions(view))
 
 
 class Proportional(Policy):
     """Proportional: every job spreads its time over types in proportion to their GPU counts."""
+
+    heterogeneity_aware = False
 
     def allocate(self, view: PolicyView) -> Allocation:
         x = proportional_fractions(view).copy()

@@ -1,0 +1,65 @@
+"""Placement of chosen combinations on GPUs and servers (spec/gavel.md s.3.6).
+
+Per GPU type, larger jobs first: a combination keeps last round's GPUs when they are all still free (lease
+extension); the rest take a single server with room when one exists (consolidated), otherwise free GPUs in
+server order (unconsolidated, which can cost throughput when the scheduler is placement-aware).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+from .cluster import ClusterSpec
+from .errors import HetschedError
+
+
+class Placer:
+    """GPU ids per type, grouped by server."""
+
+    def __init__(self, cluster: ClusterSpec, gpu_types: Sequence[str]):
+        self.servers: list[list[list[int]]] = [[] for _ in gpu_types]    # type -> servers -> GPU ids
+        next_id = 0
+        column = {g: i for i, g in enumerate(gpu_types)}
+        for server in cluster.server_shapes():
+            if server.gpu_type not in column:
+                continue
+            ids = list(range(next_id, next_id + server.num_gpus))
+            next_id += server.num_gpus
+            self.servers[column[server.gpu_type]].append(ids)
+        self.server_of = {g: s for t in self.servers for s, ids in enumerate(t) for g in ids}
+
+    def place(self, chosen: list[tuple[int, int, int, tuple[int, tuple[int, ...]] | None]],
+              ) -> Iterator[tuple[int, int, tuple[int, ...], bool, bool]]:
+        """For (entry, type, scale factor, last (type, gpus)) yield (entry, type, gpus, extended, spread)."""
+        by_type: dict[int, list] = {}
+        for item in chosen:
+            by_type.setdefault(item[1], []).append(item)
+        for w, items in by_type.items():
+            free = {g for ids in self.servers[w] for g in ids}
+            items.sort(key=lambda it: -it[2])
+            pending = []
+            for entry, _, s, last in items:
+                if last is not None and last[0] == w and len(last[1]) == s and free.issuperset(last[1]):
+                    free.difference_update(last[1])
+                    yield entry, w, last[1], True, self._spread(last[1])
+                else:
+                    pending.append((entry, s))
+            for entry, s in pending:
+                gpus = self._take(w, free, s)
+                yield entry, w, gpus, False, self._spread(gpus)
+
+    def _take(self, w: int, free: set[int], s: int) -> tuple[int, ...]:
+        for ids in self.servers[w]:
+            avail = [g for g in ids if g in free]
+            if len(avail) >= s:
+                chosen = tuple(avail[:s])
+                free.difference_update(chosen)
+                return chosen
+        chosen = tuple(g for ids in self.servers[w] for g in ids if g in free)[:s]
+        if len(chosen) < s:
+            raise HetschedError(f"placement: {s} GPUs requested but only {len(chosen)} free")
+        free.difference_update(chosen)
+        return chosen
+
+    def _spread(self, gpus: tuple[int, ...]) -> bool:
+        return len({self.server_of[g] for g in gpus}) > 1
