@@ -2,8 +2,8 @@
 
 The core holds the active jobs, their time received per GPU type and the current allocation, and turns the
 allocation into a plan for the next round. It performs no I/O and reads no clock: the simulator drives it on
-a virtual clock, the runtime on the wall clock. Everything per round is numpy over the active combinations
-("entries": single jobs and, with space sharing, job pairs).
+a virtual clock, the runtime on the wall clock. Per-round work is numpy over "entries" (single jobs and, with
+space sharing, job pairs); jobs live in slots of preallocated arrays.
 """
 
 from __future__ import annotations
@@ -43,11 +43,13 @@ class Assignment:
 
 @dataclass
 class RoundPlan:
-    """What to run in the next round (plus whether the allocation was recomputed to make it)."""
+    """What to run next: chosen entries `entry[k]` on type column `gpu_type[k]` (and, placed, `assignments`)."""
 
     now: float
-    assignments: list[Assignment] = field(default_factory=list)
+    entry: np.ndarray
+    gpu_type: np.ndarray
     recomputed: bool = False
+    assignments: list[Assignment] = field(default_factory=list)
 
 
 class Scheduler:
@@ -66,32 +68,42 @@ class Scheduler:
         self.prior = self.round_s * self.PRIOR_FRACTION
         self.placement_aware = placement_aware
         self.gpu_types = sorted_gpu_types(cluster)          # column order, as the policies see them
-        self.n = len(self.gpu_types)
+        self.n = n = len(self.gpu_types)
         missing = [g for g in self.gpu_types if g not in throughputs.gpu_types]
         if missing:
             raise HetschedError(f"throughput table {throughputs.name!r} has no GPU type {missing}")
         self.capacity = np.array([cluster.count(g) for g in self.gpu_types], float)
         known = [g for g in CANONICAL_TYPE_ORDER if g in self.gpu_types]
-        self.type_order = [self.gpu_types.index(g) for g in known + [g for g in cluster.gpu_types
-                                                                     if g in self.gpu_types and g not in known]]
+        rest = [g for g in cluster.gpu_types if g in self.gpu_types and g not in known]
+        self.type_order = [self.gpu_types.index(g) for g in known + rest]
         self.shuffle = not policy.heterogeneity_aware and not policy.packing
         self._shuffler = random.Random(seed + 5)
         self.placer = Placer(cluster, self.gpu_types)
         self._cols = np.array([throughputs.gpu_index(g) for g in self.gpu_types])
-        # Jobs, by id (insertion = arrival order).
+        # Jobs by slot.
         self.jobs: dict[int, Job] = {}
-        self.remaining: dict[int, float] = {}
-        self._tput: dict[int, np.ndarray] = {}               # (n,) isolated steps/s, consolidated
-        self._tput_spread: dict[int, np.ndarray] = {}        # (n,) unconsolidated
-        # Entries: combinations with their accounting, rows aligned with self.entries.
-        self.entries: list[tuple[int, ...]] = []
+        self.slot: dict[int, int] = {}
+        size = 64
+        self._free_slots: list[int] = list(range(size - 1, -1, -1))
+        self.job_of_slot = np.full(size, -1, np.int64)
+        self.remaining = np.zeros(size)
+        self.tput = np.zeros((size, n))
+        self.tput_spread = np.zeros((size, n))
+        self.scale = np.zeros(size, np.int64)
+        self.key_row = np.zeros(size, np.int64)
+        # Entries (rows aligned): members are slots (-1 = none), insertion order = tie-break order.
+        self.entries: list[tuple[int, ...]] = []         # job ids
         self._entry_index: dict[tuple[int, ...], int] = {}
-        self.t = np.zeros((0, self.n))          # time received since the last reset (+ prior)
-        self.deficit = np.zeros((0, self.n))
-        self.alloc = np.zeros((0, self.n))
+        self.members = np.zeros((0, 2), np.int64)
+        self.t = np.zeros((0, n))               # time received since the last reset (+ prior)
+        self.deficit = np.zeros((0, n))
+        self.alloc = np.zeros((0, n))
         self.in_alloc = np.zeros(0, bool)
-        self.ok = np.zeros((0, self.n), bool)   # every member has throughput > 0 on the type
-        self.S = np.zeros(self.n)
+        self.ok = np.zeros((0, n), bool)        # every member has throughput > 0 on the type
+        self.escale = np.zeros(0, np.int64)
+        self.etput = np.zeros((0, n, 2))        # steps/s of each member on each type
+        self.S = np.zeros(n)
+        self._entries_changed()
         self.allocation: Allocation | None = None
         self.need_update = False
         self.last_reset_time = 0.0
@@ -99,80 +111,106 @@ class Scheduler:
         self._last_gpus: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
 
     # ---- jobs -------------------------------------------------------------------------------------
+    def _grow(self) -> None:
+        old = len(self.remaining)
+        for name in ("job_of_slot", "remaining", "tput", "tput_spread", "scale", "key_row"):
+            arr = getattr(self, name)
+            new = np.zeros((old * 2,) + arr.shape[1:], arr.dtype)
+            new[:old] = arr
+            setattr(self, name, new)
+        self.job_of_slot[old:] = -1
+        self._free_slots.extend(range(old * 2 - 1, old - 1, -1))
+
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
         if job.job_id in self.jobs:
             raise HetschedError(f"job {job.job_id} is already active")
-        key = JobKey(job.job_type, job.scale_factor)
-        row = self.table.index(key)
-        iso = np.nan_to_num(self.table.isolated[row, self._cols])
+        row = self.table.index(JobKey(job.job_type, job.scale_factor))
+        if not self._free_slots:
+            self._grow()
+        s = self._free_slots.pop()
+        iso = self.table.isolated[row, self._cols]
         self.jobs[job.job_id] = job
-        self.remaining[job.job_id] = float(job.total_steps if remaining_steps is None else remaining_steps)
-        self._tput[job.job_id] = iso[:, 0]
-        spread = iso[:, 1]
-        self._tput_spread[job.job_id] = np.where(np.isnan(self.table.isolated[row, self._cols, 1]), iso[:, 0],
-                                                 spread)
-        self._add_entry((job.job_id,))
+        self.slot[job.job_id] = s
+        self.job_of_slot[s] = job.job_id
+        self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
+        self.tput[s] = np.nan_to_num(iso[:, 0])
+        self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
+        self.scale[s] = job.scale_factor
+        self.key_row[s] = row
+        self._add_entries([(job.job_id,)])
         self.need_update = True
 
     def remove_job(self, job_id: int) -> None:
+        s = self.slot.pop(job_id)
         self.jobs.pop(job_id)
-        self.remaining.pop(job_id)
-        self._tput.pop(job_id)
-        self._tput_spread.pop(job_id)
-        dead = [i for i, members in enumerate(self.entries) if job_id in members]
-        self._drop_entries(dead)
+        self.job_of_slot[s] = -1
+        self._free_slots.append(s)
+        self._drop_entries(np.flatnonzero((self.members == s).any(axis=1)))
         self.need_update = True
 
-    def _add_entry(self, members: tuple[int, ...], t0: float | None = None) -> None:
-        self._entry_index[members] = len(self.entries)
-        self.entries.append(members)
-        prior = self.prior if t0 is None else t0
-        self.t = np.vstack([self.t, np.full((1, self.n), prior)])
-        self.deficit = np.vstack([self.deficit, np.zeros((1, self.n))])
-        self.alloc = np.vstack([self.alloc, np.zeros((1, self.n))])
-        self.in_alloc = np.append(self.in_alloc, False)
-        if len(members) == 1:
-            ok = self._tput[members[0]] > 0
-        else:
-            ok = np.all(self._pair_tput(members) > 0, axis=1)
-        self.ok = np.vstack([self.ok, ok[None, :]])
+    def _add_entries(self, new: list[tuple[int, ...]]) -> None:
+        if not new:
+            return
+        k = len(new)
+        members = np.full((k, 2), -1, np.int64)
+        etput = np.zeros((k, self.n, 2))
+        for r, ids in enumerate(new):
+            self._entry_index[ids] = len(self.entries) + r
+            slots = [self.slot[j] for j in ids]
+            members[r, : len(slots)] = slots
+            if len(slots) == 1:
+                etput[r, :, 0] = self.tput[slots[0]]
+            else:
+                pair = self.table.colocated[self.key_row[slots[0]], self.key_row[slots[1]], self._cols, 0]
+                etput[r] = np.nan_to_num(pair)
+        self.entries.extend(new)
+        single = members[:, 1] < 0
+        ok = np.where(single[:, None], etput[:, :, 0] > 0, (etput > 0).all(axis=2))
+        self.members = np.vstack([self.members, members])
+        self.t = np.vstack([self.t, np.full((k, self.n), self.prior)])
+        self.deficit = np.vstack([self.deficit, np.zeros((k, self.n))])
+        self.alloc = np.vstack([self.alloc, np.zeros((k, self.n))])
+        self.in_alloc = np.concatenate([self.in_alloc, np.zeros(k, bool)])
+        self.ok = np.vstack([self.ok, ok])
+        self.escale = np.concatenate([self.escale, self.scale[members[:, 0]]])
+        self.etput = np.concatenate([self.etput, etput])
+        self._entries_changed()
 
-    def _drop_entries(self, rows: list[int]) -> None:
-        if not rows:
+    def _drop_entries(self, rows) -> None:
+        if len(rows) == 0:
             return
         keep = np.ones(len(self.entries), bool)
         keep[rows] = False
         self.entries = [e for e, k in zip(self.entries, keep) if k]
         self._entry_index = {e: i for i, e in enumerate(self.entries)}
-        self.t, self.deficit, self.alloc = self.t[keep], self.deficit[keep], self.alloc[keep]
-        self.in_alloc, self.ok = self.in_alloc[keep], self.ok[keep]
+        for name in ("members", "t", "deficit", "alloc", "in_alloc", "ok", "escale", "etput"):
+            setattr(self, name, getattr(self, name)[keep])
+        self._entries_changed()
 
-    def _pair_tput(self, members: tuple[int, ...]) -> np.ndarray:
-        a, b = (self.jobs[j] for j in members)
-        ia = self.table.index(JobKey(a.job_type, a.scale_factor))
-        ib = self.table.index(JobKey(b.job_type, b.scale_factor))
-        return np.nan_to_num(self.table.colocated[ia, ib, self._cols, 0])      # (n, 2)
+    def _entries_changed(self) -> None:
+        """Refresh masks that only change when entries or the allocation change."""
+        self._blocked = ~self.ok | ~self.in_alloc[:, None]
+        self._has_pairs = bool((self.members[:, 1] >= 0).any())
+        self._all_single_gpu = bool((self.escale == 1).all())
 
     # ---- allocation -------------------------------------------------------------------------------
     def view(self, now: float) -> PolicyView:
         ids = sorted(self.jobs)
+        slots = np.array([self.slot[j] for j in ids], np.int64)
         jobs = [self.jobs[j] for j in ids]
-        keys = [JobKey(j.job_type, j.scale_factor) for j in jobs]
-        distinct = list(dict.fromkeys(keys))
-        code = {k: i for i, k in enumerate(distinct)}
+        rows = self.key_row[slots]
+        distinct, code = np.unique(rows, return_inverse=True)
         colocated = None
-        if self.policy.packing and distinct:
-            rows = np.array([self.table.index(k) for k in distinct])
-            colocated = self.table.colocated[np.ix_(rows, rows, self._cols)][:, :, :, 0, :]
-        prices = np.array([self.cluster.price(g) for g in self.gpu_types])
+        if self.policy.packing and len(distinct):
+            colocated = self.table.colocated[np.ix_(distinct, distinct, self._cols)][:, :, :, 0, :]
         return PolicyView(
             job_ids=np.array(ids, dtype=np.int64), gpu_types=self.gpu_types, capacity=self.capacity,
-            throughput=np.array([self._tput[j] for j in ids]).reshape(len(ids), self.n),
-            scale_factor=np.array([j.scale_factor for j in jobs], dtype=np.int64),
+            throughput=self.tput[slots], scale_factor=self.scale[slots],
             priority_weight=np.array([j.priority_weight for j in jobs], float),
-            remaining_steps=np.array([self.remaining[j] for j in ids], float),
+            remaining_steps=self.remaining[slots],
             time_since_arrival=np.array([now - j.arrival_time_s for j in jobs], float),
-            type_code=np.array([code[k] for k in keys], dtype=np.int64), colocated=colocated, prices=prices,
+            type_code=code.ravel(), colocated=colocated,
+            prices=np.array([self.cluster.price(g) for g in self.gpu_types]),
             deadline_s=np.array([np.nan if j.deadline_s is None else j.deadline_s for j in jobs]),
             entity=None, now=now)
 
@@ -188,17 +226,15 @@ class Scheduler:
             # Pair entries follow the allocation: new pairs appear, pairs with no time disappear.
             wanted = {tuple(int(allocation.job_ids[i]) for i in pair): row
                       for pair, row in zip(allocation.pairs, allocation.x_pairs) if row.sum() > 0}
-            stale = [i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted]
-            self._drop_entries(stale)
-            for members in wanted:
-                if members not in self._entry_index:
-                    self._add_entry(members)
+            self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
+            self._add_entries([m for m in wanted if m not in self._entry_index])
             rows = [self._entry_index[(int(j),)] for j in allocation.job_ids]
             self.alloc[rows] = allocation.x
             self.in_alloc[rows] = True
             for members, row in wanted.items():
                 self.alloc[self._entry_index[members]] = row
                 self.in_alloc[self._entry_index[members]] = True
+        self._entries_changed()
         self.t[:] = self.prior
         self.S = np.full(self.n, self.prior * len(self.entries))
         self.last_reset_time = now
@@ -217,9 +253,13 @@ class Scheduler:
     def priorities(self) -> np.ndarray:
         """allocation / fraction of time received, per entry and type (s.3.4)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            fraction = self.t / self.S[None, :]
-            pr = np.where(fraction == 0, self.alloc * 1e9, self.alloc / fraction)
-        return np.where((self.alloc == 0) | ~self.ok | ~self.in_alloc[:, None], 0.0, pr)
+            fraction = self.t / self.S
+            pr = self.alloc / fraction
+        zero_fraction = fraction == 0
+        if zero_fraction.any():
+            pr[zero_fraction] = self.alloc[zero_fraction] * 1e9
+        pr[(self.alloc == 0) | self._blocked] = 0.0
+        return pr
 
     def type_order_for_round(self) -> list[int]:
         order = list(self.type_order)
@@ -227,63 +267,96 @@ class Scheduler:
             self._shuffler.shuffle(order)
         return order
 
-    def plan(self, now: float, force_recompute: bool = False) -> RoundPlan:
-        """Pick and place the combinations to run from `now` (s.3.5-3.6)."""
-        order = self.type_order_for_round()          # drawn every planning step (amendment 4)
-        recomputed = self.maybe_recompute(now, force_recompute)
-        plan = RoundPlan(now, recomputed=recomputed)
-        if not self.entries:
-            return plan
+    def select(self, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (s.3.5)."""
         pr = self.priorities()
         free = self.capacity.copy()
-        taken: set[int] = set()
-        chosen: list[tuple[int, int]] = []           # (entry, type column)
-        fills = self.policy.fills_idle_gpus
-        scale = [self.jobs[e[0]].scale_factor for e in self.entries]
-        seq = np.arange(len(self.entries))
+        taken = np.zeros(len(self.remaining), bool)           # by slot
+        out_e, out_w = [], []
+        eligible = (self.ok if self.policy.fills_idle_gpus else self.ok & (pr > 0)).T
+        # One stable lexsort per type (rows of the transposed keys); exact ties keep insertion order.
+        rankings = np.lexsort((-self.alloc.T, -self.deficit.T, -pr.T))
+        first = self.members[:, 0]
+        fast = not self._has_pairs and self._all_single_gpu
         for w in order:
-            ranking = np.lexsort((seq, -self.alloc[:, w], -self.deficit[:, w], -pr[:, w]))
-            for e in ranking.tolist():
-                if free[w] <= 0:
+            if free[w] <= 0:
+                continue
+            ranking = rankings[w]
+            cand = ranking[eligible[w][ranking] & ~taken[first[ranking]]]
+            if fast:
+                chosen = cand[: int(free[w])]                  # everything fits one GPU: take the first ones
+                free[w] -= len(chosen)
+                taken[first[chosen]] = True
+                out_e.append(chosen)
+                out_w.append(w)
+                continue
+            scale = self.escale[cand]
+            picked = []
+            f = free[w]
+            members = self.members
+            for e, s in zip(cand.tolist(), scale.tolist()):
+                if f <= 0:
                     break
-                members = self.entries[e]
-                if any(j in taken for j in members) or not self.ok[e, w]:
+                a, b = members[e]
+                if taken[a] or (b >= 0 and (taken[b] or self.scale[b] != s)) or s > f:
                     continue
-                if not fills and pr[e, w] <= 0:
-                    continue
-                s = scale[e]
-                if len(members) == 2 and self.jobs[members[1]].scale_factor != s:
-                    continue
-                if s > free[w]:
-                    continue
-                taken.update(members)
-                free[w] -= s
-                chosen.append((e, w))
-        placed = [(e, w) for e, w in chosen if self.in_alloc[e]]   # amendment 3: others leave GPUs idle
-        for e, w, gpus, extended, spread in self.placer.place(
-                [(e, w, scale[e], self._last_gpus.get(self.entries[e])) for e, w in placed]):
-            members = self.entries[e]
-            if len(members) == 1:
-                row = self._tput_spread if (spread and self.placement_aware) else self._tput
-                tputs = (float(row[members[0]][w]),)
-            else:
-                tputs = tuple(float(v) for v in self._pair_tput(members)[w])
-            plan.assignments.append(Assignment(e, members, w, gpus, tputs, scale[e], extended))
-        self._last_gpus = {self.entries[a.entry]: (a.gpu_type, a.gpus) for a in plan.assignments}
+                taken[a] = True
+                if b >= 0:
+                    taken[b] = True
+                f -= s
+                picked.append(e)
+            free[w] = f
+            chosen = np.array(picked, np.int64)
+            if len(chosen):
+                taken[self.members[chosen, 0]] = True
+                second = self.members[chosen, 1]
+                taken[second[second >= 0]] = True
+            out_e.append(chosen)
+            out_w.append(w)
+        if not out_e:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(out_e), np.repeat(np.array(out_w, np.int64), [len(e) for e in out_e])
+
+    def plan(self, now: float, force_recompute: bool = False, place: bool = True) -> RoundPlan:
+        """Pick (and place) the combinations to run from `now` (s.3.5-3.6)."""
+        order = self.type_order_for_round()          # drawn every planning step (amendment 4)
+        recomputed = self.maybe_recompute(now, force_recompute)
+        if not self.entries:
+            return RoundPlan(now, np.zeros(0, np.int64), np.zeros(0, np.int64), recomputed)
+        entry, gpu_type = self.select(order)
+        keep = self.in_alloc[entry]                  # amendment 3: the others leave their GPUs idle
+        plan = RoundPlan(now, entry[keep], gpu_type[keep], recomputed)
+        if place or self.placement_aware:
+            self._place(plan)
         return plan
 
+    def _place(self, plan: RoundPlan) -> None:
+        items = [(int(e), int(w), int(self.escale[e]), self._last_gpus.get(self.entries[e]))
+                 for e, w in zip(plan.entry, plan.gpu_type)]
+        placed = {e: (gpus, extended, spread) for e, _, gpus, extended, spread in self.placer.place(items)}
+        for e, w in zip(plan.entry.tolist(), plan.gpu_type.tolist()):
+            gpus, extended, spread = placed[e]
+            ids = self.entries[e]
+            if spread and self.placement_aware and len(ids) == 1:
+                self.etput[e, w, 0] = self.tput_spread[self.members[e, 0], w]
+            elif len(ids) == 1:
+                self.etput[e, w, 0] = self.tput[self.members[e, 0], w]
+            tputs = tuple(float(v) for v in self.etput[e, w, : len(ids)])
+            plan.assignments.append(Assignment(e, ids, w, gpus, tputs, int(self.escale[e]), extended))
+        self._last_gpus = {a.job_ids: (a.gpu_type, a.gpus) for a in plan.assignments}
+
     # ---- progress ---------------------------------------------------------------------------------
-    def credit(self, assignment: Assignment, steps: tuple[float, ...], exec_time: float) -> list[int]:
-        """Record a finished micro-task; returns the ids of jobs that completed."""
-        e = self._entry_index.get(assignment.job_ids)
-        if e is not None:
-            self.t[e, assignment.gpu_type] += exec_time
-        self.S[assignment.gpu_type] += exec_time
-        done = []
-        for job_id, n_steps in zip(assignment.job_ids, steps):
-            if job_id not in self.remaining:
-                continue
-            self.remaining[job_id] -= n_steps
-            if self.remaining[job_id] <= 0:
-                done.append(job_id)
-        return done
+    def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray,
+               ) -> np.ndarray:
+        """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
+        self.t[entry, gpu_type] += exec_time          # an entry runs at most once per round
+        np.add.at(self.S, gpu_type, exec_time)        # sequential, in plan order (float order matters)
+        members = self.members[entry]
+        if not self._has_pairs:
+            slots = members[:, 0]
+            self.remaining[slots] -= steps[:, 0]      # a job runs at most once per round
+        else:
+            valid = members >= 0
+            slots = members[valid]
+            self.remaining[slots] -= steps[valid]
+        return slots[self.remaining[slots] <= 0]

@@ -15,10 +15,9 @@ from .result import Result, ResultBuilder
 EPS_STEPS = 1e-6
 
 
-def run_ideal(jobs, sched: Scheduler, config) -> Result:
-    from .simulator import SimulationError, _Arrivals
+def run_ideal(arrivals, sched: Scheduler, config) -> Result:
+    from .simulator import SimulationError
 
-    arrivals = _Arrivals(jobs)
     out = ResultBuilder(sched, config)
     window = config.window
     window_left = None if window is None else window[1] - window[0]
@@ -26,7 +25,7 @@ def run_ideal(jobs, sched: Scheduler, config) -> Result:
     for _ in range(config.max_rounds):
         for job in arrivals.pop_until(now):
             sched.add_job(job)
-            out.arrived(job)
+            out.arrived(job, sched.slot[job.job_id])
         if window_left == 0:
             break
         nxt = arrivals.peek_time()
@@ -39,27 +38,27 @@ def run_ideal(jobs, sched: Scheduler, config) -> Result:
         allocation = sched.policy.allocate(view)
         sched.num_recomputes += 1
         rate = allocation.effective_throughput(view)
-        gpus = allocation.gpus_used(view.scale_factor).sum()
         with np.errstate(divide="ignore"):
             to_finish = np.where(rate > 0, view.remaining_steps / rate, np.inf)
         dt = min(to_finish.min(), (nxt - now) if nxt is not None else np.inf)
         if not np.isfinite(dt):
             raise SimulationError(f"no job makes progress under {sched.policy.name} and none will arrive")
-        out.busy += gpus * dt
+        out.busy += float(allocation.gpus_used(view.scale_factor).sum()) * dt
         out.rounds += 1
+        slots = np.array([sched.slot[j] for j in view.job_ids.tolist()])
+        acc = out._acc
+        started = np.isnan(acc[slots, 0]) & (rate > 0)
+        acc[slots[started], 0] = now
+        acc[slots, 1] += rate * dt
+        sched.remaining[slots] -= rate * dt
         now += dt
-        for i, job_id in enumerate(view.job_ids.tolist()):
-            rec = out.records[job_id]
-            if np.isnan(rec.start_time_s) and rate[i] > 0:
-                rec.start_time_s = now - dt
-            progress = rate[i] * dt
-            rec.steps_done += progress
-            sched.remaining[job_id] -= progress
-            if sched.remaining[job_id] <= EPS_STEPS * max(1.0, rec.total_steps) or to_finish[i] <= dt:
-                out.completed(job_id, now)
-                sched.remove_job(job_id)
-                if window is not None and window[0] <= job_id < window[1]:
-                    window_left -= 1
+        total = np.array([sched.jobs[j].total_steps for j in view.job_ids.tolist()])
+        done = (sched.remaining[slots] <= EPS_STEPS * np.maximum(1.0, total)) | (to_finish <= dt)
+        for job_id, slot in zip(view.job_ids[done].tolist(), slots[done].tolist()):
+            out.completed(job_id, slot, now)
+            sched.remove_job(job_id)
+            if window is not None and window[0] <= job_id < window[1]:
+                window_left -= 1
     else:
         raise SimulationError(f"stopped after max_rounds={config.max_rounds}")
     return out.build(now)

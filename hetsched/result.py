@@ -11,7 +11,7 @@ import pandas as pd
 from .jobs import Job
 
 if TYPE_CHECKING:
-    from .core import Assignment, RoundPlan, Scheduler
+    from .core import RoundPlan, Scheduler
 
 
 @dataclass
@@ -82,7 +82,7 @@ class Result:
 
 
 class ResultBuilder:
-    """Collects events from the simulator loop into a `Result`."""
+    """Collects the simulator's events into a `Result`; per-round work is array arithmetic by job slot."""
 
     def __init__(self, scheduler: "Scheduler", config):
         self.sched = scheduler
@@ -91,49 +91,87 @@ class ResultBuilder:
         self.busy = 0.0
         self.rounds = 0
         self.record_timeline = config.record_timeline
-        self._tl: dict[str, list] = {k: [] for k in ("round", "start_s", "end_s", "job_id", "partner_id",
-                                                     "gpu_type", "num_gpus", "steps", "lease_extended")}
+        self._tl: list[dict[str, np.ndarray]] = []
         self._prices = np.array([scheduler.cluster.price(g) for g in scheduler.gpu_types])
+        self._acc = np.zeros((0, 3 + scheduler.n))       # per slot: start, steps, cost, seconds per type
 
-    def arrived(self, job: Job) -> None:
+    def _slot_row(self, slot: int) -> np.ndarray:
+        if slot >= len(self._acc):
+            grown = np.zeros((max(slot + 1, 2 * len(self._acc)), self._acc.shape[1]))
+            grown[: len(self._acc)] = self._acc
+            self._acc = grown
+        return self._acc[slot]
+
+    def arrived(self, job: Job, slot: int) -> None:
         self.records[job.job_id] = JobRecord(job.job_id, job.job_type, job.scale_factor, job.priority_weight,
                                              job.arrival_time_s, job.total_steps, job.deadline_s)
+        row = self._slot_row(slot)
+        row[:] = 0.0
+        row[0] = np.nan
 
     def planned(self, plan: "RoundPlan") -> None:
-        if plan.assignments:
-            self.rounds += 1
-        for a in plan.assignments:
-            for j in a.job_ids:
-                rec = self.records[j]
-                if np.isnan(rec.start_time_s):
-                    rec.start_time_s = plan.now
+        if not len(plan.entry):
+            return
+        self.rounds += 1
+        slots = self.sched.members[plan.entry].ravel()
+        slots = slots[slots >= 0]
+        fresh = slots[np.isnan(self._acc[slots, 0])]
+        self._acc[fresh, 0] = plan.now
 
-    def micro_task(self, a: "Assignment", steps, start: float, end: float, exec_time: float) -> None:
-        self.busy += exec_time * a.scale_factor
-        gpu = self.sched.gpu_types[a.gpu_type]
-        share = 1.0 / len(a.job_ids)          # a pair's GPUs are paid once, half by each job
-        for j, n in zip(a.job_ids, steps):
-            rec = self.records[j]
-            rec.steps_done += n
-            rec.gpu_seconds[gpu] = rec.gpu_seconds.get(gpu, 0.0) + exec_time * a.scale_factor
-            rec.cost += self._prices[a.gpu_type] * exec_time / 3600.0 * a.scale_factor * share
+    def round_done(self, plan: "RoundPlan", steps: np.ndarray, start: float, ends: np.ndarray) -> None:
+        """Account a finished round: steps (k, 2) per member, combination end times (k,)."""
+        sched = self.sched
+        exec_time = ends - start
+        scale = sched.escale[plan.entry].astype(float)
+        self.busy += float(exec_time @ scale)
+        members = sched.members[plan.entry]
+        valid = members >= 0 if (sched._has_pairs or self.record_timeline) else None
+        gpu_seconds = exec_time * scale
+        priced = self._prices.any()
+        cost = self._prices[plan.gpu_type] * exec_time / 3600.0 * scale if priced else None
+        acc = self._acc
+        if not sched._has_pairs:
+            slots = members[:, 0]                         # a job runs at most once per round: no repeats
+            acc[slots, 1] += steps[:, 0]
+            acc[slots, 3 + plan.gpu_type] += gpu_seconds
+            if priced:
+                acc[slots, 2] += cost
+        else:
+            for col in (0, 1):
+                v = valid[:, col]
+                slots = members[v, col]
+                acc[slots, 1] += steps[v, col]
+                acc[slots, 3 + plan.gpu_type[v]] += gpu_seconds[v]
+                if priced:
+                    acc[slots, 2] += cost[v] / valid[v].sum(axis=1)   # a pair's GPUs are paid once
         if self.record_timeline:
-            tl = self._tl
-            for k, (j, n) in enumerate(zip(a.job_ids, steps)):
-                tl["round"].append(self.rounds)
-                tl["start_s"].append(start)
-                tl["end_s"].append(end)
-                tl["job_id"].append(j)
-                tl["partner_id"].append(a.job_ids[1 - k] if len(a.job_ids) == 2 else -1)
-                tl["gpu_type"].append(a.gpu_type)
-                tl["num_gpus"].append(a.scale_factor)
-                tl["steps"].append(n)
-                tl["lease_extended"].append(a.extended)
+            ids = np.where(valid, sched.job_of_slot[np.maximum(members, 0)], -1)
+            extended = np.array([a.extended for a in plan.assignments], bool) if plan.assignments else \
+                np.zeros(len(plan.entry), bool)
+            for col in (0, 1):
+                v = valid[:, col]
+                self._tl.append({"round": np.full(v.sum(), self.rounds), "start_s": np.full(v.sum(), start),
+                                 "end_s": ends[v], "job_id": ids[v, col], "partner_id": ids[v, 1 - col],
+                                 "gpu_type": plan.gpu_type[v], "num_gpus": scale[v].astype(int),
+                                 "steps": steps[v, col], "lease_extended": extended[v]})
 
-    def completed(self, job_id: int, finish: float) -> None:
+    def _flush(self, job_id: int, slot: int) -> None:
+        rec = self.records[job_id]
+        row = self._acc[slot]
+        rec.start_time_s, rec.steps_done, rec.cost = float(row[0]), float(row[1]), float(row[2])
+        rec.gpu_seconds = {g: float(row[3 + i]) for i, g in enumerate(self.sched.gpu_types) if row[3 + i]}
+
+    def completed(self, job_id: int, slot: int, finish: float) -> None:
+        self._flush(job_id, slot)
         self.records[job_id].finish_time_s = finish
 
     def build(self, now: float) -> Result:
-        timeline = {k: np.asarray(v) for k, v in self._tl.items()} if self.record_timeline else None
+        for job_id, slot in self.sched.slot.items():
+            self._flush(job_id, slot)
+        timeline = None
+        if self.record_timeline:
+            keys = ("round", "start_s", "end_s", "job_id", "partner_id", "gpu_type", "num_gpus", "steps",
+                    "lease_extended")
+            timeline = {k: np.concatenate([c[k] for c in self._tl]) if self._tl else np.zeros(0) for k in keys}
         return Result(self.sched.policy.name, self.sched.gpu_types, int(self.sched.capacity.sum()), self.records,
                       now, self.busy, self.config.window, self.rounds, self.sched.num_recomputes, timeline)

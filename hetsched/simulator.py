@@ -2,14 +2,15 @@
 
 A round's combinations run `min(int(T * round), R)` steps each and finish at `now + steps / T`; the round ends
 at the latest finish. Arrivals are admitted at round boundaries. With a measurement window the run ends when
-every window job has finished while later jobs keep arriving.
+every window job has finished while later jobs keep arriving. The round loop is numpy over the round's
+combinations; per-job Python work happens only on arrivals and completions.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -39,12 +40,11 @@ class SimulationConfig:
     max_rounds: int = 10_000_000
 
 
-
 class SimulationError(HetschedError, RuntimeError):
     """The simulation cannot make progress (e.g. a job that fits on no GPU type)."""
 
 
-class _Arrivals:
+class Arrivals:
     """A lazily consumed, arrival-ordered job stream."""
 
     def __init__(self, jobs: Iterable[Job]):
@@ -66,84 +66,86 @@ class _Arrivals:
         return out
 
 
+def policy_for(name: str, seed: int) -> Policy:
+    """A fresh policy object; seeded policies (FIFO, Gandiva) get the run's seed."""
+    seeded = name.split("_")[0] in ("fifo", "gandiva")
+    return make_policy(name, **({"seed": seed} if seeded else {}))
+
+
 def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Policy | str,
              throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
              **overrides) -> Result:
     """Run `policy` on `cluster` over the (arrival-ordered) job stream and return the `Result`."""
-    config = config or SimulationConfig()
-    if overrides:
-        from dataclasses import replace
-        config = replace(config, **overrides)
+    config = replace(config or SimulationConfig(), **overrides)
     table = throughputs if isinstance(throughputs, ThroughputTable) else load_throughputs(
         throughputs or "gavel_simulation")
     if isinstance(policy, str):
-        policy = make_policy(policy, **({"seed": config.seed} if policy.split("_")[0] in ("fifo", "gandiva")
-                                        else {}))
+        policy = policy_for(policy, config.seed)
     scheduler = Scheduler(cluster, policy, table, round_s=config.round_s,
                           min_reset_interval_s=config.min_reset_interval_s, seed=config.seed,
                           placement_aware=config.placement_aware)
     if config.ideal:
         from .ideal import run_ideal
-        return run_ideal(jobs, scheduler, config)
-    return _run_rounds(_Arrivals(jobs), scheduler, config)
+        return run_ideal(Arrivals(jobs), scheduler, config)
+    return _run_rounds(Arrivals(jobs), scheduler, config)
 
 
-def _run_rounds(arrivals: _Arrivals, sched: Scheduler, config: SimulationConfig) -> Result:
+def _run_rounds(arrivals: Arrivals, sched: Scheduler, config: SimulationConfig) -> Result:
     out = ResultBuilder(sched, config)
     window = config.window
     window_left = None if window is None else window[1] - window[0]
-    now = 0.0
-    round_start = 0.0
-    running: list = []           # (assignment, steps per job, finish per job, combination finish)
+    place = config.record_timeline or config.placement_aware
+    now = round_start = 0.0
+    plan = None
     stalled = 0
     for _ in range(config.max_rounds):
-        if window_left == 0 or (window_left is None and not sched.jobs and arrivals.peek_time() is None
-                                and not running):
+        running = plan is not None and len(plan.entry) > 0
+        if window_left == 0 or (window_left is None and not sched.jobs and arrivals.peek_time() is None):
             break
         if running:
-            now = max(r[3] for r in running)
-        else:
-            nxt = arrivals.peek_time()
-            if nxt is None:
-                if not sched.jobs:
-                    break
-            else:
-                now = max(now, nxt)
-        for assignment, steps, finishes, end in running:
-            exec_time = end - round_start
-            out.micro_task(assignment, steps, round_start, end, exec_time)
-            for job_id in sched.credit(assignment, steps, exec_time):
-                finish = finishes[assignment.job_ids.index(job_id)]
-                out.completed(job_id, finish)
+            now = float(ends.max())
+            exec_time = ends - round_start
+            out.round_done(plan, steps, round_start, ends)
+            completed = sched.credit(plan.entry, plan.gpu_type, steps, exec_time)
+            for slot in completed.tolist():
+                job_id = int(sched.job_of_slot[slot])
+                k, col = np.argwhere(members == slot)[0]
+                out.completed(job_id, slot, float(finish[k, col]))
                 sched.remove_job(job_id)
                 if window is not None and window[0] <= job_id < window[1]:
                     window_left -= 1
-        if running:
             round_start = now
+        else:
+            nxt = arrivals.peek_time()
+            if nxt is not None:
+                now = max(now, nxt)
+            elif not sched.jobs:
+                break
         for job in arrivals.pop_until(now):
             sched.add_job(job)
-            out.arrived(job)
+            out.arrived(job, sched.slot[job.job_id])
         if window_left == 0:
             break
         exhausted = arrivals.peek_time() is None
         # With nothing running and nothing left to arrive, waiting cannot help: recompute now.
-        plan = sched.plan(now, force_recompute=not running and exhausted and bool(sched.jobs))
+        plan = sched.plan(now, force_recompute=not running and exhausted and bool(sched.jobs), place=place)
         out.planned(plan)
-        running = []
-        for a in plan.assignments:
-            steps, finishes = [], []
-            for job_id, tput in zip(a.job_ids, a.throughputs):
-                n = min(int(tput * config.round_s), sched.remaining[job_id])
-                steps.append(n)
-                finishes.append(now + n / tput)
-            running.append((a, tuple(steps), tuple(finishes), max(finishes)))
-        if running or arrivals.peek_time() is not None:
+        if len(plan.entry):
+            members = sched.members[plan.entry]
+            tput = sched.etput[plan.entry, plan.gpu_type]                     # (k, 2) steps/s per member
+            steps = np.zeros_like(tput)
+            finish = np.full_like(tput, -np.inf)
+            for col in ((0,) if not sched._has_pairs else (0, 1)):
+                v = members[:, col] >= 0
+                t = tput[v, col]
+                steps[v, col] = np.minimum(np.floor(t * config.round_s), sched.remaining[members[v, col]])
+                finish[v, col] = now + steps[v, col] / t
+            ends = finish.max(axis=1)
             stalled = 0
-        else:
+        elif exhausted:
             stalled += 1
             if stalled > 2:
-                stuck = sorted(sched.jobs)[:5]
-                raise SimulationError(f"no job can run and none will arrive; stuck jobs {stuck} "
+                raise SimulationError(f"no job can run and none will arrive; stuck jobs {sorted(sched.jobs)[:5]} "
                                       f"(does each fit on some GPU type with non-zero throughput?)")
     else:
         raise SimulationError(f"stopped after max_rounds={config.max_rounds}")

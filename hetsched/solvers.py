@@ -100,9 +100,31 @@ def _solve_highs(p: ConicProblem, tol: float) -> Solution:
     return Solution(x, status, float(res.fun) if x is not None else np.nan, "highs")
 
 
+def solve_lp_csc(c: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, num_rows: int,
+                 h: np.ndarray, solver: str = "ecos", tol: float = 1e-8) -> Solution:
+    """`min c'x s.t. G x <= h` with G given as raw CSC arrays (skips scipy's checks on the hot path)."""
+    if solver != "ecos":
+        G = sp.csc_matrix((data, indices, indptr), shape=(num_rows, len(c)))
+        return solve(ConicProblem(c, G, h, l=num_rows), solver, tol)
+    import _ecos
+
+    try:
+        sol = _ecos.csolve((num_rows, len(c), 0), c, data, indices, indptr, h, {"l": num_rows, "q": [], "e": 0},
+                           verbose=False, feastol=tol, abstol=tol, reltol=tol, max_iters=200)
+    except Exception as exc:
+        log.warning("ecos failed: %s", exc)
+        return Solution(None, "error", np.nan, "ecos")
+    flag = sol["info"]["exitFlag"]
+    status = {0: "optimal", 10: "inaccurate", 1: "infeasible", 2: "unbounded"}.get(flag, "error")
+    x = sol["x"] if status in ("optimal", "inaccurate") else None
+    return Solution(x, status, float(c @ x) if x is not None else np.nan, "ecos", sol["z"] if x is not None else None)
+
+
 BACKENDS: dict[str, Callable[[ConicProblem, float], Solution]] = {
     "ecos": _solve_ecos, "clarabel": _solve_clarabel, "highs": _solve_highs,
 }
+
+
 DEFAULT_SOLVER = "ecos"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from ..errors import HetschedError
 from .base import Allocation, Policy, PolicyView
@@ -39,6 +38,8 @@ class AlloX(Policy):
         workers = np.repeat(np.arange(n), np.maximum(free, 0))
         if not waiting or not len(workers):
             return Allocation(view.job_ids, view.gpu_types, x)
+        from scipy.optimize import linear_sum_assignment   # imported here: scipy.optimize is slow to import
+
         tput = view.throughput[np.ix_(waiting, workers)]
         p = view.remaining_steps[waiting][:, None] / np.where(tput > 0, tput, 1e-10)
         positions = len(waiting)

@@ -83,11 +83,12 @@ class Allocation:
     x_pairs: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        self.x = np.clip(np.nan_to_num(np.asarray(self.x, float)), 0.0, 1.0)
+        # fmax maps NaN to 0; solvers return tiny negatives and 1 + eps, which are clipped.
+        self.x = np.minimum(np.fmax(np.asarray(self.x, float), 0.0), 1.0)
         self.pairs = np.asarray(self.pairs, dtype=np.intp).reshape(-1, 2)
         if self.x_pairs is None:
             self.x_pairs = np.zeros((len(self.pairs), len(self.gpu_types)))
-        self.x_pairs = np.clip(np.nan_to_num(np.asarray(self.x_pairs, float)), 0.0, 1.0)
+        self.x_pairs = np.minimum(np.fmax(np.asarray(self.x_pairs, float), 0.0), 1.0)
 
     def time_per_job(self) -> np.ndarray:
         """Total time fraction each job is scheduled (alone or in a pair)."""

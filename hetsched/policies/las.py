@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..solvers import ConicProblem, solve
+from ..solvers import ConicProblem, solve, solve_lp_csc
 from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from .formulation import build_polytope, make_units
 from .fallback import fallback_allocation
@@ -22,6 +23,28 @@ def las_coefficients(view: PolicyView) -> np.ndarray:
     with np.errstate(divide="ignore"):
         inv_prop = np.where(prop > 0, 1.0 / prop, 0.0)
     return (1.0 / view.priority_weight) * inv_prop * view.scale_factor
+
+
+@functools.lru_cache(maxsize=256)
+def _cvxpy_layout(m: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """CSC structure of the per-job LAS problem in cvxpy's ECOS layout (depends only on m and n).
+
+    Column 0 is t' (rows 0..m-1, value -1); column 1 + j*m + i is x[i, j] with four rows: its epigraph row i,
+    its non-negativity row m + j*m + i, capacity row m+k+j and time row m+k+n+i. Returns (indices, indptr,
+    data template, positions of each x column's first entry).
+    """
+    k = m * n
+    j, i = np.divmod(np.arange(k), m)
+    indices = np.empty(m + 4 * k, np.int64)
+    indices[:m] = np.arange(m)
+    indices[m:] = np.stack([i, m + np.arange(k), m + k + j, m + k + n + i], axis=1).ravel()
+    data = np.empty(m + 4 * k)
+    data[:m] = -1.0
+    data[m:] = np.tile([0.0, -1.0, 0.0, 1.0], k)
+    indptr = np.concatenate([[0], m + 4 * np.arange(k + 1)]).astype(np.int64)
+    for arr in (indices, indptr, data):
+        arr.setflags(write=False)
+    return indices, indptr, data, m + 4 * np.arange(k)
 
 
 class MaxMinFairness(VariantPolicy):
@@ -60,22 +83,19 @@ class MaxMinFairness(VariantPolicy):
         per-job JCTs reproducible (spec s.12, amendments 1-2).
         """
         m, n = v.throughput.shape
-        weights = (1.0 / v.priority_weight) * np.where(proportional_throughput(v) > 0,
-                                                     1.0 / np.where(proportional_throughput(v) > 0,
-                                                                    proportional_throughput(v), 1.0), 0.0)
+        prop = proportional_throughput(v)
+        weights = (1.0 / v.priority_weight) * np.where(prop > 0, 1.0 / np.where(prop > 0, prop, 1.0), 0.0)
         C = (v.throughput * weights[:, None]) * v.scale_factor[:, None]
-        k = m * n
-        col = 1 + (np.arange(n)[None, :] * m + np.arange(m)[:, None])     # x[i, j] -> column-major index
-        rows = np.concatenate([np.arange(m), np.repeat(np.arange(m), n), m + np.arange(k),
-                               m + k + np.tile(np.arange(n), m), m + k + n + np.repeat(np.arange(m), n)])
-        cols = np.concatenate([np.zeros(m, np.intp), col.ravel(), 1 + np.arange(k), col.ravel(), col.ravel()])
-        data = np.concatenate([-np.ones(m), -C.ravel(), -np.ones(k), v.scale_factor.repeat(n).astype(float),
-                               np.ones(k)])
-        G = sp.csc_matrix((data, (rows, cols)), shape=(2 * m + k + n, k + 1))
-        h = np.concatenate([np.zeros(m + k), v.capacity.astype(float), np.ones(m)])
-        c = np.zeros(k + 1)
+        indices, indptr, data, x_cols = _cvxpy_layout(m, n)
+        data = data.copy()
+        data[x_cols] = -C.T.ravel()                                   # epigraph coefficients
+        data[x_cols + 2] = np.repeat(v.scale_factor[None, :], n, axis=0).ravel()   # capacity rows
+        h = np.zeros(2 * m + m * n + n)
+        h[m + m * n: m + m * n + n] = v.capacity
+        h[m + m * n + n:] = 1.0
+        c = np.zeros(m * n + 1)
         c[0] = 1.0
-        sol = solve(ConicProblem(c, G, h, l=G.shape[0]), self.solver)
+        sol = solve_lp_csc(c, data, indices, indptr, 2 * m + m * n + n, h, self.solver)
         if not sol.ok:
             return fallback_allocation(self, v, sol.status)
         x = sol.x[1:].reshape(n, m).T

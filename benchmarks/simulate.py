@@ -1,0 +1,48 @@
+"""The artifact's speed baseline: LAS-perf, 2.4 jobs/h, window 4000-4999, 36:36:36 (fidelity/README.md).
+
+Prints one JSON line with our CPU seconds, the artifact's 91 CPU-s on this kind of machine, and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from hetsched import ClusterSpec, load_throughputs
+from hetsched.metrics import average_jct
+from hetsched.simulator import simulate
+from hetsched.traces import GavelGenerator
+
+ARTIFACT_CPU_S = 91.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--policy", default="max_min_fairness_perf")
+    parser.add_argument("--window", default="4000:5000")
+    parser.add_argument("--profile", action="store_true", help="print the top cProfile entries")
+    args = parser.parse_args()
+    start_id, end_id = map(int, args.window.split(":"))
+    table = load_throughputs()
+    jobs = iter(GavelGenerator(seed=0, mean_interarrival_s=1500, throughputs=table))
+    run = lambda: simulate(jobs, ClusterSpec.parse("36:36:36"), args.policy, table,  # noqa: E731
+                           window=(start_id, end_id), record_timeline=False)
+    start = time.process_time()
+    if args.profile:
+        import cProfile
+        import pstats
+        profiler = cProfile.Profile()
+        result = profiler.runcall(run)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+    else:
+        result = run()
+    cpu = time.process_time() - start
+    print(json.dumps({"policy": args.policy, "window": args.window, "cpu_s": round(cpu, 3),
+                      "artifact_cpu_s": ARTIFACT_CPU_S, "speedup": round(ARTIFACT_CPU_S / cpu, 1),
+                      "avg_jct_s": average_jct(result), "rounds": result.num_rounds,
+                      "recomputes": result.num_recomputes}))
+
+
+if __name__ == "__main__":
+    main()
