@@ -59,7 +59,7 @@ class Scheduler:
 
     def __init__(self, cluster: ClusterSpec, policy: Policy, throughputs: ThroughputTable, *,
                  round_s: float = 360.0, min_reset_interval_s: float = 1920.0, seed: int = 0,
-                 placement_aware: bool = False):
+                 placement_aware: bool = False, estimator=None):
         self.cluster = cluster
         self.policy = policy
         self.table = throughputs
@@ -67,6 +67,9 @@ class Scheduler:
         self.min_reset_interval_s = float(min_reset_interval_s)
         self.prior = self.round_s * self.PRIOR_FRACTION
         self.placement_aware = placement_aware
+        self.estimator = estimator          # ThroughputEstimator: policies see estimated pair throughputs
+        self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
+        self._estimates: dict[tuple[int, int], np.ndarray] = {}
         self.gpu_types = sorted_gpu_types(cluster)          # column order, as the policies see them
         self.n = n = len(self.gpu_types)
         missing = [g for g in self.gpu_types if g not in throughputs.gpu_types]
@@ -203,6 +206,8 @@ class Scheduler:
         colocated = None
         if self.policy.packing and len(distinct):
             colocated = self.table.colocated[np.ix_(distinct, distinct, self._cols)][:, :, :, 0, :]
+            if self.estimator is not None:
+                colocated = self._estimated(distinct, colocated.copy())
         return PolicyView(
             job_ids=np.array(ids, dtype=np.int64), gpu_types=self.gpu_types, capacity=self.capacity,
             throughput=self.tput[slots], scale_factor=self.scale[slots],
@@ -213,6 +218,22 @@ class Scheduler:
             prices=np.array([self.cluster.price(g) for g in self.gpu_types]),
             deadline_s=np.array([np.nan if j.deadline_s is None else j.deadline_s for j in jobs]),
             entity=None, now=now)
+
+    def _estimated(self, rows: np.ndarray, colocated: np.ndarray) -> np.ndarray:
+        """Replace unmeasured single-GPU pair throughputs by the estimator's (spec s.5 item 4)."""
+        keys = [self.table.keys[r] for r in rows.tolist()]
+        for i, (ra, ka) in enumerate(zip(rows.tolist(), keys)):
+            for k, (rb, kb) in enumerate(zip(rows.tolist(), keys)):
+                if ka.scale_factor != 1 or kb.scale_factor != 1:
+                    continue
+                est = self._estimates.get((ra, rb))
+                if est is None:
+                    est = np.array([self.estimator.pair(ka.job_type, kb.job_type, g) for g in self.gpu_types])
+                    self._estimates[(ra, rb)] = est
+                for w in range(self.n):
+                    if (ra, rb, w) not in self._measured:
+                        colocated[i, k, w] = est[w]
+        return colocated
 
     def _reset_and_recompute(self, now: float) -> None:
         """Gavel's reset event (s.3.4, amendment 7) followed by a policy solve."""
@@ -352,6 +373,11 @@ class Scheduler:
         self.t[entry, gpu_type] += exec_time          # an entry runs at most once per round
         np.add.at(self.S, gpu_type, exec_time)        # sequential, in plan order (float order matters)
         members = self.members[entry]
+        if self.estimator is not None and self._has_pairs:
+            for (a, b), w in zip(members.tolist(), gpu_type.tolist()):
+                if b >= 0:      # after a pair runs, its measured (oracle) throughput replaces the estimate
+                    ra, rb = int(self.key_row[a]), int(self.key_row[b])
+                    self._measured.update({(ra, rb, w), (rb, ra, w)})
         if not self._has_pairs:
             slots = members[:, 0]
             self.remaining[slots] -= steps[:, 0]      # a job runs at most once per round

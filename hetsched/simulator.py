@@ -38,6 +38,8 @@ class SimulationConfig:
     placement_aware: bool = False
     record_timeline: bool = True
     max_rounds: int = 10_000_000
+    # Throughput estimation for space sharing (spec s.5): (number of reference job types, profiling fraction).
+    estimate_colocation: tuple[int, float] | None = None
 
 
 class SimulationError(HetschedError, RuntimeError):
@@ -81,9 +83,16 @@ def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Policy | str,
         throughputs or "gavel_simulation")
     if isinstance(policy, str):
         policy = policy_for(policy, config.seed)
+    estimator = None
+    if config.estimate_colocation is not None:
+        from .estimator import ThroughputEstimator
+        from .policies.view import sorted_gpu_types
+        refs, fraction = config.estimate_colocation
+        estimator = ThroughputEstimator(table, sorted_gpu_types(cluster), num_reference=refs,
+                                        profiling_fraction=fraction, seed=config.seed)
     scheduler = Scheduler(cluster, policy, table, round_s=config.round_s,
                           min_reset_interval_s=config.min_reset_interval_s, seed=config.seed,
-                          placement_aware=config.placement_aware)
+                          placement_aware=config.placement_aware, estimator=estimator)
     if config.ideal:
         from .ideal import run_ideal
         return run_ideal(Arrivals(jobs), scheduler, config)
