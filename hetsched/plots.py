@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 
@@ -38,3 +39,29 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str) -> alt.
                                                     title=value.replace("_", " ")))
     text = base.mark_text(fontSize=8).encode(text=alt.Text(f"{value}:Q", format=".2f"))
     return (cells + text).properties(width=380, height=380)
+
+
+def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: str, y_title: str,
+          y_max: float | None = None, log: bool = False, dash: str | None = None) -> alt.Chart:
+    """Mean of `y` per (`x`, `color`) with one line per `color` (points marked); optional y clip and log axes."""
+    data = frame[[c for c in dict.fromkeys([x, y, color, dash]) if c]].copy()
+    data = data[np.isfinite(data[y])] if y_max is None else data.replace([np.inf], y_max)
+    if y_max is not None:
+        data[y] = data[y].clip(upper=y_max)
+    scale = alt.Scale(type="log", base=2) if log else alt.Scale(domain=[0, y_max] if y_max else alt.Undefined)
+    enc = dict(x=alt.X(f"{x}:Q", title=x_title, scale=alt.Scale(type="log", base=2) if log else alt.Scale()),
+               y=alt.Y(f"mean({y}):Q", title=y_title, scale=scale),
+               color=alt.Color(f"{color}:N", title=color.replace("_", " ")))
+    if dash:
+        enc["strokeDash"] = alt.StrokeDash(f"{dash}:N")
+    return alt.Chart(data, title=title).mark_line(point=True).encode(**enc).properties(width=360, height=240)
+
+
+def cdf(frame: pd.DataFrame, value: str, color: str, title: str, x_title: str) -> alt.Chart:
+    """Empirical CDFs of `value`, one per `color`."""
+    data = frame[[value, color]].dropna().sort_values(value).copy()
+    data["cdf"] = data.groupby(color).cumcount() + 1
+    data["cdf"] = data["cdf"] / data.groupby(color)[value].transform("size")
+    return alt.Chart(data, title=title).mark_line(interpolate="step-after").encode(
+        x=alt.X(f"{value}:Q", title=x_title), y=alt.Y("cdf:Q", title="fraction of jobs"),
+        color=alt.Color(f"{color}:N", title=color.replace("_", " "))).properties(width=360, height=240)

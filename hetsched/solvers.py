@@ -135,12 +135,17 @@ def solve(problem: ConicProblem, solver: str = DEFAULT_SOLVER, tol: float = 1e-8
     except KeyError:
         raise SolverError(f"unknown solver {solver!r}; available: {', '.join(BACKENDS)}") from None
     try:
-        return backend(problem, tol)
+        sol = backend(problem, tol)
     except SolverError:
         raise
     except Exception as exc:  # a crashing native solver must not crash a simulation
         log.warning("%s failed: %s", solver, exc)
-        return Solution(None, "error", np.nan, solver)
+        sol = Solution(None, "error", np.nan, solver)
+    if not sol.ok and solver == "ecos" and sol.status == "error":
+        # ECOS occasionally stalls on badly scaled cone programs; Clarabel (also interior point) usually copes.
+        log.info("ecos returned %s; retrying with clarabel", sol.status)
+        return solve(problem, "clarabel", tol)
+    return sol
 
 
 # ---- helpers to assemble problems -----------------------------------------------------------------

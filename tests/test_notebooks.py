@@ -1,23 +1,50 @@
-"""Every figure notebook runs under papermill at the tiny preset and writes finite results."""
+"""Every figure notebook runs under papermill at the tiny preset and writes the files and rows it promises."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from hetsched.experiments.continuous import PRESETS
 from hetsched.reproduce import figure_notebooks, reproduce
 
 NOTEBOOKS = [p.stem for p in figure_notebooks()]
+SINGLE = set(PRESETS["single"]["tiny"].rates)
+MULTI = set(PRESETS["multi"]["tiny"].rates)
 
-# What each notebook's results.csv must contain beyond "finite numbers".
-EXPECTED_COLUMNS = {
-    "motivation": {"model", "gpu_type", "relative_throughput", "relative_throughput_per_dollar"},
+# notebook -> (columns results.csv must have, {column: values it must contain})
+EXPECTED = {
+    "motivation": ({"model", "gpu_type", "relative_throughput", "relative_throughput_per_dollar"},
+                   {"gpu_type": {"k80", "p100", "v100"}}),
+    "fig08_las_single": ({"policy", "paper_rate", "avg_jct_h"},
+                         {"policy": {"max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed",
+                                     "gandiva", "allox", "fifo", "isolated"}, "paper_rate": SINGLE}),
+    "fig09_las_multi": ({"policy", "paper_rate", "avg_jct_h"},
+                        {"policy": {"max_min_fairness", "max_min_fairness_perf", "gandiva"}, "paper_rate": MULTI}),
+    "fig10_ftf_multi": ({"policy", "paper_rate", "avg_jct_h"},
+                        {"policy": {"finish_time_fairness", "finish_time_fairness_perf"}, "paper_rate": MULTI}),
+    "makespan_static": ({"policy", "paper_num_jobs", "makespan_h"},
+                        {"policy": {"fifo", "gandiva", "min_total_duration_perf", "min_total_duration_packed"}}),
+    "cluster_sweep": ({"v100_fraction", "makespan_reduction"}, {}),
+    "fig11_hierarchical": ({"timestep", "entity", "share"}, {"entity": {0, 1, 2}}),
+    "fig12_policy_runtime": ({"policy", "num_jobs", "seconds"}, {"num_jobs": {32, 64}}),
+    "fig13_mechanism": ({"mechanism", "paper_rate", "avg_jct_h"},
+                        {"mechanism": {"ideal", "rounds of 360 s", "rounds of 2880 s"}}),
+    "throughput_estimation": ({"variant", "paper_rate", "avg_jct_h"},
+                              {"variant": {"SS, oracle", "no SS", "SS, estimated (16 refs, 20 %)"}}),
+    "cost_slo": ({"policy", "total_cost", "slo_violations"},
+                 {"policy": {"max_sum_throughput_normalized_by_cost_perf_SLOs", "max_min_fairness_perf"}}),
 }
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("outputs")
-    return out, {r.name: r for r in reproduce("tiny", None, out)}
+    params = {"use_dask": False, "cache_dir": str(out / "cache")}   # the sweep's Dask path: test_sweep.py
+    return out, {r.name: r for r in reproduce("tiny", None, out, params)}
+
+
+def test_every_notebook_is_covered():
+    assert set(NOTEBOOKS) == set(EXPECTED)
 
 
 def test_index_lists_every_notebook(runs):
@@ -37,7 +64,13 @@ def test_notebook_outputs(runs, name):
         assert (run.out_dir / f).stat().st_size > 0, f
     assert (run.out_dir / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     results = pd.read_csv(run.out_dir / "results.csv")
+    columns, contains = EXPECTED[name]
     assert len(results) > 0
-    assert EXPECTED_COLUMNS.get(name, set()) <= set(results.columns)
-    numeric = results.select_dtypes("number").to_numpy()
-    assert np.isfinite(numeric).all()
+    assert columns <= set(results.columns)
+    for col, values in contains.items():
+        assert values <= set(results[col].dropna().tolist()), (col, set(results[col]))
+    numeric = results.select_dtypes("number").drop(columns=[c for c in results if c.startswith("avg_jct")
+                                                             or c.startswith("jct_p")], errors="ignore")
+    assert np.isfinite(numeric.to_numpy()).all()
+    jct = [c for c in results if c.startswith("avg_jct")]
+    assert (results[jct].to_numpy() > 0).all()       # inf marks a saturated point; never NaN or <= 0

@@ -1,0 +1,95 @@
+"""Continuous-arrival experiments: JCT vs input rate (Gavel Fig. 8, 9, 10, priorities, Fig. 13, estimation).
+
+Quick and tiny presets shrink the cluster and scale the input rates by the same factor, so that the load (and
+the curves' shape) matches the paper's; results carry `paper_rate` = rate / scale for comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..sweep import RunConfig
+
+
+@dataclass(frozen=True)
+class Preset:
+    cluster: str
+    rates: tuple[float, ...]        # paper-equivalent input rates (jobs/h on 36:36:36)
+    seeds: tuple[int, ...]
+    window: tuple[int, int]
+    scale: float                    # cluster size relative to 36:36:36; actual rate = paper rate x scale
+    max_rounds: int
+
+
+def _linspace(a: float, b: float, n: int) -> tuple[float, ...]:
+    return tuple(round(float(v), 3) for v in np.linspace(a, b, n) if v > 0)
+
+
+PRESETS: dict[str, dict[str, Preset]] = {
+    "single": {
+        "paper": Preset("36:36:36", _linspace(0.0, 6.0, 16), (0, 1, 2), (4000, 5000), 1.0, 400_000),
+        "quick": Preset("12:12:12", (0.8, 2.4, 4.0, 4.8, 5.6), (0,), (600, 800), 1 / 3, 40_000),
+        "tiny": Preset("4:4:4", (1.2, 3.6), (0,), (15, 30), 1 / 9, 10_000),
+    },
+    "multi": {
+        "paper": Preset("36:36:36", _linspace(0.0, 3.0, 16), (0, 1, 2), (4000, 5000), 1.0, 400_000),
+        "quick": Preset("12:12:12", (0.6, 1.4, 2.0, 2.4, 2.8), (0,), (600, 800), 1 / 3, 40_000),
+        "tiny": Preset("8:8:8", (0.4, 1.2), (0,), (15, 30), 2 / 9, 10_000),
+    },
+    "small_cluster": {   # throughput-estimation figure: 4:4:4 at 0.05-0.8 jobs/h
+        "paper": Preset("4:4:4", _linspace(0.0, 0.8, 17), (0, 1, 2), (4000, 5000), 1.0, 400_000),
+        "quick": Preset("4:4:4", (0.2, 0.4, 0.55, 0.7), (0,), (150, 300), 1.0, 40_000),
+        "tiny": Preset("4:4:4", (0.2, 0.5), (0,), (15, 30), 1.0, 10_000),
+    },
+}
+
+
+def configs(kind: str, preset: str, policies: list[str], *, rates: tuple[float, ...] | None = None,
+            seeds: tuple[int, ...] | None = None, **fields) -> list[RunConfig]:
+    """Runs for each policy x paper-equivalent rate x seed; extra RunConfig fields apply to all."""
+    p = PRESETS[kind][preset]
+    out = []
+    for policy in policies:
+        for rate in rates or p.rates:
+            for seed in seeds or p.seeds:
+                out.append(RunConfig(policy=policy, cluster=p.cluster, seed=seed, jobs_per_hour=rate * p.scale,
+                                     window=p.window, multi_gpu=kind == "multi", max_rounds=p.max_rounds,
+                                     labels=(("paper_rate", rate), ("preset", preset)), **fields))
+    return out
+
+
+def tidy(results: pd.DataFrame) -> pd.DataFrame:
+    """Add hours and a policy label; saturated runs keep JCT = inf."""
+    frame = results.copy()
+    frame["avg_jct_h"] = frame["avg_jct_s"] / 3600.0
+    if "avg_jct_low_s" in frame:
+        frame["avg_jct_low_h"] = frame["avg_jct_low_s"] / 3600.0
+        frame["avg_jct_high_h"] = frame["avg_jct_high_s"] / 3600.0
+    return frame
+
+
+def per_job_jcts(results: pd.DataFrame, **match) -> pd.DataFrame:
+    """Long table (policy, paper_rate, seed, job_id, jct_h) of the window jobs' JCTs."""
+    rows = []
+    for _, r in results.iterrows():
+        if any(r[k] != v for k, v in match.items()):
+            continue
+        for job, jct in (r["jcts"] or {}).items():
+            rows.append({"policy": r["policy"], "paper_rate": r["paper_rate"], "seed": r["seed"],
+                         "job_id": int(job), "jct_h": float(jct) / 3600.0})
+    return pd.DataFrame(rows)
+
+
+def rho(results: pd.DataFrame, isolated_policy: str = "isolated") -> pd.DataFrame:
+    """Finish-time fairness per job: JCT / JCT under `isolated` at the same rate and seed."""
+    jobs = per_job_jcts(results)
+    if jobs.empty:
+        return jobs
+    base = jobs[jobs["policy"] == isolated_policy][["paper_rate", "seed", "job_id", "jct_h"]]
+    merged = jobs[jobs["policy"] != isolated_policy].merge(base, on=["paper_rate", "seed", "job_id"],
+                                                            suffixes=("", "_isolated"))
+    merged["rho"] = merged["jct_h"] / merged["jct_h_isolated"]
+    return merged

@@ -1,0 +1,174 @@
+"""Grids of simulations on Dask (a LocalCluster by default, any cluster by address), cached by config hash.
+
+Each run is a `RunConfig`; `sweep(configs)` returns one tidy row per run (the run's summary plus the window
+jobs' JCTs). Results are cached as JSON under `cache_dir/<hash>.json`, so a re-run of a notebook only
+simulates what changed. A run that exceeds its round budget is a saturated point (JCT = inf), as the
+artifact's sweeps treat a timed-out run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from dataclasses import asdict, dataclass, field, replace
+from itertools import islice
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One simulation: stream, cluster, policy and mechanism parameters."""
+
+    policy: str
+    cluster: str = "36:36:36"
+    seed: int = 0
+    jobs_per_hour: float | None = None        # continuous stream (Gavel generator)
+    num_jobs: int | None = None               # static stream (all at t=0), or a cap on a continuous one
+    window: tuple[int, int] | None = None
+    multi_gpu: bool = False
+    multi_priority: bool = False
+    round_s: float = 360.0
+    ideal: bool = False
+    throughputs: str = "gavel_simulation"
+    estimate_colocation: tuple[int, float] | None = None
+    slos: bool = False                        # draw SLO deadlines (Gavel's SLO generator)
+    prices: str | None = None                 # "gcp": Gavel's hard-coded on-demand $/h
+    max_rounds: int = 200_000
+    labels: tuple[tuple[str, object], ...] = field(default=())   # free-form tags carried into the results
+
+    def key(self) -> str:
+        payload = json.dumps({"v": CACHE_VERSION, **asdict(self)}, sort_keys=True, default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+    def with_(self, **changes) -> "RunConfig":
+        return replace(self, **changes)
+
+
+def run_one(config: RunConfig) -> dict:
+    """Simulate one config; returns its summary row (JSON-ready)."""
+    import time
+
+    from .cluster import ClusterSpec
+    from .metrics import summary
+    from .simulator import SimulationError, simulate
+    from .throughputs import load_throughputs
+    from .traces import GavelGenerator
+
+    table = load_throughputs(config.throughputs)
+    static = config.jobs_per_hour is None
+    gen = GavelGenerator(seed=config.seed, static=static, multi_gpu=config.multi_gpu,
+                         multi_priority=config.multi_priority, slos=config.slos, throughputs=table,
+                         mean_interarrival_s=0.0 if static else 3600.0 / config.jobs_per_hour)
+    jobs = gen.jobs(config.num_jobs) if static else (
+        islice(gen, config.num_jobs) if config.num_jobs else iter(gen))
+    start = time.process_time()
+    row = {**asdict(config), "key": config.key(), **dict(config.labels)}
+    try:
+        from .cluster import GAVEL_GCP_PRICES
+        prices = dict(GAVEL_GCP_PRICES) if config.prices == "gcp" else None
+        cluster = ClusterSpec.parse(config.cluster)
+        if prices:
+            cluster = ClusterSpec.parse(config.cluster, prices_per_hour={g: prices[g] for g in cluster.gpu_types})
+        result = simulate(jobs, cluster, config.policy, table, round_s=config.round_s,
+                          window=config.window, ideal=config.ideal, seed=config.seed, record_timeline=False,
+                          estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds)
+    except SimulationError as exc:
+        log.info("%s: saturated or stuck (%s)", config, exc)
+        row.update({"avg_jct_s": math.inf, "makespan_s": math.inf, "utilization": math.nan, "num_jobs": 0,
+                    "jct_p50_s": math.inf, "jct_p99_s": math.inf, "total_cost": math.nan, "slo_violations": 0,
+                    "avg_jct_low_s": math.inf, "avg_jct_high_s": math.inf, "saturated": True, "jcts": {}})
+    else:
+        row.update(summary(result))
+        frame = result.jobs_frame()
+        frame = frame[frame["in_window"]]
+        row["saturated"] = False
+        row["jcts"] = {int(j): float(v) for j, v in zip(frame["job_id"], frame["jct_s"])}
+        weights = dict(zip(frame["job_id"], frame["priority_weight"]))
+        for label, keep in (("low", lambda w: w == 1), ("high", lambda w: w != 1)):
+            sel = [row["jcts"][j] for j, w in weights.items() if keep(w)]
+            row[f"avg_jct_{label}_s"] = sum(sel) / len(sel) if sel else math.nan
+    row["cpu_s"] = time.process_time() - start
+    row["labels"] = dict(config.labels)
+    return row
+
+
+def _cached(cache_dir: Path | None, config: RunConfig) -> dict | None:
+    if cache_dir is None:
+        return None
+    path = cache_dir / f"{config.key()}.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            path.unlink()
+    return None
+
+
+def _store(cache_dir: Path | None, row: dict) -> None:
+    if cache_dir is None:
+        return
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / f"{row['key']}.json.tmp"
+    tmp.write_text(json.dumps(row, default=str))
+    tmp.replace(cache_dir / f"{row['key']}.json")        # atomic: a killed run leaves no half file
+
+
+def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outputs/.cache",
+          dask_address: str | None = None, use_dask: bool = True, n_workers: int = 2,
+          progress: bool = True) -> pd.DataFrame:
+    """Run every config (cached ones are read back) and return one row per config, in input order."""
+    configs = list(configs)
+    cache = Path(cache_dir) if cache_dir is not None else None
+    rows: dict[str, dict] = {}
+    todo: list[RunConfig] = []
+    for c in configs:
+        hit = _cached(cache, c)
+        if hit is not None:
+            rows[c.key()] = hit
+        elif c.key() not in {t.key() for t in todo}:
+            todo.append(c)
+    # Longest runs first (lowest rates), as the artifact's sweeps do, for better packing on workers.
+    todo.sort(key=lambda c: (c.jobs_per_hour or 0.0))
+    bar = tqdm(total=len(todo), desc="simulations", disable=not progress or not todo)
+    if todo and (use_dask or dask_address):
+        from dask.distributed import Client, LocalCluster, as_completed
+
+        cluster = None if dask_address else LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                                          processes=True, dashboard_address=None)
+        client = Client(dask_address or cluster)
+        try:
+            futures = client.map(run_one, todo, pure=False)
+            for future in as_completed(futures):
+                row = future.result()
+                _store(cache, row)
+                rows[row["key"]] = row
+                bar.update()
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    else:
+        for c in todo:
+            row = run_one(c)
+            _store(cache, row)
+            rows[row["key"]] = row
+            bar.update()
+    bar.close()
+    return pd.DataFrame([rows[c.key()] for c in configs])
+
+
+def grid(base: RunConfig, **axes: Sequence) -> list[RunConfig]:
+    """The Cartesian product of `axes` (field name -> values) applied to `base`."""
+    configs = [base]
+    for name, values in axes.items():
+        configs = [c.with_(**{name: v}) for c in configs for v in values]
+    return configs

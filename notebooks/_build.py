@@ -1,0 +1,295 @@
+"""Writes the figure notebooks from the cell texts below (run: python notebooks/_build.py).
+
+The notebooks are thin on purpose: every function they call lives in the library (hetsched.experiments,
+hetsched.sweep, hetsched.plots). Edit here, rebuild, commit the .ipynb files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat as nbf
+
+HERE = Path(__file__).resolve().parent
+
+COMMON_PARAMS = '''preset = "quick"             # "tiny" (tests) | "quick" (CI, make reproduce) | "paper" (the artifact's parameters)
+out_dir = "../outputs/{name}"
+seeds = None                  # None: the preset's seeds
+rates = None                  # None: the preset's (paper-equivalent) input rates, jobs/h
+dask_address = None           # scheduler address of an existing Dask cluster; None: a LocalCluster
+use_dask = True
+cache_dir = "../outputs/.cache"'''
+
+SETUP = '''from pathlib import Path
+import numpy as np, pandas as pd
+from hetsched.sweep import sweep
+from hetsched.plots import lines, cdf, save_figure
+from hetsched.experiments import continuous as C
+from hetsched.experiments.compare import paper_table, side_by_side
+out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+run = lambda cfgs: sweep(cfgs, cache_dir=cache_dir, dask_address=dask_address, use_dask=use_dask)'''
+
+
+def notebook(name: str, title: str, params: str, cells: list[tuple[str, str]]) -> None:
+    nb = nbf.v4.new_notebook()
+    p = nbf.v4.new_code_cell(COMMON_PARAMS.format(name=name) + ("\n" + params if params else ""))
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [nbf.v4.new_markdown_cell(title), p]
+    for kind, text in cells:
+        nb.cells.append(nbf.v4.new_markdown_cell(text) if kind == "md" else nbf.v4.new_code_cell(text))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbf.write(nb, HERE / f"{name}.ipynb")
+
+
+def continuous_notebook(name, title, kind, policies, extra, paper, what, ratios, ftf=False):
+    cells = [
+        ("code", SETUP),
+        ("code", f'''runs = C.configs("{kind}", preset, policies + extra_policies, rates=rates, seeds=seeds)
+results = C.tidy(run(runs))
+cols = ["policy", "paper_rate", "seed", "jobs_per_hour", "cluster", "avg_jct_h", "jct_p99_s", "utilization",
+        "saturated"]
+results[cols].to_csv(out / "results.csv", index=False)
+results.pivot_table(index="paper_rate", columns="policy", values="avg_jct_h").round(2)'''),
+        ("code", '''main = results[results["policy"].isin(policies)]
+chart = lines(main, "paper_rate", "avg_jct_h", "policy", "Average JCT vs input rate",
+              "input job rate (jobs/h, paper-equivalent)", "average JCT (hours)", y_max=100)
+rate_cdf = sorted(main["paper_rate"].unique())[len(main["paper_rate"].unique()) * 2 // 3]
+jobs = C.per_job_jcts(main[main["seed"] == main["seed"].min()], paper_rate=rate_cdf)
+chart = chart | cdf(jobs, "jct_h", "policy", f"JCT CDF at {rate_cdf} jobs/h", "JCT (hours)")
+save_figure(chart, out)
+chart'''),
+    ]
+    if ftf:
+        cells.append(("code", '''fair = C.rho(results)
+fair.to_csv(out / "rho.csv", index=False)
+rho_chart = cdf(fair[fair["paper_rate"] == rate_cdf], "rho", "policy",
+                f"Finish-time fairness rho at {rate_cdf} jobs/h", "rho = JCT / JCT under isolated")
+save_figure(rho_chart, out, "rho")
+fair.groupby(["policy", "paper_rate"])["rho"].mean().unstack().round(2)'''))
+    cells += [
+        ("md", "## Next to the artifact's stored numbers\n\n" + paper),
+        ("code", f'''paper = paper_table("{'gavel_fig8_las_single' if kind == 'single' else 'gavel_fig9_las_multi'}")
+paper = paper.rename(columns={{"rate_jobs_per_h": "paper_rate"}})
+cmp = side_by_side(results[results["seed"] == 0].replace([np.inf], np.nan), paper, ["paper_rate", "policy"],
+                   "avg_jct_h", "avg_jct_h")
+cmp.to_csv(out / "comparison.csv", index=False)
+cmp.round(3)'''),
+        ("code", ratios),
+        ("md", what),
+    ]
+    notebook(name, title, f"policies = {policies!r}\nextra_policies = {extra!r}", cells)
+
+
+RATIO_CELL = '''def at(policy, rate):
+    sel = results[(results["policy"] == policy) & (results["paper_rate"] == rate)]["avg_jct_h"]
+    return float(sel.mean()) if len(sel) else float("nan")
+high = max(r for r in results["paper_rate"].unique()
+           if np.isfinite(at("{las}", r)) and np.isfinite(at("{gavel}", r)))
+headline = pd.DataFrame([{{"rate": high, "ratio": "{las} / {gavel}", "ours": at("{las}", high) / at("{gavel}", high)}}])
+headline.to_csv(out / "headline.csv", index=False)
+headline'''
+
+
+def build() -> None:
+    continuous_notebook(
+        "fig08_las_single", "# Fig. 8: LAS on continuous single-GPU traces\n\nAverage JCT vs input rate for "
+        "heterogeneity-agnostic LAS, Gavel (heterogeneity-aware LAS), Gavel with space sharing, Gandiva and "
+        "AlloX, plus the FIFO and FTF variants of the same notebook of the artifact. 36 V100 + 36 P100 + 36 K80 "
+        "at the paper preset; the quick preset uses 12:12:12 with every rate scaled by 1/3 and jobs 600-799.",
+        "single", ["max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed", "gandiva", "allox"],
+        ["fifo", "fifo_perf", "finish_time_fairness", "finish_time_fairness_perf", "isolated"],
+        "`data/paper/gavel_fig8_las_single.csv` (seed 0, spec s.8.1). `ratio` = ours / the artifact's, at the "
+        "same paper-equivalent rate. At the quick preset the cluster is a third of the paper's, so expect the "
+        "shape (LAS saturating first, Gavel later, space sharing last) rather than the digits.",
+        "**What this shows.** Gavel (heterogeneity-aware LAS) keeps average JCT low up to higher rates than "
+        "agnostic LAS; space sharing pushes saturation further. **Where ours differs:** `fifo` here is the "
+        "*intended* random-type FIFO; the artifact's `fifo` ignores its random draw and crowds V100s "
+        "(spec s.10.2), so its stored FIFO curve is worse than ours and FIFO-vs-Gavel gains shrink. Packed "
+        "policies use a job-type-level formulation (same optimum, different optimal point).",
+        RATIO_CELL.format(las="max_min_fairness", gavel="max_min_fairness_perf"), ftf=True)
+    continuous_notebook(
+        "fig09_las_multi", "# Fig. 9: LAS on continuous multi-GPU traces\n\nAs Fig. 8 with scale factors "
+        "1/2/4/8 (70/10/15/5 %). Quick preset: 12:12:12, rates scaled by 1/3, jobs 600-799.",
+        "multi", ["max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed", "gandiva"],
+        ["fifo_perf"],
+        "`data/paper/gavel_fig9_las_multi.csv` (seed 0, spec s.8.2); the artifact's own re-run of HEAD "
+        "differs from these stored logs by about 5 % (spec s.9).",
+        "**What this shows.** With multi-GPU jobs the gap between agnostic and heterogeneity-aware LAS opens "
+        "at lower rates (multi-GPU jobs amplify the throughput differences). **Differences:** multi-GPU pairs "
+        "are all zero in the throughput table, so space sharing only packs single-GPU jobs, as in the artifact.",
+        RATIO_CELL.format(las="max_min_fairness", gavel="max_min_fairness_perf"))
+    continuous_notebook(
+        "fig10_ftf_multi", "# Fig. 10: finish-time fairness on continuous multi-GPU traces\n\nThemis-style FTF, "
+        "agnostic vs heterogeneity-aware, with the CDF of rho = JCT / JCT under `isolated` on the same stream.",
+        "multi", ["finish_time_fairness", "finish_time_fairness_perf"], ["isolated"],
+        "`data/paper/gavel_fig9_las_multi.csv` holds the FTF columns of the same stored sweep (spec s.8.2).",
+        "**What this shows.** Heterogeneity-aware FTF lowers average JCT and keeps most jobs at rho < 1 "
+        "(they finish sooner than with an isolated 1/n share). **Differences:** FTF here is one exact cone "
+        "program per allocation (the artifact's cvxpy `inv_pos` program gives the same optimum).",
+        RATIO_CELL.format(las="finish_time_fairness", gavel="finish_time_fairness_perf"), ftf=True)
+
+
+def build_more() -> None:
+    notebook("makespan_static", "# Makespan on static multi-GPU traces\n\nAll jobs arrive at t=0; makespan vs number "
+             "of jobs for FIFO, Gandiva, Gavel's makespan policy (agnostic, heterogeneity-aware, with space "
+             "sharing). Paper preset: 36:36:36, 100-700 jobs, seeds 0-2. Quick: 12:12:12 with a third of the jobs.",
+             'policies = ["fifo", "gandiva", "min_total_duration", "min_total_duration_perf", "min_total_duration_packed"]',
+             [("code", SETUP + "\nfrom hetsched.experiments import static as St"),
+              ("code", """results = run(St.makespan_configs(preset, policies, seeds=seeds))
+results["makespan_h"] = results["makespan_s"] / 3600
+results[["policy", "paper_num_jobs", "num_jobs", "seed", "cluster", "makespan_h", "utilization"]].to_csv(
+    out / "results.csv", index=False)
+chart = lines(results, "paper_num_jobs", "makespan_h", "policy", "Makespan of static traces",
+              "number of jobs (paper-equivalent)", "makespan (hours)")
+save_figure(chart, out)
+chart"""),
+              ("code", """paper = paper_table("gavel_makespan_static").rename(columns={"num_jobs": "paper_num_jobs"})
+cmp = side_by_side(results, paper, ["paper_num_jobs", "policy"], "makespan_h", "makespan_h")
+cmp.to_csv(out / "comparison.csv", index=False)
+big = results["paper_num_jobs"].max()
+m = results[results["paper_num_jobs"] == big].groupby("policy")["makespan_h"].mean()
+pd.DataFrame([{"jobs": big, "fifo / gavel": m["fifo"] / m["min_total_duration_perf"],
+               "gandiva / gavel": m["gandiva"] / m["min_total_duration_perf"], "paper fifo / gavel (700)": 2.54,
+               "paper gandiva / gavel (700)": 1.42}]).round(2)"""),
+              ("md", "**What this shows.** Gavel's heterogeneity-aware makespan policy finishes the same work much "
+                     "sooner than FIFO and Gandiva, and for small traces reaches the lower bound (the longest job's "
+                     "V100 time). **Differences:** our makespan policy is an exact LP (the artifact bisects to 5 %), "
+                     "so it can only be better; `fifo` is the intended random-type baseline (spec s.10.2), which "
+                     "changes the FIFO/Gavel ratio relative to the paper's 2.5x.")])
+
+    notebook("cluster_sweep", "# Cluster composition: what heterogeneity-awareness buys as V100s get scarce\n\n100 GPUs "
+             "split between V100 and K80. Makespan of static multi-GPU traces under the agnostic vs the "
+             "heterogeneity-aware makespan policy (the artifact's `cluster_sweep.ipynb`, static half). Quick "
+             "preset: 6 fractions, 60 jobs, seed 0.",
+             'policies = ["min_total_duration", "min_total_duration_perf"]',
+             [("code", SETUP + "\nfrom hetsched.experiments import static as St"),
+              ("code", """results = run(St.composition_configs(preset, policies, seeds=seeds))
+wide = results.pivot_table(index=["v100_fraction", "seed"], columns="policy", values="makespan_s").reset_index()
+wide["makespan_reduction"] = wide["min_total_duration"] / wide["min_total_duration_perf"]
+wide.to_csv(out / "results.csv", index=False)
+chart = lines(wide.assign(series="agnostic / aware"), "v100_fraction", "makespan_reduction", "series",
+              "Makespan reduction from heterogeneity awareness", "fraction of V100s", "agnostic / aware makespan")
+save_figure(chart, out)
+wide.round(3)"""),
+              ("md", "**What this shows.** With only V100s there is nothing to gain (ratio 1.0); the gain is "
+                     "largest when a minority of the GPUs are fast (the artifact: 1.4-1.7x at 10-50 % V100s, "
+                     "spec s.8.5). **Differences:** the artifact's job counts for this sweep are not recorded; we "
+                     "use the preset's count (stated above).")])
+
+    notebook("fig11_hierarchical", "# Fig. 11: hierarchical (multi-level) fairness\n\n3 K80 + 3 P100 + 3 V100; three "
+             "entities with weights 1:2:3; a job arrives every 4 timesteps (18 jobs); job weights alternate 1 and "
+             "2. Water filling, heterogeneity-aware vs agnostic. Pure policy calls, no simulator (as in the "
+             "artifact); all presets are equal.", "",
+             [("code", SETUP + "\nfrom hetsched import load_throughputs\nfrom hetsched.experiments import microbench as M"),
+              ("code", """table = load_throughputs()
+frames = [M.hierarchical_timeline(table, policy=p) for p in
+          ("max_min_fairness_water_filling_perf", "max_min_fairness_water_filling")]
+results = pd.concat(frames, ignore_index=True)
+results.to_csv(out / "results.csv", index=False)
+totals = results.groupby(["policy", "timestep"], as_index=False)["normalized_throughput"].sum()
+shares = results[results["policy"] == "max_min_fairness_water_filling_perf"].groupby(
+    ["timestep", "entity"], as_index=False)["share"].sum()
+chart = (lines(totals, "timestep", "normalized_throughput", "policy", "Total normalised effective throughput",
+               "timestep", "sum of normalised throughput")
+         | lines(shares, "timestep", "share", "entity", "Share per entity (heterogeneity-aware)", "timestep",
+                 "fraction of total"))
+save_figure(chart, out)
+end = totals[totals["timestep"] == totals["timestep"].max()].set_index("policy")["normalized_throughput"]
+pd.DataFrame([{"aware": end["max_min_fairness_water_filling_perf"], "agnostic": end["max_min_fairness_water_filling"],
+               "ratio": end["max_min_fairness_water_filling_perf"] / end["max_min_fairness_water_filling"],
+               "paper ratio": 10.5 / 9.0}]).round(3)"""),
+              ("md", "**What this shows.** Once all entities have jobs, the heterogeneity-aware policy keeps the "
+                     "1:2:3 split between entities and reaches a higher total effective throughput than the "
+                     "agnostic one (the artifact: about 10.5 vs 9.0, 1.16x). **Differences:** job types are drawn "
+                     "from our seeded RNG (the artifact's draw is not recorded), so totals differ; the bottleneck "
+                     "test uses LP duals instead of the artifact's MILP (same lexicographic optimum).")])
+
+    notebook("fig12_policy_runtime", "# Fig. 12: policy solve time vs number of jobs\n\nN single-GPU jobs on N/4 GPUs of "
+             "each type; CPU seconds of one allocation (median of trials). Quick: up to 1024 jobs, 1 trial.",
+             'policies = ["max_min_fairness_perf", "max_min_fairness_packed", "max_min_fairness_water_filling_perf", '
+             '"max_min_fairness_water_filling_packed"]',
+             [("code", SETUP + "\nfrom hetsched import load_throughputs\nfrom hetsched.experiments import microbench as M"),
+              ("code", """sizes = {"tiny": [32, 64], "quick": [32, 128, 512, 1024], "paper": [32, 64, 128, 256, 512, 1024, 2048]}[preset]
+trials = 3 if preset == "paper" else 1
+results = M.policy_runtimes(load_throughputs(), policies, sizes, trials)
+results.to_csv(out / "results.csv", index=False)
+paper = paper_table("gavel_fig12_runtime").assign(source="artifact")
+both = pd.concat([results.assign(source="hetsched"), paper[paper["num_jobs"] <= max(sizes)]])
+chart = lines(both, "num_jobs", "seconds", "policy", "Policy runtime", "number of jobs", "seconds", log=True,
+              dash="source")
+save_figure(chart, out)
+cmp = side_by_side(results, paper, ["num_jobs", "policy"], "seconds", "seconds")
+cmp["speedup"] = 1 / cmp["ratio"]
+cmp.to_csv(out / "comparison.csv", index=False)
+cmp.round(4)"""),
+              ("md", "**What this shows.** Solve time grows slowly with the number of jobs: the LPs are built "
+                     "vectorised over classes of identical jobs, and space sharing is modelled per pair of job "
+                     "types, so the packed problem no longer grows with the square of the jobs (the artifact's "
+                     "cannot be built at 1024). The artifact's times are read off its plots (+-1.5x).")])
+
+    mech = """base = C.configs("single", preset, ["max_min_fairness_perf"], rates=rates, seeds=seeds)
+variants = [c.with_(ideal=True, labels=c.labels + (("mechanism", "ideal"),)) for c in base]
+for r in round_lengths:
+    variants += [c.with_(round_s=float(r), labels=c.labels + (("mechanism", f"rounds of {r} s"),)) for c in base]
+results = C.tidy(run(variants))
+results[["policy", "mechanism", "paper_rate", "seed", "avg_jct_h", "saturated"]].to_csv(out / "results.csv", index=False)
+chart = lines(results, "paper_rate", "avg_jct_h", "mechanism", "Gavel LAS: round-based mechanism vs ideal",
+              "input job rate (jobs/h, paper-equivalent)", "average JCT (hours)", y_max=100)
+save_figure(chart, out)
+results.pivot_table(index="paper_rate", columns="mechanism", values="avg_jct_h").round(2)"""
+    notebook("fig13_mechanism", "# Fig. 13: the round-based mechanism vs an ideal fluid allocation, and round length"
+             "\n\n`max_min_fairness_perf` on continuous single-GPU traces with 360/720/1440/2880-s rounds and the "
+             "ideal (exact fluid) mechanism. Quick preset: 12:12:12, rates scaled by 1/3.",
+             "round_lengths = [360, 720, 1440, 2880]",
+             [("code", SETUP), ("code", mech),
+              ("md", "**What this shows.** The round-based mechanism tracks the ideal allocation closely below "
+                     "saturation, and round length hardly matters until the highest rates, where long rounds "
+                     "hurt (spec s.8.8). **Differences:** the artifact's `--ideal` crashes at HEAD; ours is an "
+                     "exact fluid model that recomputes the allocation at every arrival and completion.")])
+
+    est = """base = C.configs("small_cluster", preset, ["max_min_fairness_packed", "max_min_fairness_perf"], rates=rates, seeds=seeds)
+est = [c.with_(estimate_colocation=(16, 0.2), labels=c.labels + (("variant", "SS, estimated (16 refs, 20 %)"),))
+       for c in base if c.policy == "max_min_fairness_packed"]
+base = [c.with_(labels=c.labels + (("variant", "SS, oracle" if c.policy.endswith("packed") else "no SS"),)) for c in base]
+results = C.tidy(run(base + est))
+results[["variant", "paper_rate", "seed", "avg_jct_h", "saturated"]].to_csv(out / "results.csv", index=False)
+chart = lines(results, "paper_rate", "avg_jct_h", "variant", "Space sharing with estimated throughputs (4:4:4)",
+              "input job rate (jobs/h)", "average JCT (hours)", y_max=100)
+save_figure(chart, out)
+results.pivot_table(index="paper_rate", columns="variant", values="avg_jct_h").round(2)"""
+    notebook("throughput_estimation", "# Throughput estimation for space sharing\n\nGavel with space sharing using oracle "
+             "co-location throughputs, using estimates (16 reference job types, 20 % of cells profiled, matrix "
+             "completion), and without space sharing, on a 4:4:4 cluster.", "",
+             [("code", SETUP), ("code", est),
+              ("md", "**What this shows.** Estimated co-location throughputs keep most of the benefit of space "
+                     "sharing (the artifact: saturation at about 0.65 vs 0.7 jobs/h with the oracle and 0.55 "
+                     "without packing, spec s.8.8). **Differences:** the artifact's estimator reveals wrong cells "
+                     "when fewer than 26 reference types are used (the paper's setting); ours reveals the right ones.")])
+
+    cost = """runs = C.configs("single", preset, policies, rates=rates, seeds=seeds)
+runs = [c.with_(slos=True, prices="gcp") for c in runs]
+results = C.tidy(run(runs))
+results[["policy", "paper_rate", "seed", "avg_jct_h", "total_cost", "slo_violations", "saturated"]].to_csv(
+    out / "results.csv", index=False)
+chart = (lines(results, "paper_rate", "total_cost", "policy", "Total cost ($, GCP on-demand)",
+               "input job rate (jobs/h, paper-equivalent)", "dollars")
+         | lines(results, "paper_rate", "slo_violations", "policy", "SLO violations (window jobs)",
+                 "input job rate (jobs/h, paper-equivalent)", "jobs"))
+save_figure(chart, out)
+results.pivot_table(index="paper_rate", columns="policy", values=["total_cost", "slo_violations"]).round(1)"""
+    notebook("cost_slo", "# Cost and SLO policies\n\nMaximum total throughput, throughput per dollar, and throughput "
+             "per dollar subject to SLOs, next to Gavel's LAS, on continuous single-GPU traces with Gavel's "
+             "SLO generator (1.2x/2x/10x the job's duration) and GCP on-demand prices (V100 0.74, P100 0.43, K80 "
+             "0.135 $/h, hard-coded in the artifact).",
+             'policies = ["max_min_fairness_perf", "max_sum_throughput_perf", '
+             '"max_sum_throughput_normalized_by_cost_perf", "max_sum_throughput_normalized_by_cost_perf_SLOs"]',
+             [("code", SETUP), ("code", cost),
+              ("md", "**What this shows.** The per-dollar objective cuts cost by moving work to cheaper GPU types, "
+                     "and the SLO variant trades some of that back to meet deadlines. **Differences:** the paper's "
+                     "1.4x cost result used spot-price logs that the artifact does not ship, so it cannot be "
+                     "reproduced; this notebook uses the artifact's hard-coded GCP prices instead.")])
+
+
+if __name__ == "__main__":
+    build()
+    build_more()

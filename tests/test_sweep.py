@@ -1,0 +1,29 @@
+"""hetsched.sweep: the same rows with and without Dask, and a cache keyed by the config hash."""
+
+import pandas as pd
+
+from hetsched.sweep import RunConfig, grid, sweep
+
+BASE = RunConfig(policy="max_min_fairness_perf", cluster="4:4:4", jobs_per_hour=1.0, window=(5, 20))
+
+
+def test_grid_is_a_cartesian_product():
+    configs = grid(BASE, policy=["max_min_fairness", "max_min_fairness_perf"], seed=[0, 1, 2])
+    assert len(configs) == 6 and len({c.key() for c in configs}) == 6
+
+
+def test_dask_and_local_agree_and_cache_hits(tmp_path):
+    configs = grid(BASE, policy=["max_min_fairness", "max_min_fairness_perf"], seed=[0, 1])
+    local = sweep(configs, cache_dir=None, use_dask=False, progress=False)
+    dask = sweep(configs, cache_dir=tmp_path, use_dask=True, n_workers=2, progress=False)
+    cols = ["policy", "seed", "avg_jct_s", "makespan_s", "utilization"]
+    pd.testing.assert_frame_equal(local[cols], dask[cols])
+    assert len(list(tmp_path.glob("*.json"))) == 4
+    again = sweep(configs, cache_dir=tmp_path, use_dask=True, progress=False)   # all cached: no cluster started
+    pd.testing.assert_frame_equal(again[cols], dask[cols])
+
+
+def test_saturated_run_is_infinite(tmp_path):
+    row = sweep([BASE.with_(jobs_per_hour=50.0, window=(100, 200), max_rounds=50)], cache_dir=None,
+                use_dask=False, progress=False).iloc[0]
+    assert row["saturated"] and row["avg_jct_s"] == float("inf")
