@@ -40,6 +40,8 @@ class SimulationConfig:
     max_rounds: int = 10_000_000
     # Throughput estimation for space sharing (spec s.5): (number of reference job types, profiling fraction).
     estimate_colocation: tuple[int, float] | None = None
+    # Stop (SimulationError) once this many jobs are active: the queue only grows, i.e. the rate is saturated.
+    max_active_jobs: int | None = None
 
 
 class SimulationError(HetschedError, RuntimeError):
@@ -133,6 +135,9 @@ def _run_rounds(arrivals: Arrivals, sched: Scheduler, config: SimulationConfig) 
         for job in arrivals.pop_until(now):
             sched.add_job(job)
             out.arrived(job, sched.slot[job.job_id])
+        if config.max_active_jobs is not None and len(sched.jobs) > config.max_active_jobs:
+            raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s "
+                                  f"(max_active_jobs={config.max_active_jobs})")
         if window_left == 0:
             break
         exhausted = arrivals.peek_time() is None

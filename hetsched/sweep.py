@@ -43,6 +43,7 @@ class RunConfig:
     slos: bool = False                        # draw SLO deadlines (Gavel's SLO generator)
     prices: str | None = None                 # "gcp": Gavel's hard-coded on-demand $/h
     max_rounds: int = 200_000
+    max_active_per_gpu: float = 10.0          # more active jobs than this x GPUs: a saturated point
     labels: tuple[tuple[str, object], ...] = field(default=())   # free-form tags carried into the results
 
     def key(self) -> str:
@@ -80,7 +81,8 @@ def run_one(config: RunConfig) -> dict:
             cluster = ClusterSpec.parse(config.cluster, prices_per_hour={g: prices[g] for g in cluster.gpu_types})
         result = simulate(jobs, cluster, config.policy, table, round_s=config.round_s,
                           window=config.window, ideal=config.ideal, seed=config.seed, record_timeline=False,
-                          estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds)
+                          estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds,
+                          max_active_jobs=int(config.max_active_per_gpu * cluster.num_gpus))
     except SimulationError as exc:
         log.info("%s: saturated or stuck (%s)", config, exc)
         row.update({"avg_jct_s": math.inf, "makespan_s": math.inf, "utilization": math.nan, "num_jobs": 0,

@@ -207,3 +207,25 @@ def test_aggregation_does_not_change_the_optimum(gavel_table):
     a = make_policy("max_min_fairness_perf", aggregate=True)
     b = make_policy("max_min_fairness_perf", aggregate=False)
     assert a.objective(view, a.allocate(view)) == pytest.approx(b.objective(view, b.allocate(view)), rel=1e-7)
+
+
+def test_allox_matches_the_full_assignment(gavel_table):
+    """Collapsing identical GPUs to O(jobs x types) slots keeps the optimal total completion time."""
+    from scipy.optimize import linear_sum_assignment
+
+    view = instance(gavel_table, 4, 9, gpus="2:1:2")
+    alloc = make_policy("allox").allocate(view)
+    assert np.count_nonzero(alloc.x.sum(axis=1)) == 5
+    workers = np.repeat(np.arange(view.num_types), view.capacity.astype(int))
+    p = view.remaining_steps[:, None] / np.maximum(view.throughput[:, workers], 1e-10)
+    full = np.concatenate([(q + 1) * p for q in range(view.num_jobs)], axis=1)
+    r, c = linear_sum_assignment(full)
+    best = full[r, c].sum()
+    # Total completion time of the collapsed solution, rebuilt from the jobs that run first on each worker.
+    first = {int(np.argmax(alloc.x[i])) for i in np.flatnonzero(alloc.x.sum(axis=1))}
+    assert first <= set(workers.tolist())
+    depth = [-(-view.num_jobs // int(f)) for f in view.capacity]
+    cols = [(w, q) for w in range(len(workers)) for q in range(1, depth[workers[w]] + 1)]
+    collapsed = np.array([[(q) * p[i, w] for w, q in cols] for i in range(view.num_jobs)])
+    r2, c2 = linear_sum_assignment(collapsed)
+    assert collapsed[r2, c2].sum() == pytest.approx(best, rel=1e-12)

@@ -40,12 +40,23 @@ class AlloX(Policy):
             return Allocation(view.job_ids, view.gpu_types, x)
         from scipy.optimize import linear_sum_assignment   # imported here: scipy.optimize is slow to import
 
-        tput = view.throughput[np.ix_(waiting, workers)]
+        # Slot (worker k, position q) costs q * p_ik, q = 1 for the job that runs last on k. Identical workers of
+        # a type share their jobs round-robin in an optimal schedule, so a type with F free GPUs needs at most
+        # ceil(len(waiting) / F) positions per GPU: the matrix has O(jobs x types) columns, not O(jobs x GPUs).
+        slots_w, slots_q = [], []
+        for j in range(n):
+            if free[j] <= 0:
+                continue
+            depth = -(-len(waiting) // int(free[j]))
+            for q in range(1, depth + 1):
+                slots_w.extend(np.flatnonzero(workers == j).tolist())
+                slots_q.extend([q] * int(free[j]))
+        slots_w, slots_q = np.array(slots_w), np.array(slots_q)
+        tput = view.throughput[np.ix_(waiting, workers[slots_w])]
         p = view.remaining_steps[waiting][:, None] / np.where(tput > 0, tput, 1e-10)
-        positions = len(waiting)
-        cost = np.concatenate([(q + 1) * p for q in range(positions)], axis=1)   # block q = q-th from last
+        cost = p * slots_q[None, :]
         rows, cols = linear_sum_assignment(cost)
-        block, worker = cols // len(workers), cols % len(workers)
+        block, worker = slots_q[cols], slots_w[cols]
         first_on_worker: dict[int, tuple[int, int]] = {}
         for r, q, w in zip(rows, block, worker):
             if w not in first_on_worker or q > first_on_worker[w][0]:
