@@ -7,7 +7,7 @@ SHARED ?= ../shared
 OUT ?= outputs
 PRESET ?= quick
 
-.PHONY: install test reproduce data clean
+.PHONY: install test reproduce data clean chromium
 
 # Re-install only when the project's metadata changed (or the venv is missing).
 $(STAMP): pyproject.toml
@@ -18,8 +18,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest
+
+# The browser test drives Debian's Chromium (Playwright cannot download browsers here); installing needs root.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
+		|| echo "warning: could not install chromium; the browser test will not run"
 
 reproduce: $(STAMP)
 	$(BIN)/hetsched reproduce --preset $(PRESET) --out $(OUT)

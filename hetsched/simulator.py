@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -78,71 +78,95 @@ def policy_for(name: str, seed: int) -> Policy:
 
 def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Policy | str,
              throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
-             **overrides) -> Result:
-    """Run `policy` on `cluster` over the (arrival-ordered) job stream and return the `Result`."""
-    config = replace(config or SimulationConfig(), **overrides)
-    table = throughputs if isinstance(throughputs, ThroughputTable) else load_throughputs(
-        throughputs or "gavel_simulation")
-    if isinstance(policy, str):
-        policy = policy_for(policy, config.seed)
-    estimator = None
-    if config.estimate_colocation is not None:
-        from .estimator import ThroughputEstimator
-        from .policies.view import sorted_gpu_types
-        refs, fraction = config.estimate_colocation
-        estimator = ThroughputEstimator(table, sorted_gpu_types(cluster), num_reference=refs,
-                                        profiling_fraction=fraction, seed=config.seed)
-    scheduler = Scheduler(cluster, policy, table, round_s=config.round_s,
-                          min_reset_interval_s=config.min_reset_interval_s, seed=config.seed,
-                          placement_aware=config.placement_aware, estimator=estimator)
-    if config.ideal:
+             on_progress: Callable[[float, int], None] | None = None, **overrides) -> Result:
+    """Run `policy` on `cluster` over the (arrival-ordered) job stream and return the `Result`.
+
+    `on_progress(now, finished_jobs)` is called every few hundred rounds (for progress bars).
+    """
+    sim = RoundSimulation(jobs, cluster, policy, throughputs, config, **overrides)
+    if sim.config.ideal:
         from .ideal import run_ideal
-        return run_ideal(Arrivals(jobs), scheduler, config)
-    return _run_rounds(Arrivals(jobs), scheduler, config)
+        return run_ideal(sim.arrivals, sim.sched, sim.config)
+    for rounds in range(sim.config.max_rounds):
+        if not sim.step():
+            return sim.result()
+        if on_progress is not None and rounds % 200 == 0:
+            on_progress(sim.now, sim.finished)
+    raise SimulationError(f"stopped after max_rounds={sim.config.max_rounds}")
 
 
-def _run_rounds(arrivals: Arrivals, sched: Scheduler, config: SimulationConfig) -> Result:
-    out = ResultBuilder(sched, config)
-    window = config.window
-    window_left = None if window is None else window[1] - window[0]
-    place = config.record_timeline or config.placement_aware
-    now = round_start = 0.0
-    plan = None
-    stalled = 0
-    for _ in range(config.max_rounds):
+class RoundSimulation:
+    """The round loop as an object: `step()` runs one iteration (credit, arrivals, plan), `result()` at the end."""
+
+    def __init__(self, jobs: Iterable[Job], cluster: ClusterSpec, policy: Policy | str,
+                 throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
+                 **overrides):
+        self.config = config = replace(config or SimulationConfig(), **overrides)
+        table = throughputs if isinstance(throughputs, ThroughputTable) else load_throughputs(
+            throughputs or "gavel_simulation")
+        if isinstance(policy, str):
+            policy = policy_for(policy, config.seed)
+        estimator = None
+        if config.estimate_colocation is not None:
+            from .estimator import ThroughputEstimator
+            from .policies.view import sorted_gpu_types
+            refs, fraction = config.estimate_colocation
+            estimator = ThroughputEstimator(table, sorted_gpu_types(cluster), num_reference=refs,
+                                            profiling_fraction=fraction, seed=config.seed)
+        self.sched = Scheduler(cluster, policy, table, round_s=config.round_s,
+                               min_reset_interval_s=config.min_reset_interval_s, seed=config.seed,
+                               placement_aware=config.placement_aware, estimator=estimator)
+        self.arrivals = Arrivals(jobs)
+        self.out = ResultBuilder(self.sched, config)
+        self.window_left = None if config.window is None else config.window[1] - config.window[0]
+        self.place = config.record_timeline or config.placement_aware
+        self.now = self.round_start = 0.0
+        self.plan = None
+        self.finished = 0
+        self._stalled = 0
+        self._steps = self._finish = self._ends = None
+
+    def step(self) -> bool:
+        """One iteration of the event loop; False once the run is over."""
+        sched, config, out, arrivals = self.sched, self.config, self.out, self.arrivals
+        window = config.window
+        plan = self.plan
         running = plan is not None and len(plan.entry) > 0
-        if window_left == 0 or (window_left is None and not sched.jobs and arrivals.peek_time() is None):
-            break
+        if self.window_left == 0 or (self.window_left is None and not sched.jobs and arrivals.peek_time() is None):
+            return False
         if running:
-            now = float(ends.max())
-            exec_time = ends - round_start
-            out.round_done(plan, steps, round_start, ends)
-            completed = sched.credit(plan.entry, plan.gpu_type, steps, exec_time)
+            now = self.now = float(self._ends.max())
+            out.round_done(plan, self._steps, self.round_start, self._ends)
+            completed = sched.credit(plan.entry, plan.gpu_type, self._steps, self._ends - self.round_start)
+            members = sched.members[plan.entry]
             for slot in completed.tolist():
                 job_id = int(sched.job_of_slot[slot])
                 k, col = np.argwhere(members == slot)[0]
-                out.completed(job_id, slot, float(finish[k, col]))
+                out.completed(job_id, slot, float(self._finish[k, col]))
                 sched.remove_job(job_id)
+                self.finished += 1
                 if window is not None and window[0] <= job_id < window[1]:
-                    window_left -= 1
-            round_start = now
+                    self.window_left -= 1
+            self.round_start = now
         else:
             nxt = arrivals.peek_time()
             if nxt is not None:
-                now = max(now, nxt)
+                self.now = max(self.now, nxt)
             elif not sched.jobs:
-                break
+                return False
+        now = self.now
         for job in arrivals.pop_until(now):
             sched.add_job(job)
             out.arrived(job, sched.slot[job.job_id])
         if config.max_active_jobs is not None and len(sched.jobs) > config.max_active_jobs:
             raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s "
                                   f"(max_active_jobs={config.max_active_jobs})")
-        if window_left == 0:
-            break
+        if self.window_left == 0:
+            return False
         exhausted = arrivals.peek_time() is None
         # With nothing running and nothing left to arrive, waiting cannot help: recompute now.
-        plan = sched.plan(now, force_recompute=not running and exhausted and bool(sched.jobs), place=place)
+        plan = self.plan = sched.plan(now, force_recompute=not running and exhausted and bool(sched.jobs),
+                                      place=self.place)
         out.planned(plan)
         if len(plan.entry):
             members = sched.members[plan.entry]
@@ -154,13 +178,14 @@ def _run_rounds(arrivals: Arrivals, sched: Scheduler, config: SimulationConfig) 
                 t = tput[v, col]
                 steps[v, col] = np.minimum(np.floor(t * config.round_s), sched.remaining[members[v, col]])
                 finish[v, col] = now + steps[v, col] / t
-            ends = finish.max(axis=1)
-            stalled = 0
+            self._steps, self._finish, self._ends = steps, finish, finish.max(axis=1)
+            self._stalled = 0
         elif exhausted:
-            stalled += 1
-            if stalled > 2:
+            self._stalled += 1
+            if self._stalled > 2:
                 raise SimulationError(f"no job can run and none will arrive; stuck jobs {sorted(sched.jobs)[:5]} "
                                       f"(does each fit on some GPU type with non-zero throughput?)")
-    else:
-        raise SimulationError(f"stopped after max_rounds={config.max_rounds}")
-    return out.build(now)
+        return True
+
+    def result(self) -> Result:
+        return self.out.build(self.now)

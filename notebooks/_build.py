@@ -37,6 +37,13 @@ def notebook(name: str, title: str, params: str, cells: list[tuple[str, str]]) -
     nb.cells = [nbf.v4.new_markdown_cell(title), p]
     for kind, text in cells:
         nb.cells.append(nbf.v4.new_markdown_cell(text) if kind == "md" else nbf.v4.new_code_cell(text))
+    _write(nb, name)
+
+
+def _write(nb, name: str) -> None:
+    """Stable cell ids, so that rebuilding does not churn the committed files."""
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"{name.replace('_', '-')}-{i}"
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbf.write(nb, HERE / f"{name}.ipynb")
 
@@ -290,6 +297,22 @@ results.pivot_table(index="paper_rate", columns="policy", values=["total_cost", 
                      "reproduced; this notebook uses the artifact's hard-coded GCP prices instead.")])
 
 
+
+
+def build_explore() -> None:
+    """The interactive explorer (not a figure: `hetsched reproduce` skips it)."""
+    nb = nbf.v4.new_notebook()
+    nb.cells = [
+        nbf.v4.new_markdown_cell("# Explore a cluster and a policy\n\nBuild a cluster (GPU types, counts, servers, "
+                                 "$/h), pick a workload and a policy, press **Run**. Runs happen in the "
+                                 "background; tick *overlay* to compare runs. **Step one round** shows the "
+                                 "allocation matrix and where each job runs."),
+        nbf.v4.new_code_cell("from hetsched.widgets import Explorer\nexplorer = Explorer()\nexplorer"),
+    ]
+    _write(nb, "explore")
+
+
 if __name__ == "__main__":
     build()
     build_more()
+    build_explore()
