@@ -26,22 +26,26 @@ def _family(model: str, batch_sizes: tuple[int, ...], command: str, workdir: str
             for b in batch_sizes]
 
 
+_TRAIN = "python3 -m workloads.train --model {model} --batch-size {{b}} --data-dir %s"
+
 # The 26 templates of Gavel's job table, in its order (spec/gavel.md s.1.3). The commands launch
 # hetsched's own workloads (workloads/), so the strings differ from the artifact's; `%s` is the data dir.
 GAVEL_JOB_TEMPLATES: tuple[JobTemplate, ...] = tuple(
-    _family("ResNet-18", (16, 32, 64, 128, 256), "python3 -m workloads.resnet18 --data-dir %s --batch-size {b}",
+    _family("ResNet-18", (16, 32, 64, 128, 256), _TRAIN.format(model="ResNet-18"),
             "image_classification/cifar10", "--num-steps", True)
-    + _family("ResNet-50", (16, 32, 64, 128), "python3 -m workloads.resnet50 --data-dir %s --batch-size {b}",
+    + _family("ResNet-50", (16, 32, 64, 128), _TRAIN.format(model="ResNet-50"),
               "image_classification/imagenet", "--num-steps", True)
     + _family("Transformer", (16, 32, 64, 128, 256),
-              "python3 -m workloads.transformer --data-dir %s --batch-size {b}", "translation", "--num-steps", True)
-    + _family("LM", (5, 10, 20, 40, 80), "python3 -m workloads.lm --data-dir %s --batch-size {b}",
+              _TRAIN.format(model="Transformer"), "translation", "--num-steps", True)
+    + _family("LM", (5, 10, 20, 40, 80), _TRAIN.format(model="LM"),
               "language_modeling", "--num-steps", True)
     + _family("Recommendation", (512, 1024, 2048, 4096, 8192),
-              "python3 -m workloads.recommendation --data-dir %s --batch-size {b}", "recommendation",
+              _TRAIN.format(model="Recommendation"), "recommendation",
               "--num-steps", False)
-    + [JobTemplate("A3C", "python3 -m workloads.a3c", "rl", "--num-steps", False, needs_data_dir=False),
-       JobTemplate("CycleGAN", "python3 -m workloads.cyclegan --data-dir %s", "cyclegan", "--num-steps", False)]
+    + [JobTemplate("A3C", "python3 -m workloads.train --model A3C", "rl", "--num-steps", False,
+                   needs_data_dir=False),
+       JobTemplate("CycleGAN", "python3 -m workloads.train --model CycleGAN --data-dir %s", "cyclegan", "--num-steps",
+                   False)]
 )
 
 GAVEL_JOB_TYPES: frozenset[str] = frozenset(t.job_type for t in GAVEL_JOB_TEMPLATES)

@@ -179,6 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=_cmd_simulate)
 
+    from .runtime.main import add_scheduler_args, add_worker_args, run_scheduler, run_worker
+
+    sch = sub.add_parser("scheduler", help="run the gRPC scheduler server (real cluster)")
+    add_scheduler_args(sch)
+    sch.set_defaults(func=run_scheduler)
+    wrk = sub.add_parser("worker", help="run a worker that executes leased jobs")
+    add_worker_args(wrk)
+    wrk.set_defaults(func=run_worker)
+
     rep = sub.add_parser("reproduce", help="run the figure notebooks with papermill into an output folder")
     rep.add_argument("--preset", choices=("tiny", "quick", "paper"), default="quick")
     rep.add_argument("--only", nargs="+", metavar="NAME", help="notebook names (default: all)")

@@ -312,7 +312,46 @@ def build_explore() -> None:
     _write(nb, "explore")
 
 
+
+def build_runtime() -> None:
+    code = """import tempfile
+from hetsched import ClusterSpec, load_throughputs
+from hetsched.simulator import simulate
+from hetsched.traces import GavelGenerator
+from hetsched.runtime.replay import emulated_throughputs, run_on_local_cluster
+
+num_jobs = {"tiny": 6, "quick": 12, "paper": 40}[preset]
+rng = np.random.default_rng(seed)
+base = GavelGenerator(seed=seed, static=True, throughputs=load_throughputs()).jobs(num_jobs)
+jobs = [j.with_(total_steps=float(rng.integers(300, 1500)), arrival_time_s=float(i * arrival_gap_s))
+        for i, j in enumerate(base)]
+simulated = simulate(jobs, ClusterSpec.parse(cluster), policy, emulated_throughputs([j.job_type for j in jobs]),
+                     round_s=round_s).jobs_frame().set_index("job_id")["jct_s"]
+real = run_on_local_cluster(jobs, cluster, tempfile.mkdtemp(dir=out), policy=policy, round_s=round_s)
+results = real.rename(columns={"jct_s": "jct_runtime_s"}).set_index("job_id")
+results["jct_sim_s"] = simulated
+results["ratio"] = results["jct_runtime_s"] / results["jct_sim_s"]
+results = results.reset_index()
+results.to_csv(out / "results.csv", index=False)
+chart = cdf(results.assign(policy=policy), "ratio", "policy", "Runtime vs simulation: per-job JCT ratio",
+            "JCT on the local runtime / JCT in the simulator")
+save_figure(chart, out)
+results["ratio"].describe().round(3)"""
+    notebook("runtime_vs_simulation", "# Runtime vs simulation\n\nThe same small trace runs on a local emulated "
+             "heterogeneous cluster (the gRPC scheduler and one worker process per GPU; GPU types are emulated by "
+             "slowdown factors, jobs by protocol-only workers) and in the simulator with the matching "
+             "throughputs. Like the paper's physical-vs-simulation figure, the CDF shows per-job JCT ratios.",
+             'cluster = "2:1:1"\npolicy = "max_min_fairness_perf"\nround_s = 2.0\narrival_gap_s = 1.0\nseed = 0',
+             [("code", SETUP), ("code", code),
+              ("md", "**What this shows.** How far the round-based core on the wall clock drifts from the "
+                     "virtual clock on the same jobs: lease start latency (heartbeats), checkpoint/stop at lease "
+                     "ends and real timing noise spread the ratios around 1 (the paper: Gavel within about "
+                     "[0.8, 1.25] for 98 % of jobs with 6-minute rounds; our rounds are seconds long, so the fixed "
+                     "latencies weigh more).")])
+
+
 if __name__ == "__main__":
     build()
     build_more()
     build_explore()
+    build_runtime()

@@ -31,6 +31,7 @@ EXPECTED = {
                         {"mechanism": {"ideal", "rounds of 360 s", "rounds of 2880 s"}}),
     "throughput_estimation": ({"variant", "paper_rate", "avg_jct_h"},
                               {"variant": {"SS, oracle", "no SS", "SS, estimated (16 refs, 20 %)"}}),
+    "runtime_vs_simulation": ({"job_id", "jct_runtime_s", "jct_sim_s", "ratio"}, {}),
     "cost_slo": ({"policy", "total_cost", "slo_violations"},
                  {"policy": {"max_sum_throughput_normalized_by_cost_perf_SLOs", "max_min_fairness_perf"}}),
 }

@@ -1,0 +1,200 @@
+"""`launch_local_cluster(...)`: a scheduler and its workers as local subprocesses, with a handle to drive them."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import weakref
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from hetsched.catalog import template_for
+from hetsched.cluster import ClusterSpec
+from hetsched.jobs import Job
+
+from .auth import channel, new_token
+from .stubs import pb2, pb2_grpc
+
+#: Default emulated speed of each GPU type relative to a V100 (roughly Gavel's ResNet-18 ratios).
+DEFAULT_SLOWDOWNS = {"v100": 1.0, "p100": 1.5, "k80": 4.0}
+
+
+def _spawn(argv: list[str], env: dict, log_path: Path) -> subprocess.Popen:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as out:
+        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen | None, sig=signal.SIGTERM, timeout: float = 10) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=timeout)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=5)
+
+
+class LocalCluster:
+    """Handle to a local scheduler + workers. Submit jobs, watch, kill/restart parts, shut down."""
+
+    def __init__(self, cluster: ClusterSpec | str, state_dir: str | Path, policy: str = "max_min_fairness_perf",
+                 round_s: float = 5.0, emulate: bool = False, slowdowns: dict[str, float] | None = None,
+                 token: str | None = None, throughputs: str = "gavel_simulation", worker_timeout_s: float = 4.0,
+                 max_attempts: int = 3):
+        self.spec = ClusterSpec.parse(cluster) if isinstance(cluster, str) else cluster
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.token = token or new_token()
+        self.env = {**os.environ, "HETSCHED_TOKEN": self.token}
+        self.policy, self.round_s, self.emulate = policy, round_s, emulate
+        self.slowdowns = {**DEFAULT_SLOWDOWNS, **(slowdowns or {})}
+        self.throughputs, self.worker_timeout_s, self.max_attempts = throughputs, worker_timeout_s, max_attempts
+        self.scheduler: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self.address = ""
+        self.start_scheduler()
+        for gpu, n in zip(self.spec.gpu_types, self.spec.counts):
+            for i in range(n):
+                self.workers.append(self._start_worker(gpu, f"{gpu}-{i}"))
+        self._finalizer = weakref.finalize(self, LocalCluster._cleanup, [self.scheduler], self.workers)
+        atexit.register(self.shutdown)
+
+    # ---- processes ------------------------------------------------------------------------------------
+    def start_scheduler(self) -> None:
+        port_file = self.state_dir / "port"
+        port_file.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "hetsched.runtime.main", "scheduler", "--state-dir", str(self.state_dir),
+                "--policy", self.policy, "--round", repr(self.round_s), "--throughputs", self.throughputs,
+                "--worker-timeout", repr(self.worker_timeout_s), "--max-attempts", str(self.max_attempts),
+                "--slowdowns", json.dumps(self.slowdowns), "--parent-pid", str(os.getpid())]
+        if self.address:                          # a restart keeps the port, so workers find it again
+            argv += ["--port", self.address.rsplit(":", 1)[1]]
+        self.scheduler = _spawn(argv, self.env, self.state_dir / "scheduler.log")
+        deadline = time.monotonic() + 60
+        while not port_file.exists():
+            if self.scheduler.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("scheduler did not start:\n" + (self.state_dir / "scheduler.log").read_text()[-3000:])
+            time.sleep(0.05)
+        self.address = f"127.0.0.1:{port_file.read_text().strip()}"
+        self.stub = pb2_grpc.SchedulerStub(channel(self.address, self.token))
+        if hasattr(self, "_finalizer"):
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, LocalCluster._cleanup, [self.scheduler], self.workers)
+
+    def _start_worker(self, gpu: str, name: str) -> subprocess.Popen:
+        argv = [sys.executable, "-m", "hetsched.runtime.main", "worker", "--scheduler", self.address,
+                "--gpu-type", gpu, "--work-dir", str(self.state_dir / "work"), "--name", name,
+                "--parent-pid", str(os.getpid())] + (["--emulate"] if self.emulate else [])
+        (self.state_dir / "work").mkdir(exist_ok=True)
+        return _spawn(argv, self.env, self.state_dir / f"worker-{name}.log")
+
+    def worker_children(self, index: int) -> list[int]:
+        """PIDs of the job processes a worker runs (each in its own process group)."""
+        out = subprocess.run(["pgrep", "-P", str(self.workers[index].pid)], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def kill_worker(self, index: int) -> None:
+        """SIGKILL one worker and the jobs it runs (a machine failure)."""
+        children = self.worker_children(index)
+        _stop(self.workers[index], signal.SIGKILL)
+        for pid in children:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def kill_scheduler(self) -> None:
+        _stop(self.scheduler, signal.SIGKILL)
+
+    def restart_scheduler(self) -> None:
+        self.kill_scheduler()
+        self.start_scheduler()
+
+    # ---- jobs -------------------------------------------------------------------------------------------
+    def submit(self, jobs: Iterable[Job] | Job) -> list[int]:
+        """Submit jobs now (their arrival times are ignored; use `replay` to honour them)."""
+        ids = []
+        for job in [jobs] if isinstance(jobs, Job) else jobs:
+            command = job.command or template_for(job.job_type).command
+            req = pb2.SubmitJobRequest(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
+                                       total_steps=int(job.total_steps), priority_weight=job.priority_weight,
+                                       command=command.replace("--data-dir %s", "").strip())
+            ids.append(self.stub.SubmitJob(req, timeout=10).job_id)
+        return ids
+
+    def status(self) -> pd.DataFrame:
+        resp = self.stub.GetStatus(pb2.StatusRequest(), timeout=10)
+        return pd.DataFrame([{"job_id": j.job_id, "state": j.state, "steps_done": j.steps_done,
+                              "total_steps": j.total_steps, "attempts": j.attempts, "submitted_s": j.submitted_s,
+                              "finished_s": j.finished_s or None, "log_tail": j.log_tail} for j in resp.jobs])
+
+    def info(self) -> dict:
+        resp = self.stub.GetStatus(pb2.StatusRequest(), timeout=10)
+        return {"workers": resp.workers, "rounds": resp.rounds, "now_s": resp.now_s,
+                "mean_round_overhead_s": resp.mean_round_overhead_s}
+
+    def wait(self, timeout_s: float, poll_s: float = 0.5) -> pd.DataFrame:
+        """Block until every job is completed or failed (bounded); returns the final status."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                frame = self.status()
+                if len(frame) and frame["state"].isin(["completed", "failed"]).all():
+                    return frame
+            except Exception:
+                pass                      # the scheduler may be restarting
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jobs not finished after {timeout_s} s")
+            time.sleep(poll_s)
+
+    def widget(self, refresh_s: float = 1.0):
+        """A live table of job states (updates in a background thread until everything is done)."""
+        import threading
+
+        import ipywidgets as W
+        out = W.HTML()
+
+        def loop():
+            while self.scheduler is not None and self.scheduler.poll() is None:
+                frame = self.status()
+                out.value = frame.drop(columns=["log_tail"]).to_html(index=False)
+                if len(frame) and frame["state"].isin(["completed", "failed"]).all():
+                    break
+                time.sleep(refresh_s)
+        threading.Thread(target=loop, daemon=True).start()
+        return out
+
+    # ---- teardown ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _cleanup(schedulers, workers) -> None:
+        for w in workers:
+            _stop(w)
+        for s in schedulers:
+            _stop(s)
+
+    def shutdown(self) -> None:
+        """Stop workers (and their jobs) and the scheduler. Safe to call twice."""
+        LocalCluster._cleanup([self.scheduler], self.workers)
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+
+def launch_local_cluster(cluster: ClusterSpec | str, state_dir: str | Path, **kwargs) -> LocalCluster:
+    """Start a scheduler and one single-GPU worker per GPU of `cluster` (e.g. "2:1:1") on this machine."""
+    return LocalCluster(cluster, state_dir, **kwargs)

@@ -1,0 +1,53 @@
+"""Run the same job list on a local runtime cluster and in the simulator, for per-job comparisons."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from hetsched.cluster import ClusterSpec
+from hetsched.jobs import Job
+from hetsched.throughput_json import COLUMNS, normalise_frame
+from hetsched.throughputs import ThroughputTable
+
+from .launch import DEFAULT_SLOWDOWNS, launch_local_cluster
+from .worker import EMULATED_STEPS_PER_S
+
+
+def emulated_throughputs(job_types: list[str], slowdowns: dict[str, float] | None = None) -> ThroughputTable:
+    """The throughputs that emulated workers run at (steps/s per GPU type), as a table for the simulator."""
+    slowdowns = {**DEFAULT_SLOWDOWNS, **(slowdowns or {})}
+    rows = [(gpu, "consolidated", t, 1, None, EMULATED_STEPS_PER_S / s, None)
+            for gpu, s in slowdowns.items() for t in sorted(set(job_types))]
+    return ThroughputTable.from_frame(normalise_frame(pd.DataFrame(rows, columns=list(COLUMNS))), "emulated")
+
+
+def run_on_local_cluster(jobs: list[Job], cluster: ClusterSpec | str, state_dir: str | Path, *,
+                         policy: str = "max_min_fairness_perf", round_s: float = 2.0, timeout_s: float = 600,
+                         slowdowns: dict[str, float] | None = None) -> pd.DataFrame:
+    """Replay `jobs` (arrival times honoured) on emulated workers; returns job_id, jct_s."""
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    table_path = state_dir / "emulated_throughputs.parquet"
+    emulated_throughputs([j.job_type for j in jobs], slowdowns).write(table_path)
+    with launch_local_cluster(cluster, state_dir, policy=policy, round_s=round_s, emulate=True,
+                              slowdowns=slowdowns, throughputs=str(table_path)) as local:
+        start = time.time()
+        pending = sorted(jobs, key=lambda j: j.arrival_time_s)
+        submitted: dict[int, float] = {}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            due = [j for j in pending if j.arrival_time_s <= time.time() - start]
+            for job in due:
+                local.submit(job)
+                submitted[job.job_id] = time.time()
+                pending.remove(job)
+            if time.monotonic() > deadline:
+                raise TimeoutError("replay did not finish submitting")
+            time.sleep(0.05)
+        final = local.wait(max(1.0, deadline - time.monotonic()))
+    final = final[final["state"] == "completed"]
+    return pd.DataFrame({"job_id": final["job_id"],
+                         "jct_s": [f - submitted[j] for j, f in zip(final["job_id"], final["finished_s"])]})

@@ -1,0 +1,104 @@
+"""Durable job state in SQLite: a restarted scheduler loses nothing that a job had checkpointed."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id INTEGER PRIMARY KEY,
+    job_type TEXT NOT NULL,
+    scale_factor INTEGER NOT NULL,
+    total_steps INTEGER NOT NULL,
+    priority_weight REAL NOT NULL,
+    command TEXT NOT NULL,
+    state TEXT NOT NULL,              -- queued, running, completed, failed
+    steps_done INTEGER NOT NULL DEFAULT 0,       -- durable: checkpointed progress
+    attempts INTEGER NOT NULL DEFAULT 0,
+    submitted_s REAL NOT NULL,        -- wall-clock (epoch) seconds
+    finished_s REAL,                  -- wall-clock (epoch) seconds
+    log_tail TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass
+class JobRow:
+    job_id: int
+    job_type: str
+    scale_factor: int
+    total_steps: int
+    priority_weight: float
+    command: str
+    state: str
+    steps_done: int
+    attempts: int
+    submitted_s: float
+    finished_s: float | None
+    log_tail: str
+
+
+class Store:
+    """A thin, thread-safe wrapper; every write commits (WAL mode), so a kill -9 keeps all acknowledged state."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(SCHEMA)
+        self._lock = threading.Lock()
+
+    def _run(self, sql: str, args=()) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def add_job(self, job_type: str, scale_factor: int, total_steps: int, priority_weight: float, command: str,
+                submitted_s: float, job_id: int | None = None) -> int:
+        with self._lock:
+            if job_id is None or job_id < 0:
+                row = self._db.execute("SELECT COALESCE(MAX(job_id), -1) + 1 FROM jobs").fetchone()
+                job_id = int(row[0])
+            self._db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, "
+                             "command, state, submitted_s) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)",
+                             (job_id, job_type, scale_factor, total_steps, priority_weight, command, submitted_s))
+        return job_id
+
+    def jobs(self, states: tuple[str, ...] | None = None) -> list[JobRow]:
+        sql = "SELECT * FROM jobs"
+        args: tuple = ()
+        if states:
+            sql += f" WHERE state IN ({','.join('?' * len(states))})"
+            args = states
+        return [JobRow(*r) for r in self._run(sql + " ORDER BY job_id", args)]
+
+    def job(self, job_id: int) -> JobRow | None:
+        rows = self._run("SELECT * FROM jobs WHERE job_id = ?", (job_id,))
+        return JobRow(*rows[0]) if rows else None
+
+    def set_progress(self, job_id: int, steps_done: int) -> None:
+        """Durable progress only grows (a late report from an old lease cannot move it back)."""
+        self._run("UPDATE jobs SET steps_done = MAX(steps_done, ?) WHERE job_id = ?", (steps_done, job_id))
+
+    def set_state(self, job_id: int, state: str, finished_s: float | None = None, log_tail: str | None = None,
+                  attempts_delta: int = 0) -> None:
+        self._run("UPDATE jobs SET state = ?, finished_s = COALESCE(?, finished_s), "
+                  "log_tail = COALESCE(?, log_tail), attempts = attempts + ? WHERE job_id = ?",
+                  (state, finished_s, log_tail, attempts_delta, job_id))
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        rows = self._run("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                  (key, value))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,86 @@
+"""Train one job type under the scheduler's leases (or standalone). Synthetic data unless --data-dir has data.pt.
+
+    python -m workloads.train --model ResNet-18 --batch-size 64 --num-steps 500
+
+The only scheduler-specific lines are the LeaseIterator around the data and the two checkpoint hooks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from hetsched.runtime import LeaseIterator
+from workloads.models import build
+
+
+def batches(make, batch_size: int, data_dir: str | None, seed: int):
+    """Endless batches: slices of data_dir/data.pt {"inputs", "targets"} when present, else synthetic."""
+    path = Path(data_dir) / "data.pt" if data_dir else None
+    if path is not None and path.exists():
+        data = torch.load(path)
+        n = len(data["inputs"])
+        i = 0
+        while True:
+            idx = torch.arange(i, i + batch_size) % n
+            i += batch_size
+            yield data["inputs"][idx], data["targets"][idx]
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        yield make(batch_size, gen)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--num-steps", type=int, default=int(os.environ.get("HETSCHED_TOTAL_STEPS", 100)))
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--width", type=int, default=16)
+    parser.add_argument("--max-batch", type=int, default=8, help="cap on the batch size (CPU-sized runs)")
+    parser.add_argument("--checkpoint-dir", default=os.environ.get("HETSCHED_CHECKPOINT_DIR"),
+                        help="where to keep model.pt (default: the worker's per-job dir; none standalone)")
+    parser.add_argument("--fail", action="store_true", help="crash on purpose (tests)")
+    args = parser.parse_args(argv)
+    if args.fail:
+        print("failing on purpose", file=sys.stderr)
+        return 3
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model, make, loss_fn = build(args.model, args.width)
+    optim = torch.optim.SGD(model.parameters(), lr=0.01)
+    ckpt = Path(args.checkpoint_dir) / "model.pt" if args.checkpoint_dir else None
+
+    def save(steps: int) -> None:
+        tmp = ckpt.with_suffix(".tmp")
+        torch.save({"model": model.state_dict(), "optim": optim.state_dict(), "steps": steps}, tmp)
+        os.replace(tmp, ckpt)                    # atomic: a kill never leaves a torn checkpoint
+        print(f"checkpoint at step {steps}", flush=True)
+
+    def restore() -> int:
+        if ckpt is None or not ckpt.exists():
+            return 0
+        state = torch.load(ckpt)
+        model.load_state_dict(state["model"])
+        optim.load_state_dict(state["optim"])
+        return int(state["steps"])
+
+    it = LeaseIterator(batches(make, min(args.batch_size, args.max_batch), args.data_dir, seed=0),
+                       total_steps=args.num_steps, save=save if ckpt else None, restore=restore,
+                       checkpoint_every=20)
+    print(f"resuming from step {it.steps}", flush=True)
+    for inputs, targets in it:
+        optim.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optim.step()
+    print(f"steps {it.steps} of {it.total_steps}; {'done' if it.done else 'lease ended'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
