@@ -113,9 +113,12 @@ def solve_lp_csc(c: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: n
                            verbose=False, feastol=tol, abstol=tol, reltol=tol, max_iters=200)
     except Exception as exc:
         log.warning("ecos failed: %s", exc)
-        return Solution(None, "error", np.nan, "ecos")
+        sol = {"info": {"exitFlag": -99}}
     flag = sol["info"]["exitFlag"]
     status = {0: "optimal", 10: "inaccurate", 1: "infeasible", 2: "unbounded"}.get(flag, "error")
+    if status == "error":               # as in solve(): let Clarabel try before a policy falls back
+        G = sp.csc_matrix((data, indices, indptr), shape=(num_rows, len(c)))
+        return solve(ConicProblem(c, G, h, l=num_rows), "clarabel", tol)
     x = sol["x"] if status in ("optimal", "inaccurate") else None
     return Solution(x, status, float(c @ x) if x is not None else np.nan, "ecos", sol["z"] if x is not None else None)
 
@@ -146,15 +149,3 @@ def solve(problem: ConicProblem, solver: str = DEFAULT_SOLVER, tol: float = 1e-8
         log.info("ecos returned %s; retrying with clarabel", sol.status)
         return solve(problem, "clarabel", tol)
     return sol
-
-
-# ---- helpers to assemble problems -----------------------------------------------------------------
-
-def coo(data, rows, cols, shape) -> sp.csc_matrix:
-    return sp.csc_matrix((np.asarray(data, float), (np.asarray(rows), np.asarray(cols))), shape=shape)
-
-
-def nonneg_rows(num_vars: int, first: int, count: int) -> sp.csc_matrix:
-    """Rows `-x_k <= 0` for variables first..first+count-1."""
-    k = np.arange(count)
-    return coo(-np.ones(count), k, first + k, (count, num_vars))

@@ -144,8 +144,10 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
     if todo and (use_dask or dask_address):
         from dask.distributed import Client, LocalCluster, as_completed
 
+        # Loopback only: the scheduler, the workers and the dashboard bind 127.0.0.1 on free ports.
         cluster = None if dask_address else LocalCluster(n_workers=n_workers, threads_per_worker=1,
-                                                          processes=True, dashboard_address=None)
+                                                          processes=True, host="127.0.0.1",
+                                                          dashboard_address="127.0.0.1:0")
         client = Client(dask_address or cluster)
         try:
             futures = client.map(run_one, todo, pure=False)
