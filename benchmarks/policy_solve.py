@@ -42,7 +42,7 @@ def main() -> None:
         objective = policy.objective(view, allocation)
     solve_s = statistics.median(times)
     row = {"policy": args.policy, "num_jobs": args.num_jobs, "solve_s": round(solve_s, 5),
-           "objective": objective, "seed": args.seed}
+           "objective": objective if objective == objective else None, "seed": args.seed}   # NaN -> null
     artifact = ARTIFACT_S.get((args.policy, args.num_jobs))
     if artifact:
         row["artifact_s"] = artifact
