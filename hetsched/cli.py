@@ -104,7 +104,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     start = time.process_time()
     table = load_throughputs(args.throughputs)
     cluster = ClusterSpec.parse(args.cluster, gpus_per_server=args.gpus_per_server)
-    config = SimulationConfig(round_s=args.round, seed=args.seed, window=_parse_window(args.window),
+    config = SimulationConfig(round_s=args.round, min_reset_interval_s=args.min_reset_interval, seed=args.seed, window=_parse_window(args.window),
                               ideal=args.ideal, placement_aware=args.placement_aware, record_timeline=False)
     policy = make_policy(args.policy, **({"seed": args.seed} if args.policy.split("_")[0] in ("fifo", "gandiva")
                                          else {}))
@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--multi-priority", action="store_true")
     sim.add_argument("--window", help="measure job ids START:END (END exclusive), e.g. 4000:5000")
     sim.add_argument("--round", type=float, default=360.0, help="round length in seconds")
+    sim.add_argument("--min-reset-interval", type=float, default=1920.0,
+                     help="minimum seconds between allocation recomputes (the artifact's 1920)")
     sim.add_argument("--ideal", action="store_true", help="fluid allocation, no rounds (Fig. 13)")
     sim.add_argument("--placement-aware", action="store_true",
                      help="use unconsolidated throughputs for jobs spread over servers")

@@ -127,17 +127,24 @@ class Scheduler:
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
         if job.job_id in self.jobs:
             raise HetschedError(f"job {job.job_id} is already active")
-        row = self.table.index(JobKey(job.job_type, job.scale_factor))
+        key = JobKey(job.job_type, job.scale_factor)
+        known = key in self.table
         if not self._free_slots:
             self._grow()
         s = self._free_slots.pop()
-        iso = self.table.isolated[row, self._cols]
         self.jobs[job.job_id] = job
         self.slot[job.job_id] = s
         self.job_of_slot[s] = job.job_id
         self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
-        self.tput[s] = np.nan_to_num(iso[:, 0])
-        self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
+        if known:
+            row = self.table.index(key)
+            iso = self.table.isolated[row, self._cols]
+            self.tput[s] = np.nan_to_num(iso[:, 0])
+            self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
+        else:
+            # An unmeasured job type runs at a default rate until measurements arrive (Gavel's DEFAULT_THROUGHPUT).
+            row = -1
+            self.tput[s] = self.tput_spread[s] = 1.0
         self.scale[s] = job.scale_factor
         self.key_row[s] = row
         self._add_entries([(job.job_id,)])
@@ -163,6 +170,8 @@ class Scheduler:
             members[r, : len(slots)] = slots
             if len(slots) == 1:
                 etput[r, :, 0] = self.tput[slots[0]]
+            elif min(self.key_row[slots[0]], self.key_row[slots[1]]) < 0:
+                etput[r] = 0.0                    # no co-location measurement for an unknown type
             else:
                 pair = self.table.colocated[self.key_row[slots[0]], self.key_row[slots[1]], self._cols, 0]
                 etput[r] = np.nan_to_num(pair)
@@ -205,12 +214,15 @@ class Scheduler:
         distinct, code = np.unique(rows, return_inverse=True)
         colocated = None
         if self.policy.packing and len(distinct):
-            colocated = self.table.colocated[np.ix_(distinct, distinct, self._cols)][:, :, :, 0, :]
+            colocated = self.table.colocated[np.ix_(distinct, distinct, self._cols)][:, :, :, 0, :].copy()
+            unknown = distinct < 0                        # job types without a table entry: no pairs
+            colocated[unknown] = np.nan
+            colocated[:, unknown] = np.nan
             if self.estimator is not None:
                 colocated = self._estimated(distinct, colocated.copy())
         return PolicyView(
             job_ids=np.array(ids, dtype=np.int64), gpu_types=self.gpu_types, capacity=self.capacity,
-            throughput=self.tput[slots], scale_factor=self.scale[slots],
+            throughput=self.tput[slots], scale_factor=self.scale[slots], unconsolidated=self.tput_spread[slots],
             priority_weight=np.array([j.priority_weight for j in jobs], float),
             remaining_steps=self.remaining[slots],
             time_since_arrival=np.array([now - j.arrival_time_s for j in jobs], float),

@@ -108,3 +108,11 @@ def test_summary_is_json_ready(stream, gavel_table):
     row = summary(run(stream, gavel_table, "max_min_fairness_perf"))
     assert {"avg_jct_s", "makespan_s", "utilization", "num_jobs", "jct_p50_s", "jct_p99_s"} <= set(row)
     assert 0 < row["utilization"] <= 1 and row["num_jobs"] == 120
+
+
+def test_unknown_job_type_runs_at_the_default_rate(gavel_table):
+    jobs = [Job(0, 0.0, "BERT (batch size 8)", 1, 720.0), Job(1, 0.0, "A3C", 1, 1000.0)]
+    for policy in ("max_min_fairness_perf", "max_min_fairness_packed"):
+        result = run(jobs, gavel_table, policy, "1:1:1")
+        assert result.jobs[0].finish_time_s == pytest.approx(720.0)       # 1 step/s until measured
+        assert np.isfinite(result.jobs[1].finish_time_s)

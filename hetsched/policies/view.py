@@ -23,6 +23,8 @@ def view_from_jobs(jobs: Sequence[Job], cluster: ClusterSpec, table: ThroughputT
     gpu_types = sorted_gpu_types(cluster)
     keys = [JobKey(j.job_type, j.scale_factor) for j in jobs]
     tput = np.nan_to_num(table.matrix(keys, gpu_types)) if jobs else np.zeros((0, len(gpu_types)))
+    spread = table.matrix(keys, gpu_types, consolidated=False) if jobs else tput
+    spread = np.where(np.isnan(spread), tput, spread)           # unmeasured spread placement: as consolidated
     distinct = list(dict.fromkeys(keys))
     code = {k: i for i, k in enumerate(distinct)}
     colocated = None
@@ -36,6 +38,7 @@ def view_from_jobs(jobs: Sequence[Job], cluster: ClusterSpec, table: ThroughputT
         gpu_types=gpu_types,
         capacity=np.array([cluster.count(g) for g in gpu_types], float),
         throughput=tput,
+        unconsolidated=spread,
         scale_factor=np.array([j.scale_factor for j in jobs], dtype=np.int64),
         priority_weight=np.array([j.priority_weight for j in jobs], float),
         remaining_steps=np.array(remaining_steps if remaining_steps is not None else
