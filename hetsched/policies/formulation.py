@@ -185,73 +185,99 @@ def build_polytope(view: PolicyView, units: Units, packing: bool = False) -> Pol
     return Polytope(view, units, nv, sp.vstack(blocks).tocsr(), np.concatenate(rhs), A, b, E, time, pv, n_aux)
 
 
-def _split(cut_a: np.ndarray, cut_b: np.ndarray, total: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Overlay two partitions of [0, total): segments (owner in a, owner in b, length)."""
-    points = np.unique(np.concatenate([[0.0], cut_a[cut_a < total], cut_b[cut_b < total], [total]]))
-    lengths = np.diff(points)
-    mid = points[:-1] + lengths / 2
-    return np.searchsorted(cut_a, mid, side="right"), np.searchsorted(cut_b, mid, side="right"), lengths
+def _segments(keys: np.ndarray, partners: np.ndarray, gpus: np.ndarray, Z: np.ndarray, flat_jobs: np.ndarray,
+              key_start: np.ndarray, key_size: np.ndarray, unit_of_job: np.ndarray):
+    """For every combo c, the jobs of key `keys[c]` with positive pair time toward `partners[c]` on `gpus[c]`,
+    flattened: (combo id, job, supply), combos in order, jobs in key order."""
+    sizes = key_size[keys]
+    combo = np.repeat(np.arange(len(keys)), sizes)
+    within = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    jobs = flat_jobs[key_start[keys][combo] + within]
+    supply = Z[unit_of_job[jobs], partners[combo], gpus[combo]]
+    keep = supply > 0
+    return combo[keep], jobs[keep], supply[keep]
+
+
+def _ends(combo: np.ndarray, supply: np.ndarray, num_combos: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cumulative ends of each job's interval within its combo, and each combo's total."""
+    cs = np.cumsum(supply)
+    totals = np.bincount(combo, weights=supply, minlength=num_combos)
+    before = np.cumsum(totals) - totals
+    return cs - before[combo], totals
+
+
+def _intervals(points_combo: np.ndarray, points: np.ndarray, limit: np.ndarray, shift: float):
+    """Distinct breakpoints per combo in [0, limit[c]] -> consecutive intervals (combo, start, length)."""
+    c = np.concatenate([points_combo, np.arange(len(limit)), np.arange(len(limit))])
+    v = np.concatenate([points, np.zeros(len(limit)), limit])
+    keep = v <= limit[c]
+    key = np.unique(v[keep] + c[keep] * shift)
+    combo = np.floor(key / shift + 1e-12).astype(np.int64)
+    start = key[:-1] - combo[:-1] * shift
+    same = combo[1:] == combo[:-1]
+    length = np.diff(key)
+    return combo[:-1][same], start[same], length[same]
 
 
 def decompose_pairs(view: PolicyView, units: Units, pair_vars: np.ndarray, z: np.ndarray,
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Turn type-level pair time into job pairs with O(jobs) pairs per key pair and GPU type."""
+    """Turn type-level pair time into job pairs with O(jobs) pairs per key pair and GPU type (vectorised).
+
+    For key pair (a, b) on a GPU type, lay a-jobs' pair times end to end on [0, T) and b-jobs' likewise and pair
+    whoever overlaps. Within one key, pair the owner of u with the owner of u + T/2 for u in [0, T/2): no job meets
+    itself because each job's share is at most T/2 (the same-key constraint of the polytope).
+    """
     n = view.num_types
-    if not len(pair_vars):
-        return np.zeros((0, 2), np.intp), np.zeros((0, n))
+    empty = np.zeros((0, 2), np.intp), np.zeros((0, n))
     keep = z > PAIR_EPS
+    if not len(pair_vars) or not keep.any():
+        return empty
     pu, pk, pj = (col[keep] for col in pair_vars.T)
-    if not len(pu):
-        return np.zeros((0, 2), np.intp), np.zeros((0, n))
     key_of_unit = view.type_code[units.first]
     Z = np.zeros((units.size, view.colocated.shape[0], n))
     Z[pu, pk, pj] = z[keep]
-    # Jobs of each key, grouped by unit (a stable order, so decompositions are reproducible).
-    order = np.lexsort((np.arange(view.num_jobs), units.of_job))
-    by_key = {int(a): order[view.type_code[order] == a] for a in np.unique(view.type_code)}
+    order = np.lexsort((np.arange(view.num_jobs), units.of_job, view.type_code))   # jobs by key, then unit
+    key_size = np.bincount(view.type_code, minlength=view.colocated.shape[0])
+    key_start = np.cumsum(key_size) - key_size
     a_keys = key_of_unit[pu]
-    lo, hi = np.minimum(a_keys, pk), np.maximum(a_keys, pk)
-    combos = np.unique(np.stack([lo, hi, pj], axis=1), axis=0)
-    out_i, out_k, out_j, out_v = [], [], [], []
-    for a, b, j in combos.tolist():
-        jobs_a = by_key[a]
-        sup_a = Z[units.of_job[jobs_a], b, j]
-        jobs_a, sup_a = jobs_a[sup_a > 0], sup_a[sup_a > 0]
-        if not len(jobs_a):
-            continue
-        cut_a = np.cumsum(sup_a)
-        if a == b:
-            # Point u in [0, total/2) pairs the owner of u with the owner of u + total/2; no job meets itself
-            # because each job's share is at most total/2 (the same-key constraint).
-            total = cut_a[-1]
-            half = total / 2
-            points = np.unique(np.concatenate([[0.0], cut_a[cut_a < half], cut_a[(cut_a > half) & (cut_a < total)]
-                                               - half, [half]]))
-            length = np.diff(points)
-            mid = points[:-1] + length / 2
-            i_side = jobs_a[np.minimum(np.searchsorted(cut_a, mid, side="right"), len(jobs_a) - 1)]
-            k_side = jobs_a[np.minimum(np.searchsorted(cut_a, mid + half, side="right"), len(jobs_a) - 1)]
-        else:
-            jobs_b = by_key[b]
-            sup_b = Z[units.of_job[jobs_b], a, j]
-            jobs_b, sup_b = jobs_b[sup_b > 0], sup_b[sup_b > 0]
-            if not len(jobs_b):
-                continue
-            cut_b = np.cumsum(sup_b)
-            total = min(cut_a[-1], cut_b[-1])
-            owner_a, owner_b, length = _split(cut_a, cut_b, total)
-            i_side = jobs_a[np.minimum(owner_a, len(jobs_a) - 1)]
-            k_side = jobs_b[np.minimum(owner_b, len(jobs_b) - 1)]
-        ok = (length > PAIR_EPS) & (i_side != k_side)
-        out_i.append(i_side[ok])
-        out_k.append(k_side[ok])
-        out_j.append(np.full(ok.sum(), j))
-        out_v.append(length[ok])
-    if not out_i:
-        return np.zeros((0, 2), np.intp), np.zeros((0, n))
-    i, k = np.concatenate(out_i), np.concatenate(out_k)
-    lo, hi = np.minimum(i, k), np.maximum(i, k)
-    pairs, inverse = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
+    combos = np.unique(np.stack([np.minimum(a_keys, pk), np.maximum(a_keys, pk), pj], axis=1), axis=0)
+    shift = float(view.num_jobs) + 2.0
+    out = []
+    args = (Z, order, key_start, key_size, units.of_job)
+    cross = combos[combos[:, 0] != combos[:, 1]]
+    if len(cross):
+        a, b, j = cross.T
+        ca, ja, sa = _segments(a, b, j, *args)
+        cb, jb, sb = _segments(b, a, j, *args)
+        ends_a, tot_a = _ends(ca, sa, len(cross))
+        ends_b, tot_b = _ends(cb, sb, len(cross))
+        combo, start, length = _intervals(np.concatenate([ca, cb]), np.concatenate([ends_a, ends_b]),
+                                          np.minimum(tot_a, tot_b), shift)
+        mid = start + length / 2 + combo * shift
+        ia = np.minimum(np.searchsorted(ends_a + ca * shift, mid, side="right"), len(ja) - 1)
+        ib = np.minimum(np.searchsorted(ends_b + cb * shift, mid, side="right"), len(jb) - 1)
+        out.append((ja[ia], jb[ib], cross[combo, 2], length))
+    same = combos[combos[:, 0] == combos[:, 1]]
+    if len(same):
+        a, _, j = same.T
+        ca, ja, sa = _segments(a, a, j, *args)
+        ends, tot = _ends(ca, sa, len(same))
+        half = tot / 2
+        folded = np.where(ends < half[ca], ends, ends - half[ca])
+        combo, start, length = _intervals(ca, folded, half, shift)
+        mid = start + length / 2
+        shifted = ends + ca * shift
+        lo = np.minimum(np.searchsorted(shifted, mid + combo * shift, side="right"), len(ja) - 1)
+        hi = np.minimum(np.searchsorted(shifted, mid + half[combo] + combo * shift, side="right"), len(ja) - 1)
+        out.append((ja[lo], ja[hi], same[combo, 2], length))
+    if not out:
+        return empty
+    i, k, jj, v = (np.concatenate(parts) for parts in zip(*out))
+    ok = (v > PAIR_EPS) & (i != k)
+    i, k, jj, v = i[ok], k[ok], jj[ok], v[ok]
+    if not len(i):
+        return empty
+    pairs, inverse = np.unique(np.stack([np.minimum(i, k), np.maximum(i, k)], axis=1), axis=0, return_inverse=True)
     x_pairs = np.zeros((len(pairs), n))
-    np.add.at(x_pairs, (inverse.ravel(), np.concatenate(out_j)), np.concatenate(out_v))
+    np.add.at(x_pairs, (inverse.ravel(), jj), v)
     return pairs, x_pairs

@@ -57,7 +57,8 @@ class MaxMinFairness(VariantPolicy):
         if view.num_jobs == 0:
             return empty_allocation(view)
         v = self.effective_view(view)
-        units = make_units(v, aggregate=self.aggregate)
+        # Packed problems always use classes: their per-job form has no fidelity role and is several times slower.
+        units = make_units(v, aggregate=self.aggregate if self.aggregate is not None else (self.packing or None))
         if not self.packing and units.size == v.num_jobs:
             return self._allocate_per_job(v)
         poly = build_polytope(v, units, packing=self.packing)
