@@ -3,7 +3,8 @@
 Each run is a `RunConfig`; `sweep(configs)` returns one tidy row per run (the run's summary plus the window
 jobs' JCTs). Results are cached as JSON under `cache_dir/<hash>.json`, so a re-run of a notebook only
 simulates what changed. A run that exceeds its round budget is a saturated point (JCT = inf), as the
-artifact's sweeps treat a timed-out run.
+artifact's sweeps treat a timed-out run. From a script (not a notebook), call `sweep` under
+`if __name__ == "__main__":`, as for any process-based Dask LocalCluster.
 """
 
 from __future__ import annotations
