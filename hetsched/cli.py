@@ -97,8 +97,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     from .cluster import ClusterSpec
     from .metrics import summary
-    from .policies import make_policy
-    from .simulator import SimulationConfig, simulate
+    from .simulator import SimulationConfig, policy_for, simulate
     from .throughputs import load_throughputs
 
     start = time.process_time()
@@ -106,8 +105,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     cluster = ClusterSpec.parse(args.cluster, gpus_per_server=args.gpus_per_server)
     config = SimulationConfig(round_s=args.round, min_reset_interval_s=args.min_reset_interval, seed=args.seed, window=_parse_window(args.window),
                               ideal=args.ideal, placement_aware=args.placement_aware, record_timeline=False)
-    policy = make_policy(args.policy, **({"seed": args.seed} if args.policy.split("_")[0] in ("fifo", "gandiva")
-                                         else {}))
+    policy = policy_for(args.policy, args.seed)
     result = simulate(_jobs_for_simulation(args, table), cluster, policy, table, config)
     if args.jobs_out:
         result.jobs_frame().to_csv(args.jobs_out, index=False)

@@ -26,7 +26,8 @@ class AlloX(Policy):
         ids = view.job_ids.tolist()
         x = np.zeros((m, n))
         free = view.capacity.astype(int).copy()
-        self._running = {j: t for j, t in self._running.items() if j in set(ids)}
+        active = set(ids)
+        self._running = {j: t for j, t in self._running.items() if j in active}
         for i, job in enumerate(ids):
             if job in self._running:
                 x[i, self._running[job]] = 1.0

@@ -36,7 +36,8 @@ class FIFO(Policy):
         free = view.capacity.astype(float).copy()
         ids = view.job_ids.tolist()
         if not self.heterogeneity_aware:
-            self._assigned = {j: t for j, t in self._assigned.items() if j in set(ids)}
+            active = set(ids)
+            self._assigned = {j: t for j, t in self._assigned.items() if j in active}
             for i, job in enumerate(ids):
                 if job in self._assigned:
                     x[i, self._assigned[job]] = 1.0
