@@ -134,6 +134,58 @@ def test_water_filling_is_lexicographically_optimal(gavel_table, seed, packing):
     assert ours[0] == pytest.approx(single[0], rel=1e-6)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_both_pair_forms_agree_and_decompose_exactly(gavel_table, seed):
+    """Unit-pair and unit-key space sharing: same LAS optimum; job pairs reproduce each unit's throughput."""
+    from hetsched.policies.formulation import build_polytope, make_units
+    from hetsched.policies.lp import epigraph_objective, solve_on_polytope
+
+    view = instance(gavel_table, seed, 60, gpus="4:4:4")
+    units = make_units(view, aggregate=True)
+    assert units.mult.max() >= 2                      # same-unit pairs are exercised
+    coef = las_coefficients(view)[units.first]
+    optima = {}
+    for form in ("unit", "key"):
+        poly = build_polytope(view, units, packing=True, pair_form=form)
+        assert poly.unit_pairs == (form == "unit")
+        epi = poly.effective.scaled(-coef).with_column(poly.num_vars, 1.0)
+        sol = solve_on_polytope(poly, epigraph_objective(poly), [epi], extra_vars=1)
+        assert sol.ok
+        optima[form] = -sol.objective
+        x = sol.x[:-1]
+        alloc = poly.allocation(x)
+        assert_feasible(view, alloc)
+        assert len(alloc.pairs) > 0
+        per_unit = poly.E @ x
+        np.testing.assert_allclose(alloc.effective_throughput(view), per_unit[units.of_job], rtol=1e-3, atol=1e-3)
+    assert optima["unit"] == pytest.approx(optima["key"], rel=1e-6)
+    with pytest.raises(HetschedError, match="pair_form"):
+        build_polytope(view, units, packing=True, pair_form="job")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unit_pairs_decompose_any_point(gavel_table, seed):
+    """Any y >= 0 in the unit-pair form (same-unit pairs included) becomes job pairs with the same per-job
+    time and throughput: the decomposition is exact, not just at LP optima."""
+    from hetsched.policies.formulation import build_polytope, make_units
+
+    view = instance(gavel_table, seed, 40, gpus="2:2:2")
+    units = make_units(view, aggregate=True)
+    poly = build_polytope(view, units, packing=True, pair_form="unit")
+    same = poly.pair_vars[:, 0] == poly.pair_vars[:, 1]
+    assert same.any() and (~same).any()
+    rng = np.random.default_rng(seed)
+    x = np.zeros(poly.num_vars)
+    n = view.num_types
+    x[: units.size * n] = rng.uniform(0, 0.1, units.size * n)
+    x[units.size * n:] = rng.uniform(0.01, 0.2, len(poly.pair_vars))
+    alloc = poly.allocation(x)
+    np.testing.assert_allclose(alloc.time_per_job(), (poly.T @ x)[units.of_job], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(alloc.effective_throughput(view), (poly.E @ x)[units.of_job], rtol=1e-9)
+    i, k = alloc.pairs.T
+    assert np.all(i < k)
+
+
 def test_hierarchical_entity_shares(gavel_table):
     """Fig. 11 setting: entities with weights 1:2:3 split a homogeneous cluster 1:2:3."""
     from dataclasses import replace
@@ -182,15 +234,18 @@ def test_solver_failure_falls_back_to_isolated(gavel_table, caplog, monkeypatch)
     def broken(*args, **kwargs):
         return Solution(None, "error", float("nan"), "broken")
 
-    monkeypatch.setattr(las, "solve", broken)
-    monkeypatch.setattr(lp, "solve", broken)
+    monkeypatch.setattr(las, "solve_lp_csc", broken)       # the per-job LAS path
+    monkeypatch.setattr(lp, "solve", broken)                # every polytope-based problem
     view = instance(gavel_table, 0, 10)
+    names = ("max_min_fairness_perf", "max_min_fairness_packed", "min_total_duration_perf",
+             "finish_time_fairness_perf", "max_min_fairness_water_filling_perf", "max_sum_throughput_perf")
     with caplog.at_level(logging.WARNING):
-        for name in ("max_min_fairness_perf", "min_total_duration_perf", "finish_time_fairness_perf"):
+        for name in names:
             alloc = make_policy(name).allocate(view)
             assert_feasible(view, alloc)
             assert alloc.x.sum() > 0
-    assert "falling back to the isolated allocation" in caplog.text
+    fell_back = [r.getMessage() for r in caplog.records if "falling back to the isolated allocation" in r.getMessage()]
+    assert sorted(m.split(":")[0] for m in fell_back) == sorted(f"policy {n}" for n in names)
 
 
 @pytest.mark.parametrize("solver", ["clarabel", "highs"])

@@ -8,12 +8,12 @@ program: rho >= t_i/D_i + v_i and v_i * E_i(x) D_i / R_i >= 1 (a rotated cone pe
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from .fallback import fallback_allocation
 from .formulation import build_polytope, make_units
 from .lp import solve_on_polytope
+from .rows import Rows
 from .makespan import reference_throughput
 from .shares import isolated_fractions, isolated_throughput
 
@@ -63,22 +63,18 @@ class FinishTimeFairness(VariantPolicy):
         num = len(k)
         nv = poly.num_vars + 1 + num           # [x, rho, v_1..v_num]
         rho, vcol = poly.num_vars, poly.num_vars + 1 + np.arange(num)
-        # t_i/D_i + v_i - rho <= 0
-        lin = sp.csr_matrix((np.concatenate([np.ones(num), -np.ones(num)]),
-                             (np.tile(np.arange(num), 2), np.concatenate([vcol, np.full(num, rho)]))),
-                            shape=(num, nv))
-        lin_rhs = -view.time_since_arrival[first] / D[first]
-        # Rotated cone v_i * e_i >= 1 with e_i = E_i(x) D_i / R_i, written as ||(2, v - e)|| <= v + e.
-        e = (sp.diags(D[first] / R[first]) @ poly.E[k]).tocoo()
         idx = np.arange(num)
-        soc = sp.csr_matrix((np.concatenate([-e.data, e.data, -np.ones(num), -np.ones(num)]),
-                             (np.concatenate([3 * e.row, 3 * e.row + 2, 3 * idx, 3 * idx + 2]),
-                              np.concatenate([e.col, e.col, vcol, vcol]))), shape=(3 * num, nv))
-        soc_rhs = np.tile([0.0, 2.0, 0.0], num)
-        c_extra = np.zeros(1 + num)
-        c_extra[0] = 1.0
-        sol = solve_on_polytope(poly, c_extra, lin, lin_rhs, extra_vars=1 + num, soc_rows=soc,
-                                soc_rhs=soc_rhs, soc_sizes=[3] * num, solver=self.solver)
+        # t_i/D_i + v_i - rho <= 0
+        lin = Rows.identity(vcol, 1.0, -view.time_since_arrival[first] / D[first]).with_column(rho, -1.0)
+        # Rotated cone v_i * e_i >= 1 with e_i = E_i(x) D_i / R_i, written as ||(2, v - e)|| <= v + e.
+        e = poly.effective.select(k).scaled(D[first] / R[first])
+        soc = Rows.of(np.concatenate([-e.data, e.data, -np.ones(num), -np.ones(num)]),
+                      np.concatenate([3 * e.row, 3 * e.row + 2, 3 * idx, 3 * idx + 2]),
+                      np.concatenate([e.col, e.col, vcol, vcol]), np.tile([0.0, 2.0, 0.0], num))
+        c = np.zeros(nv)
+        c[rho] = 1.0
+        sol = solve_on_polytope(poly, c, [lin], extra_vars=1 + num, soc=[soc], soc_sizes=[3] * num,
+                                solver=self.solver)
         if not sol.ok:
             return fallback_allocation(self, view, sol.status)
         return poly.allocation(sol.x[: poly.num_vars])

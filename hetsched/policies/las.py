@@ -6,12 +6,12 @@ import functools
 import logging
 
 import numpy as np
-import scipy.sparse as sp
 
-from ..solvers import ConicProblem, solve, solve_lp_csc
+from ..solvers import solve_lp_csc
 from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from .formulation import build_polytope, make_units
 from .fallback import fallback_allocation
+from .lp import epigraph_objective, solve_on_polytope
 from .shares import proportional_throughput
 
 log = logging.getLogger(__name__)
@@ -63,15 +63,9 @@ class MaxMinFairness(VariantPolicy):
             return self._allocate_per_job(v)
         poly = build_polytope(v, units, packing=self.packing)
         coef = las_coefficients(v)[units.first]
-        G, A, E = poly.pad(1)
-        nv = poly.num_vars + 1
         # t - coef_k * E_k x <= 0 for every unit; maximise t.
-        epi = sp.hstack([-sp.diags(coef) @ poly.E, sp.csr_matrix(np.ones((units.size, 1)))]).tocsr()
-        c = np.zeros(nv)
-        c[-1] = -1.0
-        problem = ConicProblem(c, sp.vstack([epi, G]).tocsc(), np.concatenate([np.zeros(units.size), poly.h]),
-                               l=units.size + G.shape[0], A=A.tocsc() if A.shape[0] else None, b=poly.b)
-        sol = solve(problem, self.solver)
+        epi = poly.effective.scaled(-coef).with_column(poly.num_vars, 1.0)
+        sol = solve_on_polytope(poly, epigraph_objective(poly), [epi], extra_vars=1, solver=self.solver)
         if not sol.ok:
             return fallback_allocation(self, view, sol.status)
         return poly.allocation(sol.x[:-1])

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from .fallback import fallback_allocation
 from .formulation import build_polytope, make_units
-from .lp import solve_on_polytope, widen
+from .lp import epigraph_objective, solve_on_polytope
 
 
 def reference_throughput(view: PolicyView, reference_gpu: str = "v100") -> np.ndarray:
@@ -37,10 +36,8 @@ class MinTotalDuration(VariantPolicy):
         poly = build_polytope(v, units, packing=self.packing)
         # Scale so theta is O(1): theta' = theta * R_max.
         r = v.remaining_steps[units.first] / max(v.remaining_steps.max(), 1e-12)
-        nv = poly.num_vars + 1
-        rows = sp.hstack([-poly.E, sp.csr_matrix(r[:, None])]).tocsr()     # theta' r_k - E_k x <= 0
-        sol = solve_on_polytope(poly, np.array([-1.0]), widen(rows, nv), np.zeros(units.size), extra_vars=1,
-                                solver=self.solver)
+        rows = poly.effective.scaled(-np.ones(units.size)).with_column(poly.num_vars, r)  # theta' r_k - E_k x <= 0
+        sol = solve_on_polytope(poly, epigraph_objective(poly), [rows], extra_vars=1, solver=self.solver)
         if not sol.ok:
             return fallback_allocation(self, view, sol.status)
         return poly.allocation(sol.x[:-1])

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import Allocation, Policy, PolicyView, empty_allocation
 from .fallback import fallback_allocation
 from .formulation import build_polytope, make_units
-from .lp import solve_on_polytope, widen
+from .lp import solve_on_polytope
+from .rows import Rows
 
 log = logging.getLogger(__name__)
 
@@ -35,27 +35,23 @@ class MaxSumThroughput(Policy):
 
     def _objective_vector(self, view: PolicyView, poly) -> np.ndarray:
         """Per-variable value of throughput (per dollar): E rows weighted by the unit's size and the type's price."""
-        E = poly.E.tocoo()
-        col_type = np.empty(poly.num_vars, dtype=np.intp)
-        n = view.num_types
-        col_type[: poly.units.size * n] = np.tile(np.arange(n), poly.units.size)
-        col_type[poly.units.size * n: poly.units.size * n + len(poly.pair_vars)] = poly.pair_vars[:, 2]
-        col_type[poly.units.size * n + len(poly.pair_vars):] = 0
-        w = self._cost_weights(view)[col_type[E.col]] * poly.units.mult[E.row]
+        E = poly.effective
+        w = self._cost_weights(view)[poly.col_type[E.col]] * poly.units.mult[E.row]
         c = np.zeros(poly.num_vars)
         np.add.at(c, E.col, E.data * w)
         return c
 
-    def _deadline_rows(self, view: PolicyView, poly):
+    def _deadline_rows(self, view: PolicyView, poly) -> Rows | None:
         if not self.slos or view.deadline_s is None:
-            return None, None
+            return None
         left = view.deadline_s[poly.units.first] - view.now
         has = np.isfinite(left)
         if not has.any():
-            return None, None
+            return None
         need = view.remaining_steps[poly.units.first][has] / np.maximum(left[has], 1e-9)
         k = np.flatnonzero(has)
-        return -poly.E[k], -need       # E_k x >= R_k / (deadline_k - now)
+        rows = poly.effective.select(k)
+        return rows.scaled(-np.ones(len(k))).with_rhs(-need)       # E_k x >= R_k / (deadline_k - now)
 
     def allocate(self, view: PolicyView) -> Allocation:
         if view.num_jobs == 0:
@@ -64,15 +60,14 @@ class MaxSumThroughput(Policy):
         units = make_units(view, [np.nan_to_num(e, nan=-1.0) for e in extra] if extra else None)
         poly = build_polytope(view, units, packing=self.packing)
         c = -self._objective_vector(view, poly)
-        rows, rhs = self._deadline_rows(view, poly)
+        rows = self._deadline_rows(view, poly)
         sol = None
         if rows is not None:
-            sol = solve_on_polytope(poly, np.zeros(0), widen(rows, poly.num_vars), rhs, c_poly=c,
-                                    solver=self.solver)
+            sol = solve_on_polytope(poly, c, [rows], solver=self.solver)
             if not sol.ok:
                 log.info("policy %s: SLOs cannot all be met; solving without them", self.name)
         if sol is None or not sol.ok:
-            sol = solve_on_polytope(poly, np.zeros(0), None, None, c_poly=c, solver=self.solver)
+            sol = solve_on_polytope(poly, c, solver=self.solver)
         if not sol.ok:
             return fallback_allocation(self, view, sol.status)
         return poly.allocation(sol.x)

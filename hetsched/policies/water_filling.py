@@ -10,13 +10,12 @@ an entity jobs share by `fairness` (weights) or `fifo` (the oldest job gets the 
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from .fallback import fallback_allocation
 from .formulation import build_polytope, make_units
 from .las import las_coefficients
-from .lp import solve_on_polytope
+from .lp import epigraph_objective, solve_on_polytope
 from .shares import proportional_throughput
 
 
@@ -60,7 +59,7 @@ class WaterFilling(VariantPolicy):
         poly = build_polytope(v, units, packing=self.packing)
         first = units.first
         prop = proportional_throughput(v)[first]
-        nE = sp.diags(np.where(prop > 0, 1.0 / np.where(prop > 0, prop, 1), 0.0)) @ poly.E   # normalised
+        nE = poly.effective.scaled(np.where(prop > 0, 1.0 / np.where(prop > 0, prop, 1), 0.0))   # normalised
         s = v.scale_factor[first].astype(float)
         level = np.zeros(units.size)
         frozen = np.zeros(units.size, bool)
@@ -73,13 +72,10 @@ class WaterFilling(VariantPolicy):
                 break
             k = np.flatnonzero(active)
             mu = s[k] / w[k]
-            nv = poly.num_vars + 1
             # c - mu_k (nE_k x - L_k) <= 0 for active units; nE_k x >= L_k for all units.
-            epi = sp.hstack([-sp.diags(mu) @ nE[k], sp.csr_matrix(np.ones((len(k), 1)))])
-            low = sp.hstack([-nE, sp.csr_matrix((units.size, 1))])
-            rows = sp.vstack([epi, low]).tocsr()
-            rhs = np.concatenate([-mu * level[k], -level])
-            sol = solve_on_polytope(poly, np.array([-1.0]), rows, rhs, extra_vars=1, solver=self.solver)
+            epi = nE.select(k).scaled(-mu).with_column(poly.num_vars, 1.0).with_rhs(-mu * level[k])
+            low = nE.scaled(-np.ones(units.size)).with_rhs(-level)
+            sol = solve_on_polytope(poly, epigraph_objective(poly), [epi, low], extra_vars=1, solver=self.solver)
             self.iterations += 1
             if not sol.ok:
                 if x_best is None:
@@ -89,7 +85,7 @@ class WaterFilling(VariantPolicy):
             c = sol.x[-1]
             level[k] += max(c, 0.0) / mu
             dual = sol.z[: len(k)]
-            slack = rhs[: len(k)] - rows[: len(k)] @ sol.x
+            slack = epi.rhs - epi.matrix(poly.num_vars + 1) @ sol.x
             bottleneck = dual / max(dual.max(), 1e-300) > slack / max(slack.max(), abs(c), 1e-300)
             if not bottleneck.any():
                 bottleneck[np.argmax(dual)] = True
