@@ -162,21 +162,21 @@ class Scheduler:
         if not new:
             return
         k = len(new)
+        base = len(self.entries)
         members = np.full((k, 2), -1, np.int64)
-        etput = np.zeros((k, self.n, 2))
         for r, ids in enumerate(new):
-            self._entry_index[ids] = len(self.entries) + r
-            slots = [self.slot[j] for j in ids]
-            members[r, : len(slots)] = slots
-            if len(slots) == 1:
-                etput[r, :, 0] = self.tput[slots[0]]
-            elif min(self.key_row[slots[0]], self.key_row[slots[1]]) < 0:
-                etput[r] = 0.0                    # no co-location measurement for an unknown type
-            else:
-                pair = self.table.colocated[self.key_row[slots[0]], self.key_row[slots[1]], self._cols, 0]
-                etput[r] = np.nan_to_num(pair)
-        self.entries.extend(new)
+            self._entry_index[ids] = base + r
+            members[r, : len(ids)] = [self.slot[j] for j in ids]
+        etput = np.zeros((k, self.n, 2))
         single = members[:, 1] < 0
+        etput[single, :, 0] = self.tput[members[single, 0]]
+        rows = self.key_row[members[~single]]                    # (p, 2) table rows of the pairs' jobs
+        known = (rows >= 0).all(axis=1)         # no co-location measurement for an unknown type: zero
+        pair_rows = np.flatnonzero(~single)[known]
+        if len(pair_rows):
+            a, b = rows[known].T
+            etput[pair_rows] = np.nan_to_num(self.table.colocated[a[:, None], b[:, None], self._cols[None, :], 0])
+        self.entries.extend(new)
         ok = np.where(single[:, None], etput[:, :, 0] > 0, (etput > 0).all(axis=2))
         self.members = np.vstack([self.members, members])
         self.t = np.vstack([self.t, np.full((k, self.n), self.prior)])
@@ -257,16 +257,15 @@ class Scheduler:
         self.in_alloc[:] = False
         if allocation is not None:
             # Pair entries follow the allocation: new pairs appear, pairs with no time disappear.
-            wanted = {tuple(int(allocation.job_ids[i]) for i in pair): row
-                      for pair, row in zip(allocation.pairs, allocation.x_pairs) if row.sum() > 0}
+            used = allocation.x_pairs.sum(axis=1) > 0
+            pair_ids = allocation.job_ids[allocation.pairs[used]].tolist()
+            wanted = dict(zip(map(tuple, pair_ids), allocation.x_pairs[used]))
             self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
             self._add_entries([m for m in wanted if m not in self._entry_index])
-            rows = [self._entry_index[(int(j),)] for j in allocation.job_ids]
-            self.alloc[rows] = allocation.x
+            index = self._entry_index
+            rows = [index[(j,)] for j in allocation.job_ids.tolist()] + [index[m] for m in wanted]
+            self.alloc[rows] = np.concatenate([allocation.x, allocation.x_pairs[used]])
             self.in_alloc[rows] = True
-            for members, row in wanted.items():
-                self.alloc[self._entry_index[members]] = row
-                self.in_alloc[self._entry_index[members]] = True
         self._entries_changed()
         self.t[:] = self.prior
         self.S = np.full(self.n, self.prior * len(self.entries))
@@ -307,15 +306,21 @@ class Scheduler:
         taken = np.zeros(len(self.remaining), bool)           # by slot
         out_e, out_w = [], []
         eligible = (self.ok if self.policy.fills_idle_gpus else self.ok & (pr > 0)).T
-        # One stable lexsort per type (rows of the transposed keys); exact ties keep insertion order.
-        rankings = np.lexsort((-self.alloc.T, -self.deficit.T, -pr.T))
         first = self.members[:, 0]
         fast = not self._has_pairs and self._all_single_gpu
+        busy: set[int] = set()                                 # slots taken this round
+        # Stable lexsorts: exact ties keep insertion order. Without pairs, one lexsort ranks all types at once;
+        # with pairs (hundreds of entries), each type ranks only the entries still available.
+        rankings = np.lexsort((-self.alloc.T, -self.deficit.T, -pr.T)) if fast else None
         for w in order:
             if free[w] <= 0:
                 continue
-            ranking = rankings[w]
-            cand = ranking[eligible[w][ranking] & ~taken[first[ranking]]]
+            if fast:
+                ranking = rankings[w]
+                cand = ranking[eligible[w][ranking] & ~taken[first[ranking]]]
+            else:
+                idx = np.flatnonzero(eligible[w] & ~taken[first])
+                cand = idx[np.lexsort((-self.alloc[idx, w], -self.deficit[idx, w], -pr[idx, w]))]
             if fast:
                 chosen = cand[: int(free[w])]                  # everything fits one GPU: take the first ones
                 free[w] -= len(chosen)
@@ -323,21 +328,23 @@ class Scheduler:
                 out_e.append(chosen)
                 out_w.append(w)
                 continue
-            scale = self.escale[cand]
+            # Entries of other scale factors than their partner's never run; the walk itself is plain Python
+            # over lists (numpy scalar access per candidate costs more than the walk).
+            second = self.members[cand, 1]
+            cand = cand[(second < 0) | (self.scale[np.maximum(second, 0)] == self.escale[cand])]
             picked = []
-            f = free[w]
-            members = self.members
-            for e, s in zip(cand.tolist(), scale.tolist()):
-                if f <= 0:
-                    break
-                a, b = members[e]
-                if taken[a] or (b >= 0 and (taken[b] or self.scale[b] != s)) or s > f:
+            f = int(free[w])
+            for e, a, b, s in zip(cand.tolist(), first[cand].tolist(), self.members[cand, 1].tolist(),
+                                  self.escale[cand].tolist()):
+                if a in busy or (b >= 0 and b in busy) or s > f:
                     continue
-                taken[a] = True
+                busy.add(a)
                 if b >= 0:
-                    taken[b] = True
+                    busy.add(b)
                 f -= s
                 picked.append(e)
+                if f <= 0:
+                    break
             free[w] = f
             chosen = np.array(picked, np.int64)
             if len(chosen):
