@@ -3,7 +3,8 @@
 Each run is a `RunConfig`; `sweep(configs)` returns one tidy row per run (the run's summary plus the window
 jobs' JCTs). Results are cached as JSON under `cache_dir/<hash>.json`, so a re-run of a notebook only
 simulates what changed. A run that exceeds its round budget is a saturated point (JCT = inf), as the
-artifact's sweeps treat a timed-out run. From a script (not a notebook), call `sweep` under
+artifact's sweeps treat a timed-out run; `timeout_s` bounds a run's CPU time the same way (the artifact's
+`--timeout`: JCT = inf, flagged `timed_out`). From a script (not a notebook), call `sweep` under
 `if __name__ == "__main__":`, as for any process-based Dask LocalCluster.
 """
 
@@ -22,7 +23,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 1
+CACHE_VERSION = 2      # 2: unit-pair space sharing, CPU timeouts
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class RunConfig:
     prices: str | None = None                 # "gcp": Gavel's hard-coded on-demand $/h
     max_rounds: int = 200_000
     max_active_per_gpu: float = 10.0          # more active jobs than this x GPUs: a saturated point
+    timeout_s: float | None = None            # CPU seconds; a longer run is a timed-out point (artifact's --timeout)
     labels: tuple[tuple[str, object], ...] = field(default=())   # free-form tags carried into the results
 
     def key(self) -> str:
@@ -73,7 +75,13 @@ def run_one(config: RunConfig) -> dict:
     jobs = gen.jobs(config.num_jobs) if static else (
         islice(gen, config.num_jobs) if config.num_jobs else iter(gen))
     start = time.process_time()
-    row = {**asdict(config), "key": config.key(), **dict(config.labels)}
+    row = {**asdict(config), "key": config.key(), **dict(config.labels), "timed_out": False}
+
+    def check_budget(now: float, finished: int) -> None:
+        if config.timeout_s is not None and time.process_time() - start > config.timeout_s:
+            row["timed_out"] = True
+            raise SimulationError(f"timed out after {config.timeout_s:.0f} CPU s at t={now:.0f} s, "
+                                  f"{finished} jobs done")
     try:
         from .cluster import GAVEL_GCP_PRICES
         prices = dict(GAVEL_GCP_PRICES) if config.prices == "gcp" else None
@@ -83,7 +91,8 @@ def run_one(config: RunConfig) -> dict:
         result = simulate(jobs, cluster, config.policy, table, round_s=config.round_s,
                           window=config.window, ideal=config.ideal, seed=config.seed, record_timeline=False,
                           estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds,
-                          max_active_jobs=int(config.max_active_per_gpu * cluster.num_gpus))
+                          max_active_jobs=int(config.max_active_per_gpu * cluster.num_gpus),
+                          on_progress=check_budget)
     except SimulationError as exc:
         log.info("%s: saturated or stuck (%s)", config, exc)
         row.update({"avg_jct_s": math.inf, "makespan_s": math.inf, "utilization": math.nan, "num_jobs": 0,

@@ -27,3 +27,18 @@ def test_saturated_run_is_infinite(tmp_path):
     row = sweep([BASE.with_(jobs_per_hour=50.0, window=(100, 200), max_rounds=50)], cache_dir=None,
                 use_dask=False, progress=False).iloc[0]
     assert row["saturated"] and row["avg_jct_s"] == float("inf")
+
+
+def test_cpu_timeout_gives_a_timed_out_point():
+    """The artifact's --timeout: a run over its CPU budget is an infinite, flagged point; others are not."""
+    slow, normal = sweep([BASE.with_(window=(5, 200), timeout_s=0.0), BASE], cache_dir=None, use_dask=False,
+                         progress=False).to_dict("records")
+    assert slow["timed_out"] and slow["saturated"] and slow["avg_jct_s"] == float("inf")
+    assert not normal["timed_out"] and not normal["saturated"] and normal["avg_jct_s"] < float("inf")
+    assert BASE.with_(timeout_s=60.0).key() != BASE.key()
+
+
+def test_paper_preset_carries_the_timeout():
+    from hetsched.experiments.continuous import PAPER_TIMEOUT_S, configs
+    assert {c.timeout_s for c in configs("single", "paper", ["allox"])} == {PAPER_TIMEOUT_S}
+    assert {c.timeout_s for c in configs("single", "quick", ["allox"])} == {None}
