@@ -318,24 +318,22 @@ class Scheduler:
             if fast:
                 ranking = rankings[w]
                 cand = ranking[eligible[w][ranking] & ~taken[first[ranking]]]
-            else:
-                idx = np.flatnonzero(eligible[w] & ~taken[first])
-                cand = idx[np.lexsort((-self.alloc[idx, w], -self.deficit[idx, w], -pr[idx, w]))]
-            if fast:
                 chosen = cand[: int(free[w])]                  # everything fits one GPU: take the first ones
                 free[w] -= len(chosen)
                 taken[first[chosen]] = True
                 out_e.append(chosen)
                 out_w.append(w)
                 continue
+            idx = np.flatnonzero(eligible[w] & ~taken[first])
+            cand = idx[np.lexsort((-self.alloc[idx, w], -self.deficit[idx, w], -pr[idx, w]))]
             # Entries of other scale factors than their partner's never run; the walk itself is plain Python
             # over lists (numpy scalar access per candidate costs more than the walk).
             second = self.members[cand, 1]
-            cand = cand[(second < 0) | (self.scale[np.maximum(second, 0)] == self.escale[cand])]
+            fits = (second < 0) | (self.scale[np.maximum(second, 0)] == self.escale[cand])
+            cand, second = cand[fits], second[fits]
             picked = []
             f = int(free[w])
-            for e, a, b, s in zip(cand.tolist(), first[cand].tolist(), self.members[cand, 1].tolist(),
-                                  self.escale[cand].tolist()):
+            for e, a, b, s in zip(cand.tolist(), first[cand].tolist(), second.tolist(), self.escale[cand].tolist()):
                 if a in busy or (b >= 0 and b in busy) or s > f:
                     continue
                 busy.add(a)

@@ -36,7 +36,7 @@ class MinTotalDuration(VariantPolicy):
         poly = build_polytope(v, units, packing=self.packing)
         # Scale so theta is O(1): theta' = theta * R_max.
         r = v.remaining_steps[units.first] / max(v.remaining_steps.max(), 1e-12)
-        rows = poly.effective.scaled(-np.ones(units.size)).with_column(poly.num_vars, r)  # theta' r_k - E_k x <= 0
+        rows = poly.effective.scaled(-1.0).with_column(poly.num_vars, r)  # theta' r_k - E_k x <= 0
         sol = solve_on_polytope(poly, epigraph_objective(poly), [rows], extra_vars=1, solver=self.solver)
         if not sol.ok:
             return fallback_allocation(self, view, sol.status)

@@ -37,9 +37,10 @@ class Rows:
         k = len(cols)
         return cls.of(np.full(k, value), np.arange(k), cols, np.broadcast_to(rhs, (k,)))
 
-    def scaled(self, factor: np.ndarray) -> "Rows":
-        """Each row r multiplied by `factor[r]` (right-hand side too)."""
-        return Rows(self.data * factor[self.row], self.row, self.col, self.rhs * factor)
+    def scaled(self, factor: np.ndarray | float) -> "Rows":
+        """Each row r multiplied by `factor[r]` (or all rows by a scalar), right-hand side too."""
+        per_entry = factor[self.row] if np.ndim(factor) else factor
+        return Rows(self.data * per_entry, self.row, self.col, self.rhs * factor)
 
     def select(self, rows: np.ndarray) -> "Rows":
         """The given rows (in that order), renumbered from 0."""

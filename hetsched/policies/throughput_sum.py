@@ -51,7 +51,7 @@ class MaxSumThroughput(Policy):
         need = view.remaining_steps[poly.units.first][has] / np.maximum(left[has], 1e-9)
         k = np.flatnonzero(has)
         rows = poly.effective.select(k)
-        return rows.scaled(-np.ones(len(k))).with_rhs(-need)       # E_k x >= R_k / (deadline_k - now)
+        return rows.scaled(-1.0).with_rhs(-need)       # E_k x >= R_k / (deadline_k - now)
 
     def allocate(self, view: PolicyView) -> Allocation:
         if view.num_jobs == 0:

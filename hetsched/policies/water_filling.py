@@ -74,7 +74,7 @@ class WaterFilling(VariantPolicy):
             mu = s[k] / w[k]
             # c - mu_k (nE_k x - L_k) <= 0 for active units; nE_k x >= L_k for all units.
             epi = nE.select(k).scaled(-mu).with_column(poly.num_vars, 1.0).with_rhs(-mu * level[k])
-            low = nE.scaled(-np.ones(units.size)).with_rhs(-level)
+            low = nE.scaled(-1.0).with_rhs(-level)
             sol = solve_on_polytope(poly, epigraph_objective(poly), [epi, low], extra_vars=1, solver=self.solver)
             self.iterations += 1
             if not sol.ok:
