@@ -10,15 +10,54 @@ from pathlib import Path
 from .errors import HetschedError
 
 
+def _parse_split(text: str) -> tuple[float, float, float]:
+    try:
+        parts = tuple(float(v) for v in text.split(":"))
+    except ValueError:
+        parts = ()
+    if len(parts) != 3:
+        raise HetschedError(f"--split must be IMAGE:LANGUAGE:SPEECH percentages, e.g. 20:70:10, got {text!r}")
+    return parts  # type: ignore[return-value]
+
+
+def _synergy_generator(args: argparse.Namespace, ratio: int = 3):
+    from .traces import make_generator
+
+    if args.jobs_per_hour is None:
+        raise HetschedError("synergy streams need --jobs-per-hour R")
+    gpus = None
+    if getattr(args, "philly_trace", None):
+        from .traces.philly import read_philly_records
+        gpus = [r.gpus for r in read_philly_records(args.philly_trace, multi_gpu=True)]
+    return make_generator("synergy", seed=42 if args.seed is None else args.seed, jobs_per_hour=args.jobs_per_hour,
+                          split=_parse_split(args.split), multi_gpu=args.multi_gpu, ratio=ratio, philly_gpus=gpus)
+
+
+def _mean_interarrival(args: argparse.Namespace) -> float | None:
+    if args.mean_interarrival is not None:
+        return args.mean_interarrival
+    if args.jobs_per_hour is not None:
+        if not args.jobs_per_hour > 0:
+            raise HetschedError(f"--jobs-per-hour must be positive, got {args.jobs_per_hour}")
+        return 3600.0 / args.jobs_per_hour
+    return None
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from .traces import make_generator, write_trace
 
-    options = dict(seed=args.seed, multi_gpu=args.multi_gpu, multi_priority=args.multi_priority,
+    if args.family == "synergy":
+        jobs = _synergy_generator(args).jobs(args.num_jobs)
+        write_trace(jobs, args.out, args.to or "synergy")
+        print(f"wrote {len(jobs)} jobs to {args.out}", file=sys.stderr)
+        return 0
+    options = dict(seed=args.seed or 0, multi_gpu=args.multi_gpu, multi_priority=args.multi_priority,
                    slos=args.slos, static=args.static, throughputs=args.throughputs)
     if not args.static:
-        if args.mean_interarrival is None:
-            raise HetschedError("generate: give --mean-interarrival SECONDS (or --static)")
-        options["mean_interarrival_s"] = args.mean_interarrival
+        interarrival = _mean_interarrival(args)
+        if interarrival is None:
+            raise HetschedError("generate: give --mean-interarrival SECONDS or --jobs-per-hour R (or --static)")
+        options["mean_interarrival_s"] = interarrival
     jobs = make_generator(args.family, **options).jobs(args.num_jobs)
     write_trace(jobs, args.out, args.to)
     print(f"wrote {len(jobs)} jobs to {args.out}", file=sys.stderr)
@@ -64,16 +103,24 @@ def _jobs_for_simulation(args: argparse.Namespace, table):
 
     if args.trace:
         return read_trace(args.trace)
+    if args.generate == "synergy":
+        if args.window is None and args.num_jobs is None:
+            raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
+        stream = iter(_synergy_generator(args, ratio=getattr(args, "_ratio", 3)))
+        return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
+    if args.seed is None:
+        args.seed = 0
     if args.static:
         if args.num_jobs is None:
             raise HetschedError("simulate: a static stream needs --num-jobs")
         return make_generator(args.generate, seed=args.seed, static=True, multi_gpu=args.multi_gpu,
                               multi_priority=args.multi_priority, throughputs=table).jobs(args.num_jobs)
-    if args.mean_interarrival is None:
-        raise HetschedError("simulate: a continuous stream needs --mean-interarrival SECONDS")
+    interarrival = _mean_interarrival(args)
+    if interarrival is None:
+        raise HetschedError("simulate: a continuous stream needs --mean-interarrival SECONDS or --jobs-per-hour R")
     if args.window is None and args.num_jobs is None:
         raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
-    stream = iter(make_generator(args.generate, seed=args.seed, mean_interarrival_s=args.mean_interarrival,
+    stream = iter(make_generator(args.generate, seed=args.seed, mean_interarrival_s=interarrival,
                                  multi_gpu=args.multi_gpu, multi_priority=args.multi_priority,
                                  throughputs=table))
     return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
@@ -102,10 +149,17 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     start = time.process_time()
     table = load_throughputs(args.throughputs)
-    cluster = ClusterSpec.parse(args.cluster, gpus_per_server=args.gpus_per_server)
-    config = SimulationConfig(round_s=args.round, min_reset_interval_s=args.min_reset_interval, seed=args.seed, window=_parse_window(args.window),
-                              ideal=args.ideal, placement_aware=args.placement_aware, record_timeline=False)
-    policy = policy_for(args.policy, args.seed)
+    cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server)
+    if args.round is not None and not args.round > 0:
+        raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
+    policy = policy_for(args.policy, args.seed or 0)
+    if getattr(policy, "resource_aware", False):
+        from .resources import profiles_ratio_for
+        args._ratio = args.profiles_ratio or profiles_ratio_for(cluster)
+    config = SimulationConfig(round_s=args.round, min_reset_interval_s=args.min_reset_interval,
+                              seed=args.seed or 0, window=_parse_window(args.window), ideal=args.ideal,
+                              placement_aware=args.placement_aware, record_timeline=False,
+                              profiles_ratio=args.profiles_ratio)
     result = simulate(_jobs_for_simulation(args, table), cluster, policy, table, config)
     if args.jobs_out:
         result.jobs_frame().to_csv(args.jobs_out, index=False)
@@ -129,16 +183,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     gen = sub.add_parser("generate", help="generate a job stream exactly as an artifact's generator does")
     gen.add_argument("family", choices=sorted(GENERATORS), help="generator family")
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--seed", type=int, default=None, help="RNG seed (default: 0 for gavel, 42 for synergy)")
     gen.add_argument("--mean-interarrival", type=float, metavar="SECONDS",
                      help="mean inter-arrival time in seconds (3600 / jobs per hour)")
+    gen.add_argument("--jobs-per-hour", type=float, metavar="R", help="Poisson arrival rate (jobs per hour)")
     gen.add_argument("--num-jobs", type=int, required=True)
     gen.add_argument("--multi-gpu", action="store_true", help="draw scale factors 1/2/4/8")
+    gen.add_argument("--split", default="20:70:10", help="synergy: image:language:speech class split (%%)")
+    gen.add_argument("--philly-trace", type=Path, help="synergy: Philly cluster_job_log for --multi-gpu GPU counts")
     gen.add_argument("--multi-priority", action="store_true", help="20%% of jobs get priority weight 5")
     gen.add_argument("--slos", action="store_true", help="draw SLO factors (1.2/2/10 x duration)")
     gen.add_argument("--static", action="store_true", help="all jobs arrive at t=0")
     gen.add_argument("--throughputs", default=None, help="dataset name or path (default gavel_simulation)")
-    gen.add_argument("--out", required=True, type=Path, help="output (.csv, .parquet or .trace)")
+    gen.add_argument("--out", required=True, type=Path,
+                     help="output (.csv, .parquet or .trace; synergy writes its replay format unless --to)")
     gen.add_argument("--to", choices=sorted(FORMATS), default=None, help="output format (default: by extension)")
     gen.set_defaults(func=_cmd_generate)
 
@@ -155,21 +213,29 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("output", type=Path, help=".parquet or .csv")
     tp.set_defaults(func=_cmd_convert_throughputs)
     sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream")
-    sim.add_argument("--policy", required=True, help="policy name (Gavel's names accepted)")
-    sim.add_argument("--cluster", default="36:36:36", help="V100:P100:K80 counts or 'type=n,...'")
+    sim.add_argument("--policy", required=True,
+                     help="policy name: Gavel's (max_min_fairness_perf, ...) or Synergy's (FIFO+tune, LAS+fair, ...)")
+    sim.add_argument("--cluster", default="36:36:36",
+                     help="V100:P100:K80 counts, 'type=n,...', or a Synergy .ini file")
     sim.add_argument("--gpus-per-server", default=None, help="V:P:K GPUs per server (default 1:1:1)")
     sim.add_argument("--throughputs", default="gavel_simulation", help="dataset name in data/ or a JSON path")
     source = sim.add_mutually_exclusive_group(required=True)
     source.add_argument("--trace", type=Path, help="trace file (.trace, .csv, .parquet)")
     source.add_argument("--generate", choices=sorted(GENERATORS), help="generate the stream")
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--seed", type=int, default=None, help="RNG seed (default: 0; the synergy generator 42)")
     sim.add_argument("--mean-interarrival", type=float, metavar="SECONDS")
+    sim.add_argument("--jobs-per-hour", type=float, metavar="R", help="arrival rate instead of --mean-interarrival")
+    sim.add_argument("--split", default="20:70:10", help="synergy: image:language:speech class split (%%)")
+    sim.add_argument("--philly-trace", type=Path, help="synergy: Philly cluster_job_log for --multi-gpu GPU counts")
+    sim.add_argument("--profiles-ratio", type=int, choices=(3, 4, 5, 6), default=None,
+                     help="CPU:GPU ratio of Synergy's profiles (default: the cluster's)")
     sim.add_argument("--num-jobs", type=int)
     sim.add_argument("--static", action="store_true")
     sim.add_argument("--multi-gpu", action="store_true")
     sim.add_argument("--multi-priority", action="store_true")
     sim.add_argument("--window", help="measure job ids START:END (END exclusive), e.g. 4000:5000")
-    sim.add_argument("--round", type=float, default=360.0, help="round length in seconds")
+    sim.add_argument("--round", type=float, default=None,
+                     help="round length in seconds (default: 360 for Gavel's policies, 300 for Synergy's)")
     sim.add_argument("--min-reset-interval", type=float, default=1920.0,
                      help="minimum seconds between allocation recomputes (the artifact's 1920)")
     sim.add_argument("--ideal", action="store_true", help="fluid allocation, no rounds (Fig. 13)")

@@ -20,12 +20,13 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 @dataclass(frozen=True, slots=True)
 class Server:
-    """One machine: `num_gpus` GPUs of one type plus CPU cores and DRAM (Synergy's resource model)."""
+    """One machine: `num_gpus` GPUs of one type plus CPU cores, DRAM and storage bandwidth (Synergy's model)."""
 
     gpu_type: str
     num_gpus: int
     cpu_cores: int | None = None
     dram_gb: float | None = None
+    storage_mbps: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.num_gpus, int) or self.num_gpus < 1:
@@ -34,6 +35,13 @@ class Server:
             raise SpecError(f"server: cpu_cores must be a positive integer, got {self.cpu_cores!r}")
         if self.dram_gb is not None and not self.dram_gb > 0:
             raise SpecError(f"server: dram_gb must be positive, got {self.dram_gb!r}")
+        if self.storage_mbps is not None and not self.storage_mbps > 0:
+            raise SpecError(f"server: storage_mbps must be positive, got {self.storage_mbps!r}")
+
+    @property
+    def has_resources(self) -> bool:
+        """True when CPU cores and DRAM are known (what CPU/memory-aware placement needs)."""
+        return self.cpu_cores is not None and self.dram_gb is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +125,20 @@ class ClusterSpec:
         return cls(tuple(types), tuple(counts), tuple(servers), dict(prices_per_hour or {}))
 
     @classmethod
+    def load(cls, text: str, gpus_per_server: str | None = None,
+             prices_per_hour: Mapping[str, float] | None = None) -> "ClusterSpec":
+        """A spec from a Synergy `.ini` file (any path ending in `.ini`), from server shapes
+        `"16x8/24/500"` (servers x GPUs/CPUs/GB, optional `/MBps` and `@type`, `+` joins groups), or from the
+        string forms of `parse`."""
+        text = text.strip()
+        if text.lower().endswith(".ini"):
+            from .cluster_ini import read_cluster_ini
+            return read_cluster_ini(text, prices_per_hour=prices_per_hour)
+        if _SHAPES.match(text):
+            return cls.from_servers(_parse_shapes(text), prices_per_hour)
+        return cls.parse(text, gpus_per_server, prices_per_hour)
+
+    @classmethod
     def from_servers(cls, servers: list[Server], prices_per_hour: Mapping[str, float] | None = None,
                      ) -> "ClusterSpec":
         """Build a spec from server shapes (Synergy-style); types keep first-appearance order."""
@@ -145,12 +167,36 @@ class ClusterSpec:
             return self.servers
         return tuple(Server(t, 1) for t, n in zip(self.gpu_types, self.counts) for _ in range(n))
 
+    @property
+    def has_resources(self) -> bool:
+        """True when every server carries CPU cores and DRAM (Synergy's resource-aware policies need them)."""
+        return bool(self.servers) and all(s.has_resources for s in self.servers)
+
     def price(self, gpu_type: str) -> float:
         """$/h of one GPU of this type (0 when no price is known)."""
         return float(self.prices_per_hour.get(gpu_type, 0.0))
 
     def __str__(self) -> str:
         return ",".join(f"{t}={n}" for t, n in zip(self.gpu_types, self.counts))
+
+
+_GROUP = r"\d+x\d+/\d+/\d+(?:\.\d+)?(?:/\d+(?:\.\d+)?)?(?:@[A-Za-z][A-Za-z0-9_.-]*)?"
+_SHAPES = re.compile(rf"^{_GROUP}(?:\+{_GROUP})*$")
+
+
+def _parse_shapes(text: str) -> list[Server]:
+    """`16x8/24/500@v100+4x4/32/256@k80` -> servers (storage defaults to 62.5 MB/s per GPU: never binding)."""
+    servers: list[Server] = []
+    for group in text.split("+"):
+        shape, _, gpu_type = group.partition("@")
+        count, _, rest = shape.partition("x")
+        parts = rest.split("/")
+        gpus, cpus, mem = int(parts[0]), int(parts[1]), float(parts[2])
+        storage = float(parts[3]) if len(parts) > 3 else 62.5 * gpus
+        servers += [Server(gpu_type or "v100", gpus, cpu_cores=cpus, dram_gb=mem, storage_mbps=storage)] * int(count)
+    if not servers:
+        raise SpecError(f"cluster: {text!r} has no servers")
+    return servers
 
 
 def _parse_count(text: str, name: str, whole: str) -> int:

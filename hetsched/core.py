@@ -50,6 +50,11 @@ class RoundPlan:
     gpu_type: np.ndarray
     recomputed: bool = False
     assignments: list[Assignment] = field(default_factory=list)
+    # Set by cores whose run stage computes progress itself (resource core): steps and finish times per member
+    # ((k, 2) each), and how many identical rounds the plan stands for.
+    steps: np.ndarray | None = None
+    finish: np.ndarray | None = None
+    rounds: int = 1
 
 
 class Scheduler:

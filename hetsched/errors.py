@@ -30,3 +30,7 @@ class TraceError(HetschedError, ValueError):
 
 class SolverError(HetschedError, RuntimeError):
     """A policy's optimisation problem could not be solved."""
+
+
+class SimulationError(HetschedError, RuntimeError):
+    """The simulation cannot make progress (e.g. a job that fits nowhere, or a saturated run)."""

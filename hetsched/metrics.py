@@ -66,4 +66,4 @@ def summary(result: Result) -> dict:
             "utilization": float(result.utilization), "num_jobs": len(window_jcts(result)),
             "jct_p50_s": pct[50], "jct_p99_s": pct[99], "total_cost": total_cost(result),
             "slo_violations": slo_violations(result), "num_rounds": result.num_rounds,
-            "num_recomputes": result.num_recomputes}
+            "num_recomputes": result.num_recomputes, **(result.resource_stats or {})}

@@ -48,6 +48,7 @@ class Result:
     num_rounds: int
     num_recomputes: int
     timeline: dict[str, np.ndarray] | None = None
+    resource_stats: dict[str, float] | None = None     # CPU/memory-aware cores: mean allocation percentages
 
     @property
     def utilization(self) -> float:
@@ -112,7 +113,7 @@ class ResultBuilder:
     def planned(self, plan: "RoundPlan") -> None:
         if not len(plan.entry):
             return
-        self.rounds += 1
+        self.rounds += plan.rounds
         slots = self.sched.members[plan.entry].ravel()
         slots = slots[slots >= 0]
         fresh = slots[np.isnan(self._acc[slots, 0])]
@@ -173,5 +174,7 @@ class ResultBuilder:
             keys = ("round", "start_s", "end_s", "job_id", "partner_id", "gpu_type", "num_gpus", "steps",
                     "lease_extended")
             timeline = {k: np.concatenate([c[k] for c in self._tl]) if self._tl else np.zeros(0) for k in keys}
+        stats = getattr(self.sched, "stats", None)
         return Result(self.sched.policy.name, self.sched.gpu_types, int(self.sched.capacity.sum()), self.records,
-                      now, self.busy, self.config.window, self.rounds, self.sched.num_recomputes, timeline)
+                      now, self.busy, self.config.window, self.rounds, self.sched.num_recomputes, timeline,
+                      None if stats is None else stats.averages(self.config.round_s))

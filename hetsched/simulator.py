@@ -17,7 +17,7 @@ import numpy as np
 
 from .cluster import ClusterSpec
 from .core import Scheduler
-from .errors import HetschedError
+from .errors import HetschedError, SimulationError  # noqa: F401  (re-exported)
 from .jobs import Job
 from .policies.base import Policy, make_policy
 from .result import Result, ResultBuilder
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 class SimulationConfig:
     """Mechanism parameters of a run."""
 
-    round_s: float = 360.0
+    round_s: float | None = None              # None: the policy family's round (Gavel 360 s, Synergy 300 s)
     min_reset_interval_s: float = 1920.0
     seed: int = 0
     window: tuple[int, int] | None = None     # job ids [start, end); None = every job
@@ -42,10 +42,15 @@ class SimulationConfig:
     estimate_colocation: tuple[int, float] | None = None
     # Stop (SimulationError) once this many jobs are active: the queue only grows, i.e. the rate is saturated.
     max_active_jobs: int | None = None
+    # CPU/memory-aware policies: the CPU:GPU ratio of the sensitivity profiles (3-6); None = from the cluster.
+    profiles_ratio: int | None = None
+    # Resource core: let one plan stand for several identical rounds (same JCTs, fewer steps).
+    macro_rounds: bool = True
 
-
-class SimulationError(HetschedError, RuntimeError):
-    """The simulation cannot make progress (e.g. a job that fits on no GPU type)."""
+    def round_for(self, policy: Policy) -> float:
+        if self.round_s is not None:
+            return float(self.round_s)
+        return 300.0 if getattr(policy, "resource_aware", False) else 360.0
 
 
 class Arrivals:
@@ -106,6 +111,12 @@ class RoundSimulation:
             throughputs or "gavel_simulation")
         if isinstance(policy, str):
             policy = policy_for(policy, config.seed)
+        self.config = config = replace(config, round_s=config.round_for(policy))
+        if getattr(policy, "resource_aware", False):
+            from .resources import resource_core
+            self.sched = resource_core(cluster, policy, config)
+            self._init_loop(jobs)
+            return
         estimator = None
         if config.estimate_colocation is not None:
             from .estimator import ThroughputEstimator
@@ -116,8 +127,13 @@ class RoundSimulation:
         self.sched = Scheduler(cluster, policy, table, round_s=config.round_s,
                                min_reset_interval_s=config.min_reset_interval_s, seed=config.seed,
                                placement_aware=config.placement_aware, estimator=estimator)
+        self._init_loop(jobs)
+
+    def _init_loop(self, jobs: Iterable[Job]) -> None:
+        config = self.config
         self.arrivals = Arrivals(jobs)
         self.out = ResultBuilder(self.sched, config)
+        self._grid = getattr(self.sched, "next_round_time", None)
         self.window_left = None if config.window is None else config.window[1] - config.window[0]
         self.place = config.record_timeline or config.placement_aware
         self.now = self.round_start = 0.0
@@ -147,11 +163,10 @@ class RoundSimulation:
                 self.finished += 1
                 if window is not None and window[0] <= job_id < window[1]:
                     self.window_left -= 1
-            self.round_start = now
         else:
             nxt = arrivals.peek_time()
             if nxt is not None:
-                self.now = max(self.now, nxt)
+                self.now = max(self.now, nxt if self._grid is None else self._grid(nxt))
             elif not sched.jobs:
                 return False
         now = self.now
@@ -164,11 +179,17 @@ class RoundSimulation:
         if self.window_left == 0:
             return False
         exhausted = arrivals.peek_time() is None
+        if self._grid is not None:
+            sched.next_arrival_s = arrivals.peek_time()
+        self.round_start = now                   # after an idle gap the round starts now, not at the last end
         # With nothing running and nothing left to arrive, waiting cannot help: recompute now.
         plan = self.plan = sched.plan(now, force_recompute=not running and exhausted and bool(sched.jobs),
                                       place=self.place)
         out.planned(plan)
-        if len(plan.entry):
+        if plan.steps is not None and len(plan.entry):
+            self._steps, self._finish, self._ends = plan.steps, plan.finish, plan.finish[:, 0]
+            self._stalled = 0
+        elif len(plan.entry):
             members = sched.members[plan.entry]
             tput = sched.etput[plan.entry, plan.gpu_type]                     # (k, 2) steps/s per member
             steps = np.zeros_like(tput)

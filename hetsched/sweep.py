@@ -23,7 +23,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 2      # 2: unit-pair space sharing, CPU timeouts
+CACHE_VERSION = 3      # 2: unit-pair space sharing, CPU timeouts; 3: Synergy runs, rounds start after idle gaps
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,18 @@ class RunConfig:
     """One simulation: stream, cluster, policy and mechanism parameters."""
 
     policy: str
-    cluster: str = "36:36:36"
+    cluster: str = "36:36:36"                 # any form of ClusterSpec.load ("36:36:36", "16x8/24/500", *.ini)
     seed: int = 0
-    jobs_per_hour: float | None = None        # continuous stream (Gavel generator)
+    generator: str = "gavel"                  # job stream family: gavel | synergy
+    trace: str | None = None                  # replay this trace file instead of generating
+    jobs_per_hour: float | None = None        # continuous stream
     num_jobs: int | None = None               # static stream (all at t=0), or a cap on a continuous one
     window: tuple[int, int] | None = None
     multi_gpu: bool = False
     multi_priority: bool = False
-    round_s: float = 360.0
+    round_s: float | None = None              # None: the policy family's (Gavel 360 s, Synergy 300 s)
+    split: tuple[float, float, float] = (20, 70, 10)   # synergy: image:language:speech class split
+    profiles_ratio: int | None = None         # synergy: CPU:GPU ratio of the profiles (None: the cluster's)
     ideal: bool = False
     throughputs: str = "gavel_simulation"
     estimate_colocation: tuple[int, float] | None = None
@@ -65,15 +69,9 @@ def run_one(config: RunConfig) -> dict:
     from .metrics import summary
     from .simulator import SimulationError, simulate
     from .throughputs import load_throughputs
-    from .traces import GavelGenerator
 
     table = load_throughputs(config.throughputs)
-    static = config.jobs_per_hour is None
-    gen = GavelGenerator(seed=config.seed, static=static, multi_gpu=config.multi_gpu,
-                         multi_priority=config.multi_priority, slos=config.slos, throughputs=table,
-                         mean_interarrival_s=0.0 if static else 3600.0 / config.jobs_per_hour)
-    jobs = gen.jobs(config.num_jobs) if static else (
-        islice(gen, config.num_jobs) if config.num_jobs else iter(gen))
+    jobs = _jobs(config, table)
     start = time.process_time()
     row = {**asdict(config), "key": config.key(), **dict(config.labels), "timed_out": False}
 
@@ -85,10 +83,11 @@ def run_one(config: RunConfig) -> dict:
     try:
         from .cluster import GAVEL_GCP_PRICES
         prices = dict(GAVEL_GCP_PRICES) if config.prices == "gcp" else None
-        cluster = ClusterSpec.parse(config.cluster)
+        cluster = ClusterSpec.load(config.cluster)
         if prices:
-            cluster = ClusterSpec.parse(config.cluster, prices_per_hour={g: prices[g] for g in cluster.gpu_types})
+            cluster = ClusterSpec.load(config.cluster, prices_per_hour={g: prices[g] for g in cluster.gpu_types})
         result = simulate(jobs, cluster, config.policy, table, round_s=config.round_s,
+                          profiles_ratio=config.profiles_ratio,
                           window=config.window, ideal=config.ideal, seed=config.seed, record_timeline=False,
                           estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds,
                           max_active_jobs=int(config.max_active_per_gpu * cluster.num_gpus),
@@ -111,6 +110,32 @@ def run_one(config: RunConfig) -> dict:
     row["cpu_s"] = time.process_time() - start
     row["labels"] = dict(config.labels)
     return row
+
+
+def _jobs(config: RunConfig, table):
+    """The run's job stream: a trace file, Synergy's generator, or Gavel's (continuous or static)."""
+    from .traces import GavelGenerator, read_trace
+
+    if config.trace:
+        jobs = read_trace(config.trace)
+        return jobs[: config.num_jobs] if config.num_jobs else jobs
+    if config.generator == "synergy":
+        from .cluster import ClusterSpec
+        from .resources import profiles_ratio_for
+        from .traces.generators.synergy import SynergyGenerator
+
+        ratio = config.profiles_ratio or profiles_ratio_for(ClusterSpec.load(config.cluster))
+        gen = SynergyGenerator(seed=config.seed, jobs_per_hour=config.jobs_per_hour, split=tuple(config.split),
+                               multi_gpu=config.multi_gpu, ratio=ratio)
+        return islice(gen, config.num_jobs) if config.num_jobs else iter(gen)
+    if config.generator != "gavel":
+        from .errors import HetschedError
+        raise HetschedError(f"sweep: unknown generator {config.generator!r} (gavel or synergy)")
+    static = config.jobs_per_hour is None
+    gen = GavelGenerator(seed=config.seed, static=static, multi_gpu=config.multi_gpu,
+                         multi_priority=config.multi_priority, slos=config.slos, throughputs=table,
+                         mean_interarrival_s=0.0 if static else 3600.0 / config.jobs_per_hour)
+    return gen.jobs(config.num_jobs) if static else (islice(gen, config.num_jobs) if config.num_jobs else iter(gen))
 
 
 def _cached(cache_dir: Path | None, config: RunConfig) -> dict | None:

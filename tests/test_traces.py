@@ -114,6 +114,6 @@ def test_unknown_extension_and_read_only_format(tmp_path):
     with pytest.raises(TraceError, match="extension"):
         read_trace(tmp_path / "x.txt")
     with pytest.raises(TraceError, match="read-only"):
-        write_trace([], tmp_path / "x.trace", "synergy")
+        write_trace([], tmp_path / "x.trace", "philly")
     with pytest.raises(TraceError, match="cannot read"):
         read_trace(tmp_path / "missing.trace")

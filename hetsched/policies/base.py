@@ -168,7 +168,12 @@ def make_policy(name: str, **params) -> Policy:
     try:
         factory = POLICIES[name]
     except KeyError:
-        raise HetschedError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
+        from .ordering import parse_resource_policy
+        resource = parse_resource_policy(name)
+        if resource is not None:
+            return resource
+        raise HetschedError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}, and Synergy's "
+                            f"ORDERING[+fair|+tune|+opt][+place] (e.g. FIFO+tune)") from None
     return factory(**params)
 
 

@@ -12,7 +12,8 @@ from .canonical import (format_canonical_csv, parse_canonical_csv, read_canonica
                         write_canonical_parquet)
 from .gavel_tsv import format_gavel_trace, parse_gavel_trace
 from .shockwave_tsv import parse_shockwave_trace
-from .synergy_csv import parse_synergy_csv
+from .philly import parse_philly_trace
+from .synergy_csv import format_synergy_csv, looks_like_synergy_csv, parse_synergy_csv
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,25 @@ class TraceFormat:
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
     TraceFormat("gavel", (".trace",), parse_gavel_trace, format_gavel_trace),
     TraceFormat("shockwave", (), parse_shockwave_trace),
-    TraceFormat("synergy", (), parse_synergy_csv),
+    TraceFormat("synergy", (), parse_synergy_csv, format_synergy_csv),
+    TraceFormat("philly", (), parse_philly_trace),
     TraceFormat("csv", (".csv",), parse_canonical_csv, format_canonical_csv),
     TraceFormat("parquet", (".parquet",), read_file=read_canonical_parquet, write_file=write_canonical_parquet),
 )}
 
 
-def infer_format(path: str | Path) -> str:
+def infer_format(path: str | Path, sniff: bool = True) -> str:
+    """Format by extension; with `sniff`, a header-less `.csv` or extension-less file in Synergy's layout is
+    `synergy` (the artifact's replay files have no extension or a numeric one)."""
     suffix = Path(path).suffix.lower()
+    if sniff and (suffix in ("", ".csv", ".log") or suffix[1:].isdigit()):
+        try:
+            with open(path, "rb") as f:
+                first = f.readline(4096).decode("utf-8", "replace")
+        except OSError:
+            first = ""
+        if looks_like_synergy_csv(first):
+            return "synergy"
     for f in FORMATS.values():
         if suffix in f.extensions:
             return f.name
@@ -66,13 +78,14 @@ def read_trace(path: str | Path, fmt: str | None = None, **kwargs) -> list[Job]:
 
 
 def write_trace(jobs: Iterable[Job], path: str | Path, fmt: str | None = None) -> None:
-    """Write jobs in a writable format (gavel, csv, parquet)."""
+    """Write jobs in a writable format (gavel, synergy, csv, parquet)."""
     source = str(path)
-    spec = _get(fmt or infer_format(path), source)
+    spec = _get(fmt or infer_format(path, sniff=False), source)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     if spec.write_file is not None:
         spec.write_file(jobs, Path(path))
     elif spec.format is not None:
         Path(path).write_text(spec.format(jobs))
     else:
-        raise TraceError(f"format {spec.name!r} is read-only; write gavel, csv or parquet", source=source)
+        raise TraceError(f"format {spec.name!r} is read-only; write gavel, synergy, csv or parquet",
+                         source=source)

@@ -1,6 +1,9 @@
-"""Synergy's replay CSV `job_id,model_name,arrival_time_s,total_iterations,gpu_demand` (no header). Read only."""
+"""Synergy's replay CSV `job_id,model_name,arrival_time_s,total_iterations,gpu_demand` (no header)."""
 
 from __future__ import annotations
+
+import re
+from typing import Iterable
 
 from ..catalog import SYNERGY_MODELS
 from ..jobs import Job
@@ -31,3 +34,21 @@ def parse_synergy_csv(data: bytes | str, source: str = "<trace>",
             scale_factor=as_int(f["gpu_demand"], "gpu_demand", where, minimum=1),
         ))
     return jobs
+
+
+def format_synergy_csv(jobs: Iterable[Job]) -> str:
+    """The artifact's record format: whole-second arrivals print as integers, iterations as integers."""
+    lines = []
+    for j in jobs:
+        arrival = j.arrival_time_s
+        text = str(int(arrival)) if float(arrival).is_integer() else repr(float(arrival))
+        lines.append(f"{j.job_id},{j.job_type},{text},{int(j.total_steps)},{j.scale_factor}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+_ROW = re.compile(r"^\s*\d+\s*,[^,]+,[^,]+,[^,]+,\s*\d+\s*$")
+
+
+def looks_like_synergy_csv(first_line: str) -> bool:
+    """True for a header-less five-field line starting with an integer id (the replay format)."""
+    return bool(_ROW.match(first_line.rstrip("\r\n")))

@@ -1,0 +1,124 @@
+"""Synergy's experiments (spec/synergy.md s.5): grids of runs per figure and preset, and their tables.
+
+Presets: `paper` is the artifact's setting (16 servers x (8 GPUs, 24 CPUs, 500 GB) = 128 GPUs, seed 42,
+jobs 4000-4999, loads 0.5-8.0 jobs/h); `quick` uses 4 servers (32 GPUs) with every rate scaled by 1/4 and jobs
+600-799; `tiny` (tests) 2 servers with rates scaled by 1/8 and jobs 20-59. Results carry `paper_rate`, the
+paper-equivalent load, so the curves line up across presets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..resources.profiles import CPU_LEVELS, MEM_LEVELS, load_sensitivity
+from ..sweep import RunConfig
+from ..throughputs import data_dir
+
+
+@dataclass(frozen=True)
+class Preset:
+    servers: int
+    loads: tuple[float, ...]          # paper-equivalent jobs/h
+    multi_loads: tuple[float, ...]
+    window: tuple[int, int]
+    scale: float                      # actual rate = paper rate x scale (the cluster's share of 16 servers)
+    max_rounds: int = 400_000
+
+
+PRESETS = {
+    "paper": Preset(16, tuple(np.arange(0.5, 8.5, 0.5).round(1)), tuple(np.arange(0.5, 4.5, 0.5).round(1)),
+                    (4000, 5000), 1.0),
+    "quick": Preset(4, (1.0, 3.0, 5.0, 7.0, 8.0), (0.5, 1.5, 2.5, 3.5), (600, 800), 0.25),
+    "tiny": Preset(2, (2.0, 6.0), (1.0, 3.0), (20, 60), 0.125, 50_000),
+}
+SEED = 42                               # the artifact's default seed
+ORDERINGS = ("FIFO", "SRTF", "LAS", "FTF")
+MECHANISMS = ("fair", "tune", "opt")
+
+
+def cluster_string(servers: int, cpus: int = 24, gpus: int = 8, mem: int = 500, storage: int = 500) -> str:
+    """A Synergy-shaped cluster for `ClusterSpec.load`: servers x (GPUs, CPUs, GB, MB/s)."""
+    return f"{servers}x{gpus}/{cpus}/{mem}/{storage}"
+
+
+def single_gpu_configs(preset: str, policies: list[str], *, loads: tuple[float, ...] | None = None,
+                       split: tuple[float, float, float] = (20, 70, 10), multi_gpu: bool = False,
+                       cpus: int = 24, **labels) -> list[RunConfig]:
+    """One run per policy and load on the preset's cluster (multi-GPU: the synthetic 1/2/4/8 GPU mix)."""
+    p = PRESETS[preset]
+    rates = loads or (p.multi_loads if multi_gpu else p.loads)
+    tags = (("paper_rate", None), ("preset", preset), ("split", ":".join(f"{v:g}" for v in split)),
+            ("cpus_per_gpu", cpus // 8)) + tuple(labels.items())
+    out = []
+    for policy in policies:
+        for rate in rates:
+            tagged = tuple((k, rate if k == "paper_rate" else v) for k, v in tags)
+            out.append(RunConfig(policy=policy, cluster=cluster_string(p.servers, cpus), seed=SEED,
+                                 generator="synergy", jobs_per_hour=round(rate * p.scale, 6), window=p.window,
+                                 multi_gpu=multi_gpu, split=tuple(split), max_rounds=p.max_rounds,
+                                 max_active_per_gpu=40.0, labels=tagged))
+    return out
+
+
+def reference_configs() -> list[RunConfig]:
+    """The artifact's stored runs that any preset can afford: 9 jobs/h on 128 GPUs (about 1 s each) and the
+    32-GPU smoke test at 1.5 jobs/h (jobs 0-39)."""
+    runs = [RunConfig(policy=p, cluster=cluster_string(16), seed=SEED, generator="synergy", jobs_per_hour=9.0,
+                      window=(4000, 5000), labels=(("reference", "ae_9jph_128gpu"),))
+            for p in ("FIFO+tune", "FIFO+fair")]
+    runs += [RunConfig(policy=p, cluster=cluster_string(4), seed=SEED, generator="synergy", jobs_per_hour=1.5,
+                       window=(0, 40), labels=(("reference", "smoke_1.5jph_32gpu"),))
+             for p in ("FIFO+fair", "FIFO+tune", "FIFO+opt")]
+    return runs
+
+
+def tidy(results: pd.DataFrame) -> pd.DataFrame:
+    """Hours, the ordering and mechanism of each policy name; saturated runs keep JCT = inf."""
+    frame = results.copy()
+    frame["avg_jct_h"] = frame["avg_jct_s"] / 3600.0
+    frame["p99_jct_h"] = frame["jct_p99_s"] / 3600.0
+    parts = frame["policy"].str.split("+")
+    frame["ordering"] = parts.str[0]
+    frame["mechanism"] = parts.str[1].fillna("greedy")
+    return frame
+
+
+def per_job_jcts(results: pd.DataFrame, **match) -> pd.DataFrame:
+    """Long table (policy, paper_rate, job_id, jct_h) of the window jobs' JCTs."""
+    rows = []
+    for _, r in results.iterrows():
+        if any(r.get(k) != v for k, v in match.items()):
+            continue
+        for job, jct in (r["jcts"] or {}).items():
+            rows.append({"policy": r["policy"], "paper_rate": r.get("paper_rate"), "job_id": int(job),
+                         "jct_h": float(jct) / 3600.0})
+    return pd.DataFrame(rows)
+
+
+def gain(results: pd.DataFrame, better: str, base: str, by: str = "paper_rate") -> pd.DataFrame:
+    """Average-JCT ratio base / better per `by` value (how many times faster `better` is)."""
+    table = results.pivot_table(index=by, columns="policy", values="avg_jct_h", aggfunc="mean")
+    out = pd.DataFrame({by: table.index, "speedup": (table[base] / table[better]).to_numpy()})
+    out["comparison"] = f"{base} / {better}"
+    return out
+
+
+def sensitivity_frame(ratio: int = 3) -> pd.DataFrame:
+    """Synergy Fig. 1's data: relative throughput per model over CPUs and GB per GPU."""
+    table = load_sensitivity(ratio)
+    rows = []
+    for model, p in table.profiles.items():
+        for i, c in enumerate(CPU_LEVELS):
+            for j, m in enumerate(MEM_LEVELS):
+                rows.append({"model": model, "task": p.task, "cpus_per_gpu": c, "mem_gb_per_gpu": m,
+                             "relative_throughput": float(p.grid[i, j]), "ideal_cpus": p.cpus_per_gpu,
+                             "ideal_mem_gb": p.mem_gb_per_gpu, "speedup": p.speedup})
+    return pd.DataFrame(rows)
+
+
+def deployment_trace(name: str) -> str:
+    """Path of the project's copy of a physical-cluster trace (`static_100` or `dynamic_srtf`)."""
+    return str(data_dir() / "traces" / f"synergy_{name}.csv")

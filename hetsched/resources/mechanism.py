@@ -1,0 +1,205 @@
+"""The placement stage of a round for Synergy's mechanisms (spec/synergy.md s.2.3, amendments 1-6).
+
+- `fair`: every job gets the GPU-proportional share of CPU, memory and storage (first fit).
+- `greedy`: the job's ideal share, or it is skipped this round.
+- `tune`: the ideal share; else the job itself drops to the fair share (if its ideal is above it); else CPU-rich
+  peers on the least-free server(s) drop to the fair share until the job fits. Demoted jobs run at speedup 1.
+- `placement=True` (`+place`) uses least-free-GPU-first placement instead of first fit.
+
+The stage is resumable: every change to the pool is recorded in a trail, with a mark before each examined job.
+When the next round examines the same jobs in the same order up to position r (the usual case under FIFO,
+where only completed jobs leave and queued jobs join at the end), the trail is undone to mark r and placement
+continues from there. The result is the same as placing from scratch; only the work differs.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import HetschedError, SimulationError
+from .pool import FAIR, IDEAL, ServerPool
+
+
+class PlacementStage:
+    """Places an ordered list of jobs on a `ServerPool` with one mechanism, resuming from the last round."""
+
+    def __init__(self, pool: ServerPool, mechanism: str, least_free: bool,
+                 shares: Sequence[tuple[float, float, float]], adjust: Sequence[bool]):
+        if mechanism not in ("fair", "greedy", "tune"):
+            raise HetschedError(f"placement stage: unknown mechanism {mechanism!r}")
+        self.pool = pool
+        self.mechanism = mechanism
+        self.fit = pool.least_free_fit if least_free else pool.first_fit
+        self.shares = shares              # per job class: ideal per-GPU (cpus, GB, MB/s); grows with new classes
+        self.adjust = adjust              # per job class: ideal above the fair share in some resource
+        self.status: dict[int, int] = {}  # job -> IDEAL / FAIR
+        self.demoted: list[int] = []      # jobs whose speedup drops to 1 this round
+        self._prev = np.zeros(0, np.int64)
+        self._marks: list[int] = []
+        self._trail: list[tuple] = []
+        self.resumed_at = 0
+
+    def reset(self) -> None:
+        self.pool.reset()
+        self.status.clear()
+        self.demoted.clear()
+        self._prev, self._marks, self._trail = np.zeros(0, np.int64), [], []
+
+    # ---- undo ----------------------------------------------------------------------------------------
+    def _undo_to(self, mark: int) -> None:
+        pool, trail, status = self.pool, self._trail, self.status
+        while len(trail) > mark:
+            rec = trail.pop()
+            kind = rec[0]
+            if kind == 0:                                   # commit: (0, job, where, c, m, s)
+                _, job, where, c, m, s = rec
+                for k, n in where:                          # (pool.where/share keep a stale entry: harmless)
+                    pool.fg[k] += n
+                    pool.fc[k] += c * n
+                    pool.fm[k] += m * n
+                    pool.fs[k] += s * n
+                    pool.on[k].pop()
+                    pool.free += n
+                del status[job]
+            elif kind == 1:                                 # demotion of a placed peer
+                _, job, share, old_status, was_demoted = rec
+                pool.reshare(job, *share)
+                status[job] = old_status
+                if was_demoted:
+                    self.demoted.pop()
+            elif kind == 2:                                 # a server's job list sorted in place
+                pool.on[rec[1]][:] = rec[2]
+            else:                                           # self-demotion recorded
+                self.demoted.pop()
+
+    # ---- the round -----------------------------------------------------------------------------------
+    def run(self, jobs: np.ndarray, gpus: np.ndarray, codes: np.ndarray, ids: np.ndarray) -> dict[int, int]:
+        """Place `jobs` (slots, in order) while GPUs remain; returns slot -> IDEAL/FAIR for the jobs that run.
+
+        `ids` are the jobs' ids: slots are reused, so the resume point compares ids. Only the examined part of
+        the (possibly long) queue is converted to Python lists, a chunk at a time.
+        """
+        prev = self._prev
+        n = min(len(prev), len(ids))
+        differ = np.flatnonzero(prev[:n] != ids[:n])
+        r = int(differ[0]) if len(differ) else n
+        if r == 0:
+            self.reset()
+        else:
+            marks = self._marks
+            self._undo_to(marks[r] if r < len(marks) else len(self._trail))
+            del marks[r:]
+        self.resumed_at = r
+        examined = self._place(jobs, gpus, codes, r)
+        self._prev = ids[:examined].copy()
+        return self.status
+
+    def _place(self, jobs_a: np.ndarray, gpus_a: np.ndarray, codes_a: np.ndarray, start: int) -> int:
+        """Place from position `start`; returns how many positions were examined.
+
+        Single-GPU first-fit placements (the common case) are inlined; everything else goes through the pool.
+        """
+        pool, trail, marks, status = self.pool, self._trail, self._marks, self.status
+        shares, fit, commit = self.shares, self.fit, pool.commit
+        fg, fc, fm, fs, on, where_of, share_of = pool.fg, pool.fc, pool.fm, pool.fs, pool.on, pool.where, pool.share
+        servers = range(pool.num)
+        inline = fit == pool.first_fit
+        fair_mech = self.mechanism == "fair"
+        tune = self.mechanism == "tune"
+        placed = FAIR if fair_mech else IDEAL
+        fair = pool.fair
+        total = len(jobs_a)
+        i = start
+        while i < total and pool.free:
+            stop = min(total, i + max(2 * pool.free, 64))
+            jobs, gpus, codes = jobs_a[i:stop].tolist(), gpus_a[i:stop].tolist(), codes_a[i:stop].tolist()
+            for s, g, code in zip(jobs, gpus, codes):
+                if not pool.free:
+                    return i
+                marks.append(len(trail))
+                i += 1
+                if g > pool.free:
+                    continue
+                c, m, ss = fair if fair_mech else shares[code]
+                if inline and g == 1:
+                    for k in servers:
+                        if fg[k] and fc[k] >= c and fm[k] >= m and fs[k] >= ss:
+                            fg[k] -= 1
+                            fc[k] -= c
+                            fm[k] -= m
+                            fs[k] -= ss
+                            on[k].append(s)
+                            pool.free -= 1
+                            w = ((k, 1),)
+                            where_of[s] = w
+                            share_of[s] = (c, m, ss)
+                            trail.append((0, s, w, c, m, ss))
+                            status[s] = placed
+                            break
+                    else:
+                        if tune:
+                            self._tune_fallback(s, g, code)
+                    continue
+                where = fit(c, m, ss, g)
+                if where is not None:
+                    commit(s, where, c, m, ss)
+                    trail.append((0, s, where, c, m, ss))
+                    status[s] = placed
+                elif tune:
+                    self._tune_fallback(s, g, code)
+                # greedy skips the job; fair fits whenever GPUs do
+        return i
+
+    def _tune_fallback(self, s: int, g: int, code: int) -> None:
+        """TUNE when the ideal share does not fit: self-demotion, then peer demotion (amendments 1-6)."""
+        pool = self.pool
+        c, m, ss = self.shares[code]
+        st = IDEAL
+        if self.adjust[code]:                              # self-demotion (amendment 4)
+            c, m, ss = pool.fair
+            st = FAIR
+        where = self.fit(c, m, ss, g)
+        if where is None:
+            self._demote_peers(c, m, ss, g)
+            where = self.fit(c, m, ss, g)
+            if where is None:
+                raise SimulationError(f"Synergy-TUNE could not place a {g}-GPU job even after demoting peers "
+                                    f"(the artifact exits here)")
+        pool.commit(s, where, c, m, ss)
+        self._trail.append((0, s, where, c, m, ss))
+        self.status[s] = st
+        if st == FAIR:
+            self.demoted.append(s)
+            self._trail.append((3,))
+
+    def _demote_peers(self, c: float, m: float, ss: float, g: int) -> None:
+        """Bring CPU-rich peers on the least-free server(s) back to the fair share (amendments 1-3)."""
+        pool, trail, status = self.pool, self._trail, self.status
+        fair = pool.fair
+        for k, n in pool.underutilized(g):
+            ratio = n / g
+            need = [max(0.0, c * g * ratio - pool.fc[k]), max(0.0, m * g * ratio - pool.fm[k]),
+                    max(0.0, ss * g * ratio - pool.fs[k])]
+            if not any(need):
+                continue
+            trail.append((2, k, list(pool.on[k])))
+            for p in pool.peers_to_demote(k, need):
+                code = self.code_of(p)
+                share = fair if self.adjust[code] else self.shares[code]
+                old = pool.share[p]
+                if not pool.reshare(p, *share):
+                    raise SimulationError(f"Synergy-TUNE: demoting a peer to its fair share overflows server {k} "
+                                        f"(spec amendment 3)")
+                trail.append((1, p, old, status[p], bool(self.adjust[code])))
+                status[p] = FAIR                           # re-credited without speedup for the whole round
+                if self.adjust[code]:
+                    self.demoted.append(p)
+
+    code_of = staticmethod(lambda job: 0)                  # set by the core: job -> class code
+
+    def spread(self) -> set[int]:
+        """Jobs placed on more than one server this round."""
+        where = self.pool.where
+        return {s for s in self.status if len(where[s]) > 1}

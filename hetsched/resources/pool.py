@@ -1,0 +1,193 @@
+"""Servers with GPUs, CPU cores, DRAM and storage bandwidth, and the placement primitives of Synergy's
+mechanisms (spec/synergy.md s.2.3 and amendments 1-6): first-fit and least-free-GPU-first placement, and the
+peer demotion of Synergy-TUNE.
+
+A round starts with every server empty (all leases end before a round). Jobs are placed one by one; each
+placement is a per-GPU share `(cpus, GB, MB/s)` on some GPUs of some servers. The per-round state is a few
+Python lists (one entry per server): the hot loop does scalar work on them, which is faster than numpy for
+one job at a time.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Sequence
+
+from ..cluster import Server
+from ..errors import SpecError
+
+#: How a placed job is credited this round.
+IDEAL, FAIR = 1, 2
+
+
+class ServerPool:
+    """The servers of one GPU type (or of a whole homogeneous cluster) and this round's placements."""
+
+    def __init__(self, servers: Sequence[Server]):
+        if not servers:
+            raise SpecError("server pool: no servers")
+        missing = [s for s in servers if not s.has_resources]
+        if missing:
+            raise SpecError(f"server pool: CPU/memory-aware placement needs cpu_cores and dram_gb on every "
+                            f"server; {len(missing)} server(s) lack them (build the cluster from a Synergy .ini "
+                            f"or give Server(cpu_cores=..., dram_gb=...))")
+        self.servers = tuple(servers)
+        self.num = len(servers)
+        self.cap_g = [s.num_gpus for s in servers]
+        self.cap_c = [float(s.cpu_cores) for s in servers]
+        self.cap_m = [float(s.dram_gb) for s in servers]
+        self.cap_s = [float(s.storage_mbps if s.storage_mbps is not None else 300.0) for s in servers]
+        self.num_gpus = sum(self.cap_g)
+        # The artifact's per-server size (integer mean over servers) and GPU-proportional share per GPU.
+        n = self.num
+        self.size = (int(self.num_gpus / n), int(sum(self.cap_c) / n), int(sum(self.cap_m) / n),
+                     int(sum(self.cap_s) / n))
+        g = self.size[0]
+        self.fair = (self.size[1] / g, self.size[2] / g, self.size[3] / g)
+        self.totals = (float(self.num_gpus), sum(self.cap_c), sum(self.cap_m))
+        self.identical = all(len(set(v)) == 1 for v in (self.cap_g, self.cap_c, self.cap_m, self.cap_s))
+        self.reset()
+
+    def reset(self) -> None:
+        """Every lease ended: all servers free, no placements."""
+        self.fg = list(self.cap_g)
+        self.fc = list(self.cap_c)
+        self.fm = list(self.cap_m)
+        self.fs = list(self.cap_s)
+        self.free = self.num_gpus
+        self.on: list[list[int]] = [[] for _ in range(self.num)]     # jobs placed on each server, in order
+        self.where: dict[int, tuple[tuple[int, int], ...]] = {}      # job -> ((server, gpus), ...)
+        self.share: dict[int, tuple[float, float, float]] = {}       # job -> per-GPU (cpus, GB, MB/s)
+
+    # ---- search -----------------------------------------------------------------------------------
+    def first_fit(self, c: float, m: float, s: float, g: int) -> tuple[tuple[int, int], ...] | None:
+        """GPUs in id order on servers that hold one more per-GPU share each (SYNERGY_RANDOM)."""
+        fg, fc, fm, fs = self.fg, self.fc, self.fm, self.fs
+        if g == 1:
+            for k in range(self.num):
+                if fg[k] and fc[k] >= c and fm[k] >= m and fs[k] >= s:
+                    return ((k, 1),)
+            return None
+        need, out = g, []
+        for k in range(self.num):
+            n = self._slices(k, c, m, s, min(fg[k], need))
+            if n:
+                out.append((k, n))
+                need -= n
+                if not need:
+                    return tuple(out)
+        return None
+
+    def _slices(self, k: int, c: float, m: float, s: float, limit: int) -> int:
+        """How many per-GPU shares server k holds, counted as the artifact holds them (one by one)."""
+        hc = hm = hs = 0.0
+        n = 0
+        fc, fm, fs = self.fc[k], self.fm[k], self.fs[k]
+        while n < limit and fc - hc >= c and fm - hm >= m and fs - hs >= s:
+            hc += c
+            hm += m
+            hs += s
+            n += 1
+        return n
+
+    def least_free_fit(self, c: float, m: float, s: float, g: int) -> tuple[tuple[int, int], ...] | None:
+        """Placement-aware (SYNERGY_PLACEMENT): a multi-GPU job on the fullest server that holds it whole,
+        else one GPU at a time from the server with the fewest free GPUs that holds a share."""
+        fg = self.fg
+        if g > 1:
+            whole = [k for k in range(self.num) if fg[k] >= g and self.fc[k] >= c * g and self.fm[k] >= m * g
+                     and self.fs[k] >= s * g]
+            if whole:
+                return ((min(whole, key=lambda k: (fg[k], k)), g),)
+        heap = [(fg[k], k) for k in range(self.num) if fg[k]]
+        heapq.heapify(heap)
+        taken: dict[int, int] = {}
+        held = {}
+        need = g
+        while need and heap:
+            free, k = heapq.heappop(heap)
+            hc, hm, hs = held.get(k, (0.0, 0.0, 0.0))
+            if self.fc[k] - hc >= c and self.fm[k] - hm >= m and self.fs[k] - hs >= s:
+                held[k] = (hc + c, hm + m, hs + s)
+                taken[k] = taken.get(k, 0) + 1
+                need -= 1
+                if free > 1:
+                    heapq.heappush(heap, (free - 1, k))
+        if need:
+            return None
+        return tuple(sorted(taken.items()))
+
+    # ---- commit -------------------------------------------------------------------------------------
+    def commit(self, job: int, where: tuple[tuple[int, int], ...], c: float, m: float, s: float) -> None:
+        """Place `job` on `where` with a per-GPU share (c, m, s)."""
+        fg, fc, fm, fs, on = self.fg, self.fc, self.fm, self.fs, self.on
+        for k, n in where:
+            fg[k] -= n
+            fc[k] -= c * n
+            fm[k] -= m * n
+            fs[k] -= s * n
+            on[k].append(job)
+            self.free -= n
+        self.where[job] = where
+        self.share[job] = (c, m, s)
+
+    def reshare(self, job: int, c: float, m: float, s: float) -> bool:
+        """Re-place `job` on the same GPUs with another per-GPU share; False if a server would overflow."""
+        old_c, old_m, old_s = self.share[job]
+        ok = True
+        for k, n in self.where[job]:
+            self.fc[k] += (old_c - c) * n
+            self.fm[k] += (old_m - m) * n
+            self.fs[k] += (old_s - s) * n
+            ok = ok and self.fc[k] >= -1e-9 and self.fm[k] >= -1e-9 and self.fs[k] >= -1e-9
+        self.share[job] = (c, m, s)
+        return ok
+
+    # ---- TUNE's peer demotion -----------------------------------------------------------------------
+    def underutilized(self, g: int) -> list[tuple[int, int]]:
+        """Servers to free resources on for a g-GPU job (amendment 1): the first server with g free GPUs for
+        g > 1, else the servers with the fewest free GPUs (>= 1; ties to the lowest id) covering g."""
+        fg = self.fg
+        if g > 1:
+            for k in range(self.num):
+                if fg[k] >= g:
+                    return [(k, g)]
+        heap = [(fg[k], k) for k in range(self.num) if fg[k]]
+        heapq.heapify(heap)
+        out = []
+        while g > 0 and heap:
+            free, k = heapq.heappop(heap)
+            if free >= g:
+                out.append((k, g))
+                return out
+            out.append((k, free))
+            g -= free
+        return out
+
+    def peers_to_demote(self, k: int, need: list[float]) -> list[int]:
+        """Jobs on server k to bring back to the fair share so that `need` (cpu, GB, MB/s) frees up.
+
+        The server's list is sorted in place (stable) by (servers spanned, -CPUs per GPU, -GB per GPU), as the
+        artifact sorts it (amendment 2); peers are taken until their excess over the fair share covers `need`.
+        """
+        lst = self.on[k]
+        where, share = self.where, self.share
+        lst.sort(key=lambda j: (len(where[j]), -share[j][0], -share[j][1]))
+        fair = self.fair
+        chosen = []
+        for j in lst:
+            n = next(n for kk, n in where[j] if kk == k)
+            c, m, s = share[j]
+            diff = [max(0.0, need[0] - max(0.0, c * n - fair[0] * n)),
+                    max(0.0, need[1] - max(0.0, m * n - fair[1] * n)),
+                    max(0.0, need[2] - max(0.0, s * n - fair[2] * n))]
+            chosen.append(j)
+            if diff[0] == 0 and diff[1] == 0 and diff[2] == 0:
+                break
+            need = diff
+        return chosen
+
+    # ---- statistics ---------------------------------------------------------------------------------
+    def allocated(self) -> tuple[float, float, float]:
+        """GPUs, CPUs and GB in use now."""
+        return (float(self.num_gpus - self.free), sum(self.cap_c) - sum(self.fc), sum(self.cap_m) - sum(self.fm))
