@@ -95,6 +95,9 @@ class ResultBuilder:
         self._tl: list[dict[str, np.ndarray]] = []
         self._prices = np.array([scheduler.cluster.price(g) for g in scheduler.gpu_types])
         self._acc = np.zeros((0, 3 + scheduler.n))       # per slot: start, steps, cost, seconds per type
+        # Cores that keep per-job start, progress and GPU time themselves (the resource core) are asked at the
+        # end instead of being mirrored round by round.
+        self.core_accounts = bool(getattr(scheduler, "accounts_progress", False))
 
     def _slot_row(self, slot: int) -> np.ndarray:
         if slot >= len(self._acc):
@@ -114,6 +117,8 @@ class ResultBuilder:
         if not len(plan.entry):
             return
         self.rounds += plan.rounds
+        if self.core_accounts:
+            return
         slots = self.sched.members[plan.entry].ravel()
         slots = slots[slots >= 0]
         fresh = slots[np.isnan(self._acc[slots, 0])]
@@ -122,6 +127,8 @@ class ResultBuilder:
     def round_done(self, plan: "RoundPlan", steps: np.ndarray, start: float, ends: np.ndarray) -> None:
         """Account a finished round: steps (k, 2) per member, combination end times (k,)."""
         sched = self.sched
+        if self.core_accounts and not self.record_timeline:
+            return
         exec_time = ends - start
         scale = sched.escale[plan.entry].astype(float)
         self.busy += float(exec_time @ scale)
@@ -131,7 +138,9 @@ class ResultBuilder:
         priced = self._prices.any()
         cost = self._prices[plan.gpu_type] * exec_time / 3600.0 * scale if priced else None
         acc = self._acc
-        if not sched._has_pairs:
+        if self.core_accounts:
+            pass
+        elif not sched._has_pairs:
             slots = members[:, 0]                         # a job runs at most once per round: no repeats
             acc[slots, 1] += steps[:, 0]
             acc[slots, 3 + plan.gpu_type] += gpu_seconds
@@ -158,6 +167,9 @@ class ResultBuilder:
 
     def _flush(self, job_id: int, slot: int) -> None:
         rec = self.records[job_id]
+        if self.core_accounts:
+            rec.start_time_s, rec.steps_done, rec.cost, rec.gpu_seconds = self.sched.account(slot)
+            return
         row = self._acc[slot]
         rec.start_time_s, rec.steps_done, rec.cost = float(row[0]), float(row[1]), float(row[2])
         rec.gpu_seconds = {g: float(row[3 + i]) for i, g in enumerate(self.sched.gpu_types) if row[3 + i]}
@@ -175,6 +187,7 @@ class ResultBuilder:
                     "lease_extended")
             timeline = {k: np.concatenate([c[k] for c in self._tl]) if self._tl else np.zeros(0) for k in keys}
         stats = getattr(self.sched, "stats", None)
+        busy = self.sched.busy_gpu_s if self.core_accounts else self.busy
         return Result(self.sched.policy.name, self.sched.gpu_types, int(self.sched.capacity.sum()), self.records,
-                      now, self.busy, self.config.window, self.rounds, self.sched.num_recomputes, timeline,
+                      now, busy, self.config.window, self.rounds, self.sched.num_recomputes, timeline,
                       None if stats is None else stats.averages(self.config.round_s))

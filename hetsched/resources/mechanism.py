@@ -40,12 +40,16 @@ class PlacementStage:
         self._marks: list[int] = []
         self._trail: list[tuple] = []
         self.resumed_at = 0
+        self._clean = False
 
     def reset(self) -> None:
+        if self._clean:
+            return
         self.pool.reset()
         self.status.clear()
         self.demoted.clear()
         self._prev, self._marks, self._trail = np.zeros(0, np.int64), [], []
+        self._clean = True
 
     # ---- undo ----------------------------------------------------------------------------------------
     def _undo_to(self, mark: int) -> None:
@@ -53,7 +57,16 @@ class PlacementStage:
         while len(trail) > mark:
             rec = trail.pop()
             kind = rec[0]
-            if kind == 0:                                   # commit: (0, job, where, c, m, s)
+            if kind == 4:                                   # one GPU on one server: (4, job, server, c, m, s)
+                _, job, k, c, m, s = rec
+                pool.fg[k] += 1
+                pool.fc[k] += c
+                pool.fm[k] += m
+                pool.fs[k] += s
+                pool.on[k].pop()
+                pool.free += 1
+                del status[job]
+            elif kind == 0:                                 # commit: (0, job, where, c, m, s)
                 _, job, where, c, m, s = rec
                 for k, n in where:                          # (pool.where/share keep a stale entry: harmless)
                     pool.fg[k] += n
@@ -92,6 +105,7 @@ class PlacementStage:
             self._undo_to(marks[r] if r < len(marks) else len(self._trail))
             del marks[r:]
         self.resumed_at = r
+        self._clean = False
         examined = self._place(jobs, gpus, codes, r)
         self._prev = ids[:examined].copy()
         return self.status
@@ -132,10 +146,9 @@ class PlacementStage:
                             fs[k] -= ss
                             on[k].append(s)
                             pool.free -= 1
-                            w = ((k, 1),)
-                            where_of[s] = w
+                            where_of[s] = ((k, 1),)
                             share_of[s] = (c, m, ss)
-                            trail.append((0, s, w, c, m, ss))
+                            trail.append((4, s, k, c, m, ss))
                             status[s] = placed
                             break
                     else:
