@@ -36,6 +36,8 @@ data: $(STAMP)
 	$(BIN)/hetsched convert throughputs $(SHARED)/data/gavel/oracle_throughputs.json data/throughputs/gavel_oracle.parquet
 	$(BIN)/hetsched convert throughputs $(SHARED)/data/shockwave/tacc_throughputs.json data/throughputs/shockwave_tacc.parquet
 	$(BIN)/hetsched convert throughputs $(SHARED)/data/shockwave/wisr_throughputs.json data/throughputs/shockwave_wisr.parquet
+	$(BIN)/hetsched convert trace $(SHARED)/data/synergy/deploy_trace/static_100job_6_3_1100.0 data/traces/synergy_static_100.csv --from synergy --to csv
+	$(BIN)/hetsched convert trace $(SHARED)/data/synergy/deploy_trace/dynamic/srtf.log data/traces/synergy_dynamic_srtf.csv --from synergy --to csv
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache

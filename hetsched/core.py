@@ -64,7 +64,7 @@ class Scheduler:
 
     def __init__(self, cluster: ClusterSpec, policy: Policy, throughputs: ThroughputTable, *,
                  round_s: float = 360.0, min_reset_interval_s: float = 1920.0, seed: int = 0,
-                 placement_aware: bool = False, estimator=None):
+                 placement_aware: bool = False, estimator=None, resources=None):
         self.cluster = cluster
         self.policy = policy
         self.table = throughputs
@@ -73,6 +73,7 @@ class Scheduler:
         self.prior = self.round_s * self.PRIOR_FRACTION
         self.placement_aware = placement_aware
         self.estimator = estimator          # ThroughputEstimator: policies see estimated pair throughputs
+        self.resources = resources          # TypeAwareResources: CPU/memory placement on the chosen type's servers
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
         self.gpu_types = sorted_gpu_types(cluster)          # column order, as the policies see them
@@ -152,6 +153,8 @@ class Scheduler:
             self.tput[s] = self.tput_spread[s] = 1.0
         self.scale[s] = job.scale_factor
         self.key_row[s] = row
+        if self.resources is not None:
+            self.resources.add_job(s, job.job_type, job.scale_factor, self.tput[s])
         self._add_entries([(job.job_id,)])
         self.need_update = True
 
@@ -159,6 +162,8 @@ class Scheduler:
         s = self.slot.pop(job_id)
         self.jobs.pop(job_id)
         self.job_of_slot[s] = -1
+        if self.resources is not None:
+            self.resources.remove_job(s)
         self._free_slots.append(s)
         self._drop_entries(np.flatnonzero((self.members == s).any(axis=1)))
         self.need_update = True
@@ -369,7 +374,9 @@ class Scheduler:
         entry, gpu_type = self.select(order)
         keep = self.in_alloc[entry]                  # amendment 3: the others leave their GPUs idle
         plan = RoundPlan(now, entry[keep], gpu_type[keep], recomputed)
-        if place or self.placement_aware:
+        if self.resources is not None:
+            self.resources.place(self, plan)           # servers, CPU and memory; sets this round's steps/s
+        elif place or self.placement_aware:
             self._place(plan)
         return plan
 

@@ -46,6 +46,8 @@ class SimulationConfig:
     profiles_ratio: int | None = None
     # Resource core: let one plan stand for several identical rounds (same JCTs, fewer steps).
     macro_rounds: bool = True
+    # Resource core: rounds start at origin + k x round (Synergy's `--static` replays start at t = 1 s).
+    round_origin_s: float = 0.0
 
     def round_for(self, policy: Policy) -> float:
         if self.round_s is not None:
@@ -124,9 +126,17 @@ class RoundSimulation:
             refs, fraction = config.estimate_colocation
             estimator = ThroughputEstimator(table, sorted_gpu_types(cluster), num_reference=refs,
                                             profiling_fraction=fraction, seed=config.seed)
+        resources = None
+        if getattr(policy, "resource_mechanism", None):
+            from .policies.view import sorted_gpu_types
+            from .resources import load_sensitivity, profiles_ratio_for
+            from .resources.hetero import TypeAwareResources
+            resources = TypeAwareResources(cluster, sorted_gpu_types(cluster), table, policy.resource_mechanism,
+                                           load_sensitivity(config.profiles_ratio or profiles_ratio_for(cluster)),
+                                           least_free=getattr(policy, "resource_least_free", False))
         self.sched = Scheduler(cluster, policy, table, round_s=config.round_s,
                                min_reset_interval_s=config.min_reset_interval_s, seed=config.seed,
-                               placement_aware=config.placement_aware, estimator=estimator)
+                               placement_aware=config.placement_aware, estimator=estimator, resources=resources)
         self._init_loop(jobs)
 
     def _init_loop(self, jobs: Iterable[Job]) -> None:

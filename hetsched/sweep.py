@@ -43,6 +43,7 @@ class RunConfig:
     round_s: float | None = None              # None: the policy family's (Gavel 360 s, Synergy 300 s)
     split: tuple[float, float, float] = (20, 70, 10)   # synergy: image:language:speech class split
     profiles_ratio: int | None = None         # synergy: CPU:GPU ratio of the profiles (None: the cluster's)
+    round_origin_s: float = 0.0               # synergy: rounds at origin + k x round (1 s for static replays)
     ideal: bool = False
     throughputs: str = "gavel_simulation"
     estimate_colocation: tuple[int, float] | None = None
@@ -87,7 +88,7 @@ def run_one(config: RunConfig) -> dict:
         if prices:
             cluster = ClusterSpec.load(config.cluster, prices_per_hour={g: prices[g] for g in cluster.gpu_types})
         result = simulate(jobs, cluster, config.policy, table, round_s=config.round_s,
-                          profiles_ratio=config.profiles_ratio,
+                          profiles_ratio=config.profiles_ratio, round_origin_s=config.round_origin_s,
                           window=config.window, ideal=config.ideal, seed=config.seed, record_timeline=False,
                           estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds,
                           max_active_jobs=int(config.max_active_per_gpu * cluster.num_gpus),

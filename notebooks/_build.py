@@ -351,7 +351,11 @@ results["ratio"].describe().round(3)"""
 
 
 if __name__ == "__main__":
+    from _build_synergy import build_hetero, build_synergy
+
     build()
     build_more()
     build_explore()
     build_runtime()
+    build_synergy()
+    build_hetero()

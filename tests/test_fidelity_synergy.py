@@ -85,3 +85,14 @@ def test_allocation_statistics_match_the_artifacts_replay(shared_dir):
     assert stats["avg_mem_alloc_pct"] == pytest.approx(52.3, abs=0.05)
     fair = _run("FIFO+fair", shared_dir).resource_stats
     assert fair["avg_cpu_alloc_pct"] == pytest.approx(97.2, abs=0.05)
+
+
+@pytest.mark.parametrize("policy,hours", [("FIFO+fair", 20.063), ("FIFO+tune", 17.896), ("FIFO+opt", 17.896)])
+def test_smoke_test_on_32_gpus(policy, hours, shared_dir):
+    """spec s.6.3: the artifact on deployment.ini (32 GPUs), 1.5 jobs/h, jobs 0-39 (3 decimals printed)."""
+    from hetsched.traces.generators.synergy import SynergyGenerator
+    cluster = read_cluster_ini(shared_dir / "data" / "synergy" / "configs" / "deployment.ini")
+    result = simulate(iter(SynergyGenerator(jobs_per_hour=1.5)), cluster, policy, window=(0, 40),
+                      record_timeline=False)
+    jct = np.array([result.jobs[j].jct_s for j in range(40)]) / 3600.0
+    assert round(jct.mean(), 3) == hours

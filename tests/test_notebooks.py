@@ -5,11 +5,13 @@ import pandas as pd
 import pytest
 
 from hetsched.experiments.continuous import PRESETS
+from hetsched.experiments.synergy import PRESETS as SYNERGY_PRESETS
 from hetsched.reproduce import figure_notebooks, reproduce
 
 NOTEBOOKS = [p.stem for p in figure_notebooks()]
 SINGLE = set(PRESETS["single"]["tiny"].rates)
 MULTI = set(PRESETS["multi"]["tiny"].rates)
+SYN = SYNERGY_PRESETS["tiny"]
 
 # notebook -> (columns results.csv must have, {column: values it must contain})
 EXPECTED = {
@@ -34,6 +36,21 @@ EXPECTED = {
     "runtime_vs_simulation": ({"job_id", "jct_runtime_s", "jct_sim_s", "ratio"}, {}),
     "cost_slo": ({"policy", "total_cost", "slo_violations"},
                  {"policy": {"max_sum_throughput_normalized_by_cost_perf_SLOs", "max_min_fairness_perf"}}),
+    "synergy_fig01_sensitivity": ({"model", "cpus_per_gpu", "mem_gb_per_gpu", "relative_throughput"},
+                                  {"model": {"alexnet", "res18", "gnmt", "m5", "deepspeech"}}),
+    "synergy_single_gpu": ({"policy", "paper_rate", "avg_jct_h", "avg_cpu_alloc_pct"},
+                           {"policy": {"FIFO+fair", "FIFO+tune", "FIFO+opt", "LAS+tune", "FTF+opt", "SRTF+fair"},
+                            "paper_rate": set(SYN.loads)}),
+    "synergy_multi_gpu": ({"policy", "paper_rate", "avg_jct_h"},
+                          {"policy": {"FIFO+fair", "LAS+tune"}, "paper_rate": set(SYN.multi_loads)}),
+    "synergy_class_split": ({"policy", "split", "avg_jct_h"}, {"split": {"20:70:10", "33:33:33", "50:0:50"}}),
+    "synergy_cpu_ratio": ({"policy", "cpus_per_gpu", "avg_jct_h"}, {"cpus_per_gpu": {3, 4, 5, 6}}),
+    "synergy_drf_tetris": ({"policy", "avg_jct_h"}, {"policy": {"DRF", "DRF+tune", "TETRIS", "TETRIS+tune"}}),
+    "synergy_deployment": ({"policy", "trace", "makespan_h", "avg_jct_h"},
+                           {"trace": {"static_100", "dynamic_srtf"}}),
+    "synergy_hetero_tune": ({"variant", "paper_rate", "avg_jct_h"},
+                            {"policy": {"max_min_fairness", "max_min_fairness+tune", "max_min_fairness_perf",
+                                        "max_min_fairness_perf+tune"}}),
 }
 
 
@@ -54,6 +71,14 @@ def test_index_lists_every_notebook(runs):
     assert set(by_name) == set(NOTEBOOKS)
     for name in NOTEBOOKS:
         assert f"{name}/figure.png" in index
+
+
+def test_synergy_reference_cases_match_in_every_preset(runs):
+    """The single-GPU notebook runs the artifact's stored cases at any preset; they must match."""
+    _, by_name = runs
+    cmp = pd.read_csv(by_name["synergy_single_gpu"].out_dir / "comparison.csv")
+    assert len(cmp) == 11
+    assert np.allclose(cmp["ratio"], 1.0, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

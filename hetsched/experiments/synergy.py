@@ -75,11 +75,59 @@ def reference_configs() -> list[RunConfig]:
     return runs
 
 
+def class_split_configs(preset: str, policies: list[str], splits, *, loads=None) -> list[RunConfig]:
+    """Synergy Fig. 9: the same sweep for several image:language:speech splits."""
+    return [c for split in splits for c in single_gpu_configs(preset, policies, loads=loads, split=split)]
+
+
+def ratio_configs(preset: str, policies: list[str], ratios=(3, 4, 5, 6), *, loads=None) -> list[RunConfig]:
+    """The CPU:GPU ratio figures: servers with 8 GPUs and 24/32/40/48 CPUs, each with its own profiles (the
+    artifact swaps in `models-4/5/6` with `cluster_4/5/6.ini`)."""
+    return [c.with_(profiles_ratio=r) for r in ratios
+            for c in single_gpu_configs(preset, policies, loads=loads, cpus=8 * r)]
+
+
+def deployment_configs(policies: list[str]) -> list[RunConfig]:
+    """The physical-cluster traces simulated on the testbed's 4 x (8 GPUs, 24 CPUs, 500 GB): the static trace
+    (all jobs at t ~ 0, rounds from t = 1 s, makespan) and the dynamic one (average JCT)."""
+    out = []
+    for name, origin in (("static_100", 1.0), ("dynamic_srtf", 0.0)):
+        out += [RunConfig(policy=p, cluster=cluster_string(4), trace=deployment_trace(name), round_origin_s=origin,
+                          labels=(("trace", name),)) for p in policies]
+    return out
+
+
+def reference_table() -> pd.DataFrame:
+    return pd.read_csv(data_dir() / "paper" / "synergy_reference.csv")
+
+
+def _metric(row, metric: str) -> float:
+    jct = np.array(sorted((row["jcts"] or {}).values()), float) / 3600.0
+    if metric == "avg_jct_h":
+        return float(row["avg_jct_s"]) / 3600.0
+    q = {"p50_jct_h": 50, "p99_jct_h": 99, "p999_jct_h": 99.9}[metric]
+    return float(np.percentile(jct, q)) if len(jct) else float("nan")
+
+
+def compare_reference(results: pd.DataFrame) -> pd.DataFrame:
+    """The artifact's stored numbers next to ours from the `reference_configs` runs."""
+    ref = reference_table()
+    runs = results[results.get("reference").notna()] if "reference" in results else results.iloc[0:0]
+    rows = []
+    for r in ref.itertuples(index=False):
+        tag = "ae_9jph_128gpu" if r.gpus == 128 else "smoke_1.5jph_32gpu"
+        match = runs[(runs["reference"] == tag) & (runs["policy"] == r.policy)]
+        ours = _metric(match.iloc[0], r.metric) if len(match) else float("nan")
+        rows.append({"case": r.case, "policy": r.policy, "metric": r.metric, "artifact": r.value, "ours": ours,
+                     "ratio": ours / r.value})
+    return pd.DataFrame(rows)
+
+
 def tidy(results: pd.DataFrame) -> pd.DataFrame:
     """Hours, the ordering and mechanism of each policy name; saturated runs keep JCT = inf."""
     frame = results.copy()
     frame["avg_jct_h"] = frame["avg_jct_s"] / 3600.0
-    frame["p99_jct_h"] = frame["jct_p99_s"] / 3600.0
+    frame["jct_p99_h"] = frame["jct_p99_s"] / 3600.0
     parts = frame["policy"].str.split("+")
     frame["ordering"] = parts.str[0]
     frame["mechanism"] = parts.str[1].fillna("greedy")
@@ -122,3 +170,24 @@ def sensitivity_frame(ratio: int = 3) -> pd.DataFrame:
 def deployment_trace(name: str) -> str:
     """Path of the project's copy of a physical-cluster trace (`static_100` or `dynamic_srtf`)."""
     return str(data_dir() / "traces" / f"synergy_{name}.csv")
+
+
+#: Beyond the artifacts: a heterogeneous cluster of 8-GPU servers (24 CPUs, 500 GB each) per GPU type.
+HETERO = {"paper": (4, (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0), (4000, 5000), (0, 1, 2)),
+          "quick": (2, (1.0, 2.0, 3.0, 4.0, 5.0), (600, 800), (0,)),
+          "tiny": (1, (1.5, 4.0), (15, 40), (0,))}
+HETERO_POLICIES = {"max_min_fairness": "LAS, type-agnostic, fair share",
+                   "max_min_fairness+tune": "Synergy-TUNE alone (type-agnostic LAS)",
+                   "max_min_fairness_perf": "Gavel alone (type-aware LAS, fair share)",
+                   "max_min_fairness_perf+tune": "Gavel + TUNE (heterogeneity-aware TUNE)"}
+
+
+def hetero_configs(preset: str, policies=tuple(HETERO_POLICIES), *, loads=None, seeds=None) -> list[RunConfig]:
+    """Gavel's job stream on V100/P100/K80 servers; `paper_rate` is jobs/h scaled to Gavel's 108-GPU cluster."""
+    servers, rates, window, default_seeds = HETERO[preset]
+    cluster = "+".join(f"{servers}x8/24/500@{t}" for t in ("v100", "p100", "k80"))
+    scale = servers * 24 / 108
+    return [RunConfig(policy=p, cluster=cluster, seed=seed, jobs_per_hour=round(rate * scale, 6), window=window,
+                      max_rounds=400_000, labels=(("paper_rate", rate), ("preset", preset),
+                                                  ("variant", HETERO_POLICIES.get(p, p))))
+            for p in policies for rate in (loads or rates) for seed in (seeds or default_seeds)]

@@ -169,12 +169,34 @@ def make_policy(name: str, **params) -> Policy:
         factory = POLICIES[name]
     except KeyError:
         from .ordering import parse_resource_policy
+        composed = _with_resources(name, params)
+        if composed is not None:
+            return composed
         resource = parse_resource_policy(name)
         if resource is not None:
             return resource
         raise HetschedError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}, and Synergy's "
                             f"ORDERING[+fair|+tune|+opt][+place] (e.g. FIFO+tune)") from None
     return factory(**params)
+
+
+def _with_resources(name: str, params: dict) -> Policy | None:
+    """`<Gavel policy>+tune` (or `+fair`, `+greedy`, with `+place`): Gavel's allocation picks the GPU type,
+    Synergy's mechanism shares CPU and memory on that type's servers (hetsched.resources.hetero)."""
+    base, *mods = [p.strip() for p in name.split("+")]
+    if base not in POLICIES or not mods:
+        return None
+    mechs = [m for m in mods if m in ("tune", "fair", "greedy")]
+    if len(mechs) != 1 or any(m not in ("tune", "fair", "greedy", "place") for m in mods):
+        raise HetschedError(f"policy {name!r}: expected <Gavel policy>+tune|+fair|+greedy[+place]")
+    policy = POLICIES[base](**params)
+    if policy.packing:
+        raise HetschedError(f"policy {name!r}: space sharing ({base}) cannot be combined with CPU/memory "
+                            f"placement; use a non-packed policy")
+    policy.resource_mechanism = mechs[0]
+    policy.resource_least_free = "place" in mods
+    policy.name = name
+    return policy
 
 
 def policy_names() -> list[str]:

@@ -21,7 +21,7 @@ def resource_core(cluster, policy, config):
 
     ratio = config.profiles_ratio or profiles_ratio_for(cluster)
     return ResourceScheduler(cluster, policy, load_sensitivity(ratio), round_s=config.round_s, seed=config.seed,
-                             macro_rounds=config.macro_rounds)
+                             macro_rounds=config.macro_rounds, round_origin_s=config.round_origin_s)
 
 
 __all__ = ["JobResources", "ModelProfile", "SensitivityTable", "load_sensitivity", "profiles_ratio_for",

@@ -35,7 +35,7 @@ class ResourceScheduler:
     """Synergy's round on one homogeneous pool of servers (single GPU type)."""
 
     def __init__(self, cluster: ClusterSpec, policy: ResourcePolicy, sensitivity: SensitivityTable | None = None,
-                 *, round_s: float = 300.0, seed: int = 0, macro_rounds: bool = True):
+                 *, round_s: float = 300.0, seed: int = 0, macro_rounds: bool = True, round_origin_s: float = 0.0):
         if len(cluster.gpu_types) != 1:
             raise HetschedError(f"{policy.name}: Synergy's mechanisms run on one GPU type; the cluster has "
                                 f"{list(cluster.gpu_types)} (use a heterogeneity-aware policy, e.g. 'gavel+tune')")
@@ -43,6 +43,7 @@ class ResourceScheduler:
         self.policy = policy
         self.table = sensitivity or load_sensitivity(3)
         self.round_s = float(round_s)
+        self.round_origin_s = float(round_origin_s)
         self.macro_rounds = macro_rounds
         self.pool = ServerPool(cluster.server_shapes())
         self.gpu_types = tuple(cluster.gpu_types)
@@ -196,8 +197,9 @@ class ResourceScheduler:
         return self._active
 
     def next_round_time(self, t: float) -> float:
-        """Rounds start on the grid of the round length from t = 0."""
-        return math.ceil(t / self.round_s - 1e-12) * self.round_s
+        """Rounds start on the grid of the round length from the origin (t = 0 unless a replay says otherwise)."""
+        o = self.round_origin_s
+        return o + max(0, math.ceil((t - o) / self.round_s - 1e-12)) * self.round_s
 
     # ---- decide and select ---------------------------------------------------------------------------
     def _order(self, slots: np.ndarray, now: float) -> np.ndarray:

@@ -1,0 +1,141 @@
+"""Heterogeneity-aware TUNE: Gavel's allocation picks each job's GPU type, Synergy-TUNE shares CPU and memory on
+the servers of that type (no peer system has both).
+
+Rate model (documented assumption). Gavel's throughput table gives a job's steps/s on each GPU type at the
+GPU-proportional CPU/memory share. Synergy's profile (measured on V100s) says how much faster the model runs
+with more CPU and memory: up to `s` times at its ideal point. A job is bounded by the slower of data loading
+(CPU) and compute (GPU): on a type whose throughput is `r` times the reference type's (V100, or the job's
+fastest type), compute caps the rate at `s * r` of the reference fair rate. So on that type the speedup from
+CPU/memory is `min(s, s*r) / min(1, s*r)` (1 when the GPU is the bottleneck even at the fair share, e.g.
+ResNet-18 on a K80), and the ideal demand is the cheapest grid point that reaches `min(s, s*r)`; a job that
+cannot use more than the fair share asks for less, which leaves CPU for others, as language jobs do.
+Gavel job types map to Synergy's profiled models through `data/resources/gavel_models.csv`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..cluster import ClusterSpec
+from ..core import Assignment, RoundPlan
+from ..errors import HetschedError
+from ..throughputs import ThroughputTable, data_dir
+from .mechanism import PlacementStage
+from .pool import IDEAL, ServerPool
+from .profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
+
+REFERENCE_TYPE = "v100"          # the profiles were measured on V100s
+
+
+def gavel_models() -> dict[str, str]:
+    """Gavel model name (`ResNet-18`) -> Synergy profile (`res18`)."""
+    frame = pd.read_csv(data_dir() / "resources" / "gavel_models.csv")
+    return dict(zip(frame["gavel_model"], frame["synergy_model"]))
+
+
+def type_demand(profile, ratio: float, gpus: int, server: tuple[int, float, float]) -> tuple[float, float, float]:
+    """(CPUs per GPU, GB per GPU, speedup) of a job on a GPU type `ratio` times as fast as the reference.
+
+    The demand is the profile's ideal on types at least as fast as the reference, else the cheapest grid point
+    that reaches the compute-bound rate. A demand above one server's share per GPU is capped and the speedup
+    read off the grid there."""
+    s = profile.speedup
+    fair_rate = min(1.0, s * ratio)
+    best = min(s, s * ratio)
+    if ratio >= 1.0:
+        cpu, mem = profile.cpus_per_gpu, profile.mem_gb_per_gpu
+    else:
+        ok = np.argwhere(profile.grid >= best - 1e-12)
+        i, j = min(((int(i), int(j)) for i, j in ok), key=lambda ij: (CPU_LEVELS[ij[0]], MEM_LEVELS[ij[1]]))
+        cpu, mem = float(CPU_LEVELS[i]), float(MEM_LEVELS[j])
+    per = min(gpus, server[0])
+    cap_cpu, cap_mem = server[1] / per, server[2] / per
+    if cpu > cap_cpu or mem > cap_mem:
+        cpu, mem = min(cpu, cap_cpu), min(mem, cap_mem)
+        best = min(best, max(profile.relative_throughput(cpu, mem), fair_rate))
+    return cpu, mem, max(1.0, best / fair_rate)
+
+
+class TypeAwareResources:
+    """The placement stage of Gavel's core when a policy is `<gavel policy>+tune|+fair|+greedy`."""
+
+    def __init__(self, cluster: ClusterSpec, gpu_types: tuple[str, ...], table: ThroughputTable, mechanism: str,
+                 sensitivity: SensitivityTable | None = None, least_free: bool = False):
+        if not cluster.has_resources:
+            raise HetschedError(f"'+{mechanism}' needs servers with CPU cores and memory, e.g. a cluster "
+                                f"'4x8/24/500@v100+4x8/24/500@k80' or a Synergy .ini file")
+        self.table = table
+        self.gpu_types = gpu_types
+        self.sensitivity = sensitivity or load_sensitivity(3)
+        self.models = gavel_models()
+        self.mechanism = mechanism
+        self.pools, self.stages, self.classes = [], [], []
+        for w in gpu_types:
+            pool = ServerPool([s for s in cluster.servers if s.gpu_type == w])
+            shares: list[tuple[float, float, float]] = []
+            adjust: list[bool] = []
+            stage = PlacementStage(pool, mechanism, least_free, shares, adjust)
+            self.pools.append(pool)
+            self.stages.append(stage)
+            self.classes.append({"index": {}, "shares": shares, "adjust": adjust, "speedup": []})
+        self._code: dict[int, list[int]] = {}            # slot -> class code per type
+
+    def profile_of(self, job_type: str):
+        from ..catalog import split_job_type
+        model = split_job_type(job_type)[0]
+        name = self.models.get(model, model)
+        if name not in self.sensitivity:
+            raise HetschedError(f"no CPU/memory profile for job type {job_type!r}; map its model in "
+                                f"data/resources/gavel_models.csv (known models: {', '.join(self.models)})")
+        return self.sensitivity[name]
+
+    def add_job(self, slot: int, job_type: str, gpus: int, tput: np.ndarray) -> None:
+        """Register a job: its class (demand and speedup) on every GPU type, from its throughput row."""
+        p = self.profile_of(job_type)
+        ref = self.gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in self.gpu_types else int(np.argmax(tput))
+        codes = []
+        for w, (pool, cls) in enumerate(zip(self.pools, self.classes)):
+            ratio = float(tput[w] / tput[ref]) if tput[ref] > 0 else 1.0
+            key = (job_type, gpus, round(ratio, 9))
+            code = cls["index"].get(key)
+            if code is None:
+                cpu, mem, speedup = type_demand(p, ratio, gpus, pool.size[:3])
+                code = len(cls["shares"])
+                cls["index"][key] = code
+                cls["shares"].append((cpu, mem, p.storage_mbps_per_gpu))
+                fair = pool.fair
+                cls["adjust"].append(cpu > fair[0] or mem > fair[1] or p.storage_mbps_per_gpu > fair[2])
+                cls["speedup"].append(speedup)
+            codes.append(code)
+        self._code[slot] = codes
+
+    def place(self, sched, plan: RoundPlan) -> None:
+        """Place each type's chosen jobs with the mechanism and set this round's steps/s (x speedup if IDEAL)."""
+        plan.assignments = []
+        entries, types = plan.entry, plan.gpu_type
+        for w in np.unique(types).tolist():
+            sel = entries[types == w]
+            slots = sched.members[sel, 0]
+            codes = np.array([self._code[s][w] for s in slots.tolist()], np.int64)
+            ids = sched.job_of_slot[slots]
+            status = self.stages[w].run(slots, sched.escale[sel], codes, ids)
+            speedups = self.classes[w]["speedup"]
+            pool = self.pools[w]
+            base = np.cumsum([0] + pool.cap_g[:-1])
+            for e, s, code in zip(sel.tolist(), slots.tolist(), codes.tolist()):
+                st = status.get(s)
+                mult = speedups[code] if st == IDEAL and self.mechanism != "fair" else 1.0
+                sched.etput[e, w, 0] = sched.tput[s, w] * mult if st is not None else 0.0
+                gpus = tuple(int(base[k]) + i for k, n in pool.where.get(s, ()) for i in range(n)) if st else ()
+                plan.assignments.append(Assignment(e, (int(sched.job_of_slot[s]),), w, gpus,
+                                                   (float(sched.etput[e, w, 0]),), int(sched.escale[e])))
+        order = {a.entry: a for a in plan.assignments}
+        plan.assignments = [order[e] for e in plan.entry.tolist()]
+        keep = np.array([bool(a.gpus) for a in plan.assignments], bool)
+        if not keep.all():                      # greedy may leave a chosen job without CPU/memory: it waits
+            plan.entry, plan.gpu_type = plan.entry[keep], plan.gpu_type[keep]
+            plan.assignments = [a for a, k in zip(plan.assignments, keep) if k]
+
+    def remove_job(self, slot: int) -> None:
+        self._code.pop(slot, None)
