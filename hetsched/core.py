@@ -18,6 +18,7 @@ from .cluster import ClusterSpec
 from .errors import HetschedError
 from .jobs import Job
 from .placement import Placer
+from .slots import JobSlots
 from .policies.base import Allocation, Policy, PolicyView
 from .policies.view import sorted_gpu_types
 from .throughputs import JobKey, ThroughputTable
@@ -57,8 +58,10 @@ class RoundPlan:
     rounds: int = 1
 
 
-class Scheduler:
+class Scheduler(JobSlots):
     """Gavel's mechanism around any policy: priorities = allocation / share received, then placement."""
+
+    SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row")
 
     PRIOR_FRACTION = 0.5   # every entry starts with half a round of "time received" per type
 
@@ -90,11 +93,8 @@ class Scheduler:
         self.placer = Placer(cluster, self.gpu_types)
         self._cols = np.array([throughputs.gpu_index(g) for g in self.gpu_types])
         # Jobs by slot.
-        self.jobs: dict[int, Job] = {}
-        self.slot: dict[int, int] = {}
         size = 64
-        self._free_slots: list[int] = list(range(size - 1, -1, -1))
-        self.job_of_slot = np.full(size, -1, np.int64)
+        self._init_slots(size)
         self.remaining = np.zeros(size)
         self.tput = np.zeros((size, n))
         self.tput_spread = np.zeros((size, n))
@@ -120,27 +120,10 @@ class Scheduler:
         self._last_gpus: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
 
     # ---- jobs -------------------------------------------------------------------------------------
-    def _grow(self) -> None:
-        old = len(self.remaining)
-        for name in ("job_of_slot", "remaining", "tput", "tput_spread", "scale", "key_row"):
-            arr = getattr(self, name)
-            new = np.zeros((old * 2,) + arr.shape[1:], arr.dtype)
-            new[:old] = arr
-            setattr(self, name, new)
-        self.job_of_slot[old:] = -1
-        self._free_slots.extend(range(old * 2 - 1, old - 1, -1))
-
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
-        if job.job_id in self.jobs:
-            raise HetschedError(f"job {job.job_id} is already active")
         key = JobKey(job.job_type, job.scale_factor)
         known = key in self.table
-        if not self._free_slots:
-            self._grow()
-        s = self._free_slots.pop()
-        self.jobs[job.job_id] = job
-        self.slot[job.job_id] = s
-        self.job_of_slot[s] = job.job_id
+        s = self._take_slot(job)
         self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
         if known:
             row = self.table.index(key)
@@ -159,12 +142,9 @@ class Scheduler:
         self.need_update = True
 
     def remove_job(self, job_id: int) -> None:
-        s = self.slot.pop(job_id)
-        self.jobs.pop(job_id)
-        self.job_of_slot[s] = -1
+        s = self._release_slot(job_id)
         if self.resources is not None:
             self.resources.remove_job(s)
-        self._free_slots.append(s)
         self._drop_entries(np.flatnonzero((self.members == s).any(axis=1)))
         self.need_update = True
 

@@ -23,6 +23,7 @@ import numpy as np
 from hetsched.cluster import ClusterSpec, Server
 from hetsched.core import Scheduler
 from hetsched.jobs import Job
+from hetsched.errors import HetschedError
 from hetsched.policies import make_policy
 from hetsched.throughputs import JobKey, ThroughputTable, load_throughputs
 
@@ -63,6 +64,10 @@ class RuntimeState:
     def __init__(self, store: Store, policy: str, round_s: float, throughputs: ThroughputTable, seed: int = 0,
                  worker_timeout_s: float = 5.0, max_attempts: int = 3, slowdowns: dict[str, float] | None = None):
         self.lock = threading.RLock()
+        probe = make_policy(policy)                      # unknown names fail here, before any worker joins
+        if getattr(probe, "resource_aware", False) or getattr(probe, "resource_mechanism", None):
+            raise HetschedError(f"policy {policy!r} places CPU cores and memory, but workers do not report them "
+                                f"yet: the runtime runs Gavel's policies (Synergy's run in the simulator)")
         self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
         self.seed, self.worker_timeout_s, self.max_attempts = seed, worker_timeout_s, max_attempts
         self.slowdowns = slowdowns or {}

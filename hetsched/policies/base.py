@@ -172,7 +172,7 @@ def make_policy(name: str, **params) -> Policy:
         composed = _with_resources(name, params)
         if composed is not None:
             return composed
-        resource = parse_resource_policy(name)
+        resource = parse_resource_policy(name, **params)
         if resource is not None:
             return resource
         raise HetschedError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}, and Synergy's "

@@ -160,7 +160,7 @@ class ResourcePolicy(Policy):
                             f"core (hetsched.resources), not as a time-fraction allocation")
 
 
-def parse_resource_policy(name: str) -> ResourcePolicy | None:
+def parse_resource_policy(name: str, **params) -> ResourcePolicy | None:
     """`FIFO+tune`, `SRTF+fair`, `LAS+opt`, `DRF` (greedy), `TETRIS+tune+place`, ...; None if not such a name."""
     parts = [p.strip() for p in name.split("+")]
     if parts[0].upper() not in ORDERINGS or not all(parts):
@@ -171,6 +171,6 @@ def parse_resource_policy(name: str) -> ResourcePolicy | None:
     if unknown or len(mechs) > 1 or len(set(mods)) != len(mods):
         raise HetschedError(f"policy {name!r}: expected ORDERING[+fair|+tune|+opt][+place] with ORDERING one of "
                             f"{', '.join(ORDERINGS)}")
-    policy = ResourcePolicy(parts[0], mechs[0] if mechs else "greedy", "place" in mods)
+    policy = ResourcePolicy(parts[0], mechs[0] if mechs else "greedy", "place" in mods, **params)
     policy.name = "+".join([parts[0].upper()] + mods)
     return policy

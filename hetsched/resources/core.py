@@ -22,6 +22,7 @@ from ..cluster import ClusterSpec
 from ..core import Assignment, RoundPlan
 from ..errors import HetschedError
 from ..jobs import Job
+from ..slots import JobSlots
 from ..policies.ordering import OrderingView, ResourcePolicy
 from .mechanism import PlacementStage
 from .pool import FAIR, ServerPool
@@ -31,8 +32,11 @@ from .profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
 STARVATION_S = 1000 * 3600.0       # a job not run for this long is sorted first (every policy's guard)
 
 
-class ResourceScheduler:
+class ResourceScheduler(JobSlots):
     """Synergy's round on one homogeneous pool of servers (single GPU type)."""
+
+    SLOT_ARRAYS = ("remaining", "total", "arrival", "attained", "last_run", "priority", "escale", "cls",
+                   "cpu_demand", "mem_demand", "iter_time", "speedup", "speedup_now", "etput", "start_time")
 
     def __init__(self, cluster: ClusterSpec, policy: ResourcePolicy, sensitivity: SensitivityTable | None = None,
                  *, round_s: float = 300.0, seed: int = 0, macro_rounds: bool = True, round_origin_s: float = 0.0):
@@ -69,11 +73,8 @@ class ResourceScheduler:
         self.next_arrival_s: float | None = None     # set by the simulator before each plan
         self._plan_end = 0.0
         # Jobs by slot.
-        self.jobs: dict[int, Job] = {}
-        self.slot: dict[int, int] = {}
         size = 64
-        self._free_slots = list(range(size - 1, -1, -1))
-        self.job_of_slot = np.full(size, -1, np.int64)
+        self._init_slots(size)
         self.remaining = np.zeros(size)
         self.total = np.zeros(size)
         self.arrival = np.zeros(size)
@@ -128,30 +129,16 @@ class ResourceScheduler:
         return code
 
     def _grow(self) -> None:
-        old = len(self.remaining)
-        for name in ("job_of_slot", "remaining", "total", "arrival", "attained", "last_run", "priority", "escale",
-                     "cls", "cpu_demand", "mem_demand", "iter_time", "speedup", "speedup_now", "etput", "start_time"):
-            arr = getattr(self, name)
-            new = np.zeros((old * 2,) + arr.shape[1:], arr.dtype)
-            new[:old] = arr
-            setattr(self, name, new)
-        self.job_of_slot[old:] = -1
-        self.members = np.stack([np.arange(old * 2), np.full(old * 2, -1)], axis=1)
-        self._free_slots.extend(range(old * 2 - 1, old - 1, -1))
+        super()._grow()
+        size = len(self.job_of_slot)
+        self.members = np.stack([np.arange(size), np.full(size, -1)], axis=1)
 
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
-        if job.job_id in self.jobs:
-            raise HetschedError(f"job {job.job_id} is already active")
         if job.scale_factor > self.pool.num_gpus:
             raise HetschedError(f"job {job.job_id} needs {job.scale_factor} GPUs; the cluster has "
                                 f"{self.pool.num_gpus}")
         code = self._class_of(job.job_type, job.scale_factor)
-        if not self._free_slots:
-            self._grow()
-        s = self._free_slots.pop()
-        self.jobs[job.job_id] = job
-        self.slot[job.job_id] = s
-        self.job_of_slot[s] = job.job_id
+        s = self._take_slot(job)
         res = self._c_res[code]
         p = self.table[job.job_type]
         self.total[s] = float(job.total_steps)
@@ -176,15 +163,12 @@ class ResourceScheduler:
         self._multi_gpu_jobs += job.scale_factor > 1
 
     def remove_job(self, job_id: int) -> None:
-        s = self.slot.pop(job_id)
+        s = self._release_slot(job_id)
         self._demand_gpus -= int(self.escale[s])
         code = int(self.cls[s])
         self._used -= self._k_share_of(code) * int(self.escale[s])
         self._class_count[code] -= 1
         self._multi_gpu_jobs -= int(self.escale[s]) > 1
-        self.jobs.pop(job_id)
-        self.job_of_slot[s] = -1
-        self._free_slots.append(s)
         self._active = None
 
     def active_slots(self) -> np.ndarray:
