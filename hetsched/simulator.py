@@ -165,9 +165,11 @@ class RoundSimulation:
             out.round_done(plan, self._steps, self.round_start, self._ends)
             completed = sched.credit(plan.entry, plan.gpu_type, self._steps, self._ends - self.round_start)
             members = sched.members[plan.entry]
+            single = plan.steps is not None                # one job per entry: its row is its position
+            position = {s: k for k, s in enumerate(plan.entry.tolist())} if single and len(completed) else None
             for slot in completed.tolist():
                 job_id = int(sched.job_of_slot[slot])
-                k, col = np.argwhere(members == slot)[0]
+                k, col = (position[slot], 0) if single else np.argwhere(members == slot)[0]
                 out.completed(job_id, slot, float(self._finish[k, col]))
                 sched.remove_job(job_id)
                 self.finished += 1

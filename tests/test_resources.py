@@ -13,6 +13,18 @@ from hetsched.resources.pool import FAIR, IDEAL, ServerPool
 from hetsched.resources.profiles import load_sensitivity
 
 
+def by_slot(jobs, values):
+    """A per-slot array (what the stage indexes) from values aligned with `jobs`."""
+    out = np.zeros(max(jobs) + 1, np.int64)
+    out[list(jobs)] = values
+    return out
+
+
+def run(stage, jobs, gpus, codes):
+    jobs = np.asarray(jobs, np.int64)
+    return stage.run(jobs, by_slot(jobs, gpus), by_slot(jobs, codes), by_slot(jobs, jobs))
+
+
 def pool(n=2, gpus=8, cpus=24, mem=500, sspeed=500):
     return ServerPool([Server("v100", gpus, cpu_cores=cpus, dram_gb=mem, storage_mbps=sspeed)] * n)
 
@@ -51,9 +63,8 @@ def test_tune_demotes_itself_then_peers():
     p = pool(1)
     stage = PlacementStage(p, "tune", False, shares, adjust)
     stage.code_of = lambda s: 0 if s < 100 else 1
-    jobs = np.array([0, 1, 100, 2, 3, 4, 5, 6])
-    codes = np.array([0, 0, 1, 0, 0, 0, 0, 0])
-    status = stage.run(jobs, np.ones(8, int), codes, jobs)
+    jobs = [0, 1, 100, 2, 3, 4, 5, 6]
+    status = run(stage, jobs, [1] * 8, [0, 0, 1, 0, 0, 0, 0, 0])
     # 0 and 1 take 24 CPUs; 100 (1 CPU) cannot fit, keeps its own demand and demotes peer 0 to 3 CPUs;
     # later alexnets drop to the fair share and demote peer 1.
     assert status[0] == FAIR and status[1] == FAIR and status[100] == IDEAL
@@ -66,10 +77,10 @@ def test_tune_demotes_itself_then_peers():
 def test_greedy_skips_and_fair_always_fits():
     shares = [(12.0, 125.0, 62.5)]
     greedy = PlacementStage(pool(1), "greedy", False, shares, [True])
-    st = greedy.run(np.arange(4), np.ones(4, int), np.zeros(4, int), np.arange(4))
+    st = run(greedy, range(4), [1] * 4, [0] * 4)
     assert sorted(st) == [0, 1]                               # two alexnets exhaust the CPUs; GPUs stay idle
     fair = PlacementStage(pool(1), "fair", False, shares, [True])
-    st = fair.run(np.arange(10), np.ones(10, int), np.zeros(10, int), np.arange(10))
+    st = run(fair, range(10), [1] * 10, [0] * 10)
     assert len(st) == 8 and set(st.values()) == {FAIR}
 
 
@@ -100,15 +111,16 @@ def test_resumed_rounds_equal_fresh_placement(mechanism, least_free):
             next_id += 1
         if rng.random() < 0.1:
             rng.shuffle(queue)
-        jobs = np.array(queue, np.int64)
-        codes = np.array([code_of[j] for j in queue], np.int64)
-        gpus = np.array([classes[c] for c in codes], np.int64)
-        got = stage.run(jobs, gpus, codes, jobs)
+        if not queue:
+            continue
+        codes = [code_of[j] for j in queue]
+        gpus = [classes[c] for c in codes]
+        got = run(stage, queue, gpus, codes)
         state = (dict(got), list(stage.pool.fg), [round(v, 9) for v in stage.pool.fc],
                  [round(v, 9) for v in stage.pool.fm], sorted(stage.demoted))
         fresh = PlacementStage(ServerPool(servers), mechanism, least_free, shares, adjust)
         fresh.code_of = stage.code_of
-        want = fresh.run(jobs, gpus, codes, jobs)
+        want = run(fresh, queue, gpus, codes)
         assert state == (dict(want), list(fresh.pool.fg), [round(v, 9) for v in fresh.pool.fc],
                          [round(v, 9) for v in fresh.pool.fm], sorted(fresh.demoted))
 
@@ -152,3 +164,34 @@ def test_demand_capping_reinterpolates_speedup():
     alex16 = table.demands("alexnet", 16, (8, 24, 500, 500))
     assert (alex16.cpus, alex16.mem_gb, alex16.speedup) == (48, 1000, 1)
     assert table.demands("gnmt", 1, (8, 24, 500, 500)).mem_gb == 20
+
+
+def test_order_free_certificate_holds_for_every_order():
+    """Whenever the core says every runnable job fits at its ideal share in any order, random orders of first-fit
+    TUNE must indeed place every job at IDEAL with no demotion."""
+    from hetsched import Job
+    from hetsched.policies import make_policy
+    from hetsched.resources.core import ResourceScheduler
+
+    table = load_sensitivity(3)
+    models = table.models
+    rng = random.Random(3)
+    cluster = synergy_cluster(servers=4)
+    certified = 0
+    for trial in range(300):
+        core = ResourceScheduler(cluster, make_policy("FIFO+tune"), table)
+        n = rng.randint(1, 18)
+        for i in range(n):
+            core.add_job(Job(i, float(i), rng.choice(models), rng.choice([1, 1, 1, 2, 4]), 1000))
+        core._refresh_class_arrays()
+        slots = core.active_slots()
+        if not core._everyone_fits(slots):
+            continue
+        certified += 1
+        for _ in range(5):
+            order = np.array(rng.sample(slots.tolist(), len(slots)), np.int64)
+            stage = PlacementStage(ServerPool(cluster.server_shapes()), "tune", False, core._c_share, core._c_adjust)
+            stage.code_of = lambda s: int(core.cls[s])
+            status = stage.run(order, core.escale, core.cls, core.job_of_slot)
+            assert len(status) == len(slots) and set(status.values()) == {IDEAL} and not stage.demoted
+    assert certified > 40

@@ -107,3 +107,13 @@ def test_rejects_clusters_it_cannot_schedule():
         simulate(jobs, ClusterSpec.parse("8:0:0"), "FIFO+tune")
     with pytest.raises(HetschedError, match="no model"):
         simulate([Job(0, 0.0, "ResNet-50 (batch size 64)", 1, 100)], synergy_cluster(servers=1), "FIFO+tune")
+
+
+@pytest.mark.parametrize("policy", ["SRTF+fair", "LAS+fair", "FTF+fair", "TETRIS+fair", "LAS+tune", "FTF+opt"])
+def test_merged_rounds_are_exact_on_a_queueing_single_gpu_stream(policy, single_stream):
+    """Single-GPU jobs under heavy load: merged rounds (set-only or order-stable) give the same JCTs."""
+    cluster = synergy_cluster(servers=2)
+    fast = simulate(single_stream[:160], cluster, policy, record_timeline=False)
+    slow = simulate(single_stream[:160], cluster, policy, record_timeline=False, macro_rounds=False)
+    assert jcts(fast) == jcts(slow)
+    assert fast.num_recomputes < slow.num_recomputes

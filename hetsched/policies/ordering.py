@@ -57,6 +57,7 @@ class Ordering:
     name: ClassVar[str] = "ordering"
     static: ClassVar[bool] = False
     all_jobs: ClassVar[bool] = True      # place every runnable job in order (False: only the GPU-count fill)
+    uses_speedup: ClassVar[bool] = False # the key reads last round's speedup (remaining time)
 
     def key(self, v: OrderingView) -> np.ndarray:
         raise NotImplementedError
@@ -87,6 +88,7 @@ class SRTF(Ordering):
     """Shortest remaining time first (remaining time at the current speedup unless GPU-proportional)."""
 
     name = "SRTF"
+    uses_speedup = True
 
     def key(self, v):
         return v.remaining_s()
@@ -106,6 +108,7 @@ class FTF(Ordering):
     """Finish-time fairness (Themis-like): (time in system + remaining) / ideal duration at the fair share."""
 
     name = "FTF"
+    uses_speedup = True
 
     def key(self, v):
         return (v.now - v.arrival + v.remaining_s()) / (v.iteration_time * v.total)
@@ -126,6 +129,7 @@ class Tetris(Ordering):
     """Tetris: remaining time times the demand normalised by the cluster size, summed over resources."""
 
     name = "TETRIS"
+    uses_speedup = True
 
     def key(self, v):
         g, c, m = v.totals

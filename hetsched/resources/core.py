@@ -256,9 +256,10 @@ class ResourceScheduler(JobSlots):
         code = self.cls[run]
         credit = self._k_credit[code, fair_run + 2 * spread]
         alloc = self._allocation(code, fair_run)
-        self.speedup_now[slots] = self.speedup[slots]
-        if demoted:
-            self.speedup_now[demoted] = 1.0
+        if self.policy.ordering.uses_speedup:
+            self.speedup_now[slots] = self.speedup[slots]
+            if demoted:
+                self.speedup_now[demoted] = 1.0
         rounds = self._repeatable_rounds(now, run, credit, order_free, order) if self.macro_rounds else 1
         return self._finish_plan(now, run, credit, rounds, alloc)
 
@@ -338,15 +339,17 @@ class ResourceScheduler(JobSlots):
             jobs = self._gpu_fill(order)
             if self.policy.mechanism == "tune":      # LAS+tune packs larger GPU demands first (stable)
                 jobs = jobs[np.argsort(-self.escale[jobs], kind="stable")]
-        return self.stage.run(jobs, self.escale[jobs], self.cls[jobs], self.job_of_slot[jobs])
+        return self.stage.run(jobs, self.escale, self.cls, self.job_of_slot)
 
     # ---- order-free rounds and repetition --------------------------------------------------------------
     def _everyone_fits(self, slots: np.ndarray) -> bool:
         """True when every runnable job gets its GPUs and its share (ideal, or fair under `fair`) in any order.
 
-        A job can fail only if every server is blocked: out of GPUs, or with less left than the largest
-        per-GPU share in some resource. Counting how many servers the other jobs' demands can block gives a
-        bound; when it leaves room for the largest job's GPUs on distinct servers, no order can fail.
+        A job fails only if every server is blocked: all its GPUs taken, or less left than the largest per-GPU
+        share `b` in some resource. Measure each job by its largest fraction of a server's blocking amount,
+        `max(gpus / G, cpus / (C - b_cpu), GB / (M - b_mem), MB/s / (S - b_mbps))`: a blocked server holds jobs
+        whose measures sum to at least 1, so fewer servers than the sum over all jobs can be blocked. When that
+        leaves as many free servers as the widest job has GPUs, no order can make a job fail.
         """
         pool = self.pool
         if self._demand_gpus > pool.num_gpus:
@@ -356,15 +359,14 @@ class ResourceScheduler(JobSlots):
         if not pool.identical or (self._k_penalized and self._multi_gpu_jobs):
             return False                     # the bound assumes identical servers and no placement penalty
         present = self._class_count > 0
-        biggest = self._k_share[present].max(axis=0)
-        blocked = self._demand_gpus // pool.size[0]
-        for u, cap, b in zip(self._used.tolist(), pool.size[1:], biggest.tolist()):
-            room = cap - b
-            if room <= 0:
-                return False
-            blocked += int((u + 1e-6) // room)          # (+1e-6: sums of shares may carry rounding)
-        widest = self._k_gpus[present].max()
-        return pool.num - blocked >= widest
+        shares = self._k_share[present]
+        room = np.asarray(pool.size[1:], float) - shares.max(axis=0)
+        if (room <= 0).any():
+            return False
+        g = self._k_gpus[present].astype(float)
+        measure = np.maximum(g / pool.size[0], ((shares * g[:, None]) / room).max(axis=1))
+        blocked = int(float(self._class_count[present] @ measure) + 1e-9)
+        return pool.num - blocked >= self._k_gpus[present].max()
 
     def _repeatable_rounds(self, now: float, run: np.ndarray, credit: np.ndarray, order_free: bool,
                            order: np.ndarray | None = None) -> int:
@@ -425,6 +427,8 @@ class ResourceScheduler(JobSlots):
 
         k1, k2 = keys(1), keys(2)
         prio = self.priority[order]
+        if self._fair and not self._multi_gpu_jobs and not prio.any():
+            return self._rounds_until_swap_in(k1, k2 - k1, step > 0)
         same = prio[1:] == prio[:-1]
         gap = (k1[1:] - k1[:-1])[same]
         if (gap < 0).any():
@@ -439,6 +443,21 @@ class ResourceScheduler(JobSlots):
             return 1 << 30
         m = np.ceil((gap[ahead] - tol[ahead]) / closing[ahead]).min()       # rounds after the next one
         return max(1, int(m))
+
+    @staticmethod
+    def _rounds_until_swap_in(k1: np.ndarray, delta: np.ndarray, running: np.ndarray) -> int:
+        """Under GPU-proportional shares with single-GPU jobs only the running set matters, not its order: it
+        stays while every running key stays below every waiting key. A safe bound from the extremes."""
+        if running.all() or not running.any():
+            return 1 << 30
+        run_k, wait_k = k1[running], k1[~running]
+        gap = wait_k.min() - run_k.max()
+        if gap <= 1e-9 * max(abs(wait_k.min()), 1.0):
+            return 1
+        closing = delta[running].max() - delta[~running].min()
+        if closing <= 0:
+            return 1 << 30
+        return max(1, int(np.ceil(gap / closing)) - 1)
 
     def _pending_arrival_rounds(self, now: float) -> int | None:
         """Rounds until the next arrival is admitted (set by the simulator; None = no arrival known)."""

@@ -117,13 +117,13 @@ class TypeAwareResources:
         for w in np.unique(types).tolist():
             sel = entries[types == w]
             slots = sched.members[sel, 0]
-            codes = np.array([self._code[s][w] for s in slots.tolist()], np.int64)
-            ids = sched.job_of_slot[slots]
-            status = self.stages[w].run(slots, sched.escale[sel], codes, ids)
+            codes = np.zeros(len(sched.job_of_slot), np.int64)
+            codes[slots] = [self._code[s][w] for s in slots.tolist()]
+            status = self.stages[w].run(slots, sched.scale, codes, sched.job_of_slot)
             speedups = self.classes[w]["speedup"]
             pool = self.pools[w]
             base = np.cumsum([0] + pool.cap_g[:-1])
-            for e, s, code in zip(sel.tolist(), slots.tolist(), codes.tolist()):
+            for e, s, code in zip(sel.tolist(), slots.tolist(), codes[slots].tolist()):
                 st = status.get(s)
                 mult = speedups[code] if st == IDEAL and self.mechanism != "fair" else 1.0
                 sched.etput[e, w, 0] = sched.tput[s, w] * mult if st is not None else 0.0

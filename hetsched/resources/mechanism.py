@@ -54,27 +54,29 @@ class PlacementStage:
     # ---- undo ----------------------------------------------------------------------------------------
     def _undo_to(self, mark: int) -> None:
         pool, trail, status = self.pool, self._trail, self.status
-        while len(trail) > mark:
+        fg, fc, fm, fs, on = pool.fg, pool.fc, pool.fm, pool.fs, pool.on
+        freed = 0
+        for _ in range(len(trail) - mark):
             rec = trail.pop()
             kind = rec[0]
             if kind == 4:                                   # one GPU on one server: (4, job, server, c, m, s)
                 _, job, k, c, m, s = rec
-                pool.fg[k] += 1
-                pool.fc[k] += c
-                pool.fm[k] += m
-                pool.fs[k] += s
-                pool.on[k].pop()
-                pool.free += 1
+                fg[k] += 1
+                fc[k] += c
+                fm[k] += m
+                fs[k] += s
+                on[k].pop()
+                freed += 1
                 del status[job]
             elif kind == 0:                                 # commit: (0, job, where, c, m, s)
                 _, job, where, c, m, s = rec
                 for k, n in where:                          # (pool.where/share keep a stale entry: harmless)
-                    pool.fg[k] += n
-                    pool.fc[k] += c * n
-                    pool.fm[k] += m * n
-                    pool.fs[k] += s * n
-                    pool.on[k].pop()
-                    pool.free += n
+                    fg[k] += n
+                    fc[k] += c * n
+                    fm[k] += m * n
+                    fs[k] += s * n
+                    on[k].pop()
+                    freed += n
                 del status[job]
             elif kind == 1:                                 # demotion of a placed peer
                 _, job, share, old_status, was_demoted = rec
@@ -83,20 +85,21 @@ class PlacementStage:
                 if was_demoted:
                     self.demoted.pop()
             elif kind == 2:                                 # a server's job list sorted in place
-                pool.on[rec[1]][:] = rec[2]
+                on[rec[1]][:] = rec[2]
             else:                                           # self-demotion recorded
                 self.demoted.pop()
+        pool.free += freed
 
     # ---- the round -----------------------------------------------------------------------------------
-    def run(self, jobs: np.ndarray, gpus: np.ndarray, codes: np.ndarray, ids: np.ndarray) -> dict[int, int]:
-        """Place `jobs` (slots, in order) while GPUs remain; returns slot -> IDEAL/FAIR for the jobs that run.
+    def run(self, order: np.ndarray, gpus: np.ndarray, codes: np.ndarray, ids: np.ndarray) -> dict[int, int]:
+        """Place the jobs of `order` (slots) while GPUs remain; returns slot -> IDEAL/FAIR for the jobs that run.
 
-        `ids` are the jobs' ids: slots are reused, so the resume point compares ids. Only the examined part of
-        the (possibly long) queue is converted to Python lists, a chunk at a time.
+        `gpus`, `codes` and `ids` are indexed by slot (GPU count, class code, job id). Slots are reused, so the
+        resume point compares ids. Only the examined part of a (possibly long) queue is looked at.
         """
         prev = self._prev
-        n = min(len(prev), len(ids))
-        differ = np.flatnonzero(prev[:n] != ids[:n])
+        n = min(len(prev), len(order))
+        differ = np.flatnonzero(prev[:n] != ids[order[:n]])
         r = int(differ[0]) if len(differ) else n
         if r == 0:
             self.reset()
@@ -106,11 +109,11 @@ class PlacementStage:
             del marks[r:]
         self.resumed_at = r
         self._clean = False
-        examined = self._place(jobs, gpus, codes, r)
-        self._prev = ids[:examined].copy()
+        examined = self._place(order, gpus, codes, r)
+        self._prev = ids[order[:examined]]
         return self.status
 
-    def _place(self, jobs_a: np.ndarray, gpus_a: np.ndarray, codes_a: np.ndarray, start: int) -> int:
+    def _place(self, order: np.ndarray, gpus_of: np.ndarray, codes_of: np.ndarray, start: int) -> int:
         """Place from position `start`; returns how many positions were examined.
 
         Single-GPU first-fit placements (the common case) are inlined; everything else goes through the pool.
@@ -118,43 +121,52 @@ class PlacementStage:
         pool, trail, marks, status = self.pool, self._trail, self._marks, self.status
         shares, fit, commit = self.shares, self.fit, pool.commit
         fg, fc, fm, fs, on, where_of, share_of = pool.fg, pool.fc, pool.fm, pool.fs, pool.on, pool.where, pool.share
-        servers = range(pool.num)
         inline = fit == pool.first_fit
         fair_mech = self.mechanism == "fair"
         tune = self.mechanism == "tune"
         placed = FAIR if fair_mech else IDEAL
         fair = pool.fair
-        total = len(jobs_a)
+        total = len(order)
+        num = pool.num
+        ptr = self._first = [0] * len(shares)          # per class: no server before this one holds its share
         i = start
-        while i < total and pool.free:
-            stop = min(total, i + max(2 * pool.free, 64))
-            jobs, gpus, codes = jobs_a[i:stop].tolist(), gpus_a[i:stop].tolist(), codes_a[i:stop].tolist()
+        free = pool.free
+        while i < total and free:
+            stop = min(total, i + max(2 * free, 64))
+            chunk = order[i:stop]
+            jobs, gpus, codes = chunk.tolist(), gpus_of[chunk].tolist(), codes_of[chunk].tolist()
             for s, g, code in zip(jobs, gpus, codes):
-                if not pool.free:
+                if not free:
+                    pool.free = free
                     return i
                 marks.append(len(trail))
                 i += 1
-                if g > pool.free:
+                if g > free:
                     continue
                 c, m, ss = fair if fair_mech else shares[code]
                 if inline and g == 1:
-                    for k in servers:
+                    for k in range(ptr[code], num):
                         if fg[k] and fc[k] >= c and fm[k] >= m and fs[k] >= ss:
                             fg[k] -= 1
                             fc[k] -= c
                             fm[k] -= m
                             fs[k] -= ss
                             on[k].append(s)
-                            pool.free -= 1
+                            free -= 1
                             where_of[s] = ((k, 1),)
                             share_of[s] = (c, m, ss)
                             trail.append((4, s, k, c, m, ss))
                             status[s] = placed
+                            ptr[code] = k
                             break
                     else:
+                        ptr[code] = num
                         if tune:
+                            pool.free = free
                             self._tune_fallback(s, g, code)
+                            ptr, free = self._first, pool.free
                     continue
+                pool.free = free
                 where = fit(c, m, ss, g)
                 if where is not None:
                     commit(s, where, c, m, ss)
@@ -162,7 +174,10 @@ class PlacementStage:
                     status[s] = placed
                 elif tune:
                     self._tune_fallback(s, g, code)
+                    ptr = self._first
+                free = pool.free
                 # greedy skips the job; fair fits whenever GPUs do
+        pool.free = free
         return i
 
     def _tune_fallback(self, s: int, g: int, code: int) -> None:
@@ -190,6 +205,7 @@ class PlacementStage:
     def _demote_peers(self, c: float, m: float, ss: float, g: int) -> None:
         """Bring CPU-rich peers on the least-free server(s) back to the fair share (amendments 1-3)."""
         pool, trail, status = self.pool, self._trail, self.status
+        self._first = [0] * len(self.shares)            # demotions free resources: search from server 0 again
         fair = pool.fair
         for k, n in pool.underutilized(g):
             ratio = n / g
