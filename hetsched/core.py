@@ -51,10 +51,10 @@ class RoundPlan:
     gpu_type: np.ndarray
     recomputed: bool = False
     assignments: list[Assignment] = field(default_factory=list)
-    # Set by cores whose run stage computes progress itself (resource core): steps and finish times per member
-    # ((k, 2) each), and how many identical rounds the plan stands for.
+    # Set by cores whose leases end with the round (resource core): iterations per job this plan, the lease end,
+    # and how many identical rounds the plan stands for.
     steps: np.ndarray | None = None
-    finish: np.ndarray | None = None
+    end: float = 0.0
     rounds: int = 1
 
 

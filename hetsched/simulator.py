@@ -143,7 +143,8 @@ class RoundSimulation:
         config = self.config
         self.arrivals = Arrivals(jobs)
         self.out = ResultBuilder(self.sched, config)
-        self._grid = getattr(self.sched, "next_round_time", None)
+        if getattr(self.sched, "leases_end_with_rounds", False):
+            self.step = self._step_leases          # type: ignore[method-assign]
         self.window_left = None if config.window is None else config.window[1] - config.window[0]
         self.place = config.record_timeline or config.placement_aware
         self.now = self.round_start = 0.0
@@ -165,11 +166,9 @@ class RoundSimulation:
             out.round_done(plan, self._steps, self.round_start, self._ends)
             completed = sched.credit(plan.entry, plan.gpu_type, self._steps, self._ends - self.round_start)
             members = sched.members[plan.entry]
-            single = plan.steps is not None                # one job per entry: its row is its position
-            position = {s: k for k, s in enumerate(plan.entry.tolist())} if single and len(completed) else None
             for slot in completed.tolist():
                 job_id = int(sched.job_of_slot[slot])
-                k, col = (position[slot], 0) if single else np.argwhere(members == slot)[0]
+                k, col = np.argwhere(members == slot)[0]
                 out.completed(job_id, slot, float(self._finish[k, col]))
                 sched.remove_job(job_id)
                 self.finished += 1
@@ -178,7 +177,7 @@ class RoundSimulation:
         else:
             nxt = arrivals.peek_time()
             if nxt is not None:
-                self.now = max(self.now, nxt if self._grid is None else self._grid(nxt))
+                self.now = max(self.now, nxt)
             elif not sched.jobs:
                 return False
         now = self.now
@@ -191,17 +190,12 @@ class RoundSimulation:
         if self.window_left == 0:
             return False
         exhausted = arrivals.peek_time() is None
-        if self._grid is not None:
-            sched.next_arrival_s = arrivals.peek_time()
         self.round_start = now                   # after an idle gap the round starts now, not at the last end
         # With nothing running and nothing left to arrive, waiting cannot help: recompute now.
         plan = self.plan = sched.plan(now, force_recompute=not running and exhausted and bool(sched.jobs),
                                       place=self.place)
         out.planned(plan)
-        if plan.steps is not None and len(plan.entry):
-            self._steps, self._finish, self._ends = plan.steps, plan.finish, plan.finish[:, 0]
-            self._stalled = 0
-        elif len(plan.entry):
+        if len(plan.entry):
             members = sched.members[plan.entry]
             tput = sched.etput[plan.entry, plan.gpu_type]                     # (k, 2) steps/s per member
             steps = np.zeros_like(tput)
@@ -218,6 +212,53 @@ class RoundSimulation:
             if self._stalled > 2:
                 raise SimulationError(f"no job can run and none will arrive; stuck jobs {sorted(sched.jobs)[:5]} "
                                       f"(does each fit on some GPU type with non-zero throughput?)")
+        return True
+
+    def _step_leases(self) -> bool:
+        """`step` for cores whose leases all end with the round (the resource core): a plan covers
+        `plan.rounds` identical rounds from `plan.now` to `plan.end`; arrivals wait for the next round."""
+        sched, out, arrivals = self.sched, self.out, self.arrivals
+        window = self.config.window
+        plan = self.plan
+        if self.window_left == 0 or (self.window_left is None and not sched.jobs and arrivals.peek_time() is None):
+            return False
+        if plan is not None and len(plan.entry):
+            now = self.now = plan.end
+            if out.record_timeline:
+                k = len(plan.entry)
+                out.round_done(plan, np.stack([plan.steps, np.zeros(k)], axis=1), plan.now, np.full(k, now))
+            for slot in sched.credit_plan(plan).tolist():
+                job_id = int(sched.job_of_slot[slot])
+                out.completed(job_id, slot, now)
+                sched.remove_job(job_id)
+                self.finished += 1
+                if window is not None and window[0] <= job_id < window[1]:
+                    self.window_left -= 1
+        else:
+            nxt = arrivals.peek_time()
+            if nxt is not None:
+                self.now = max(self.now, sched.next_round_time(nxt))
+            elif not sched.jobs:
+                return False
+        now = self.now
+        for job in arrivals.pop_until(now):
+            sched.add_job(job)
+            out.arrived(job, sched.slot[job.job_id])
+        limit = self.config.max_active_jobs
+        if limit is not None and len(sched.jobs) > limit:
+            raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s (max_active_jobs={limit})")
+        if self.window_left == 0:
+            return False
+        sched.next_arrival_s = nxt = arrivals.peek_time()
+        plan = self.plan = sched.plan(now)
+        if len(plan.entry):
+            out.rounds += plan.rounds
+            self._stalled = 0
+        elif nxt is None:
+            self._stalled += 1
+            if self._stalled > 2:
+                raise SimulationError(f"no job can run and none will arrive; stuck jobs {sorted(sched.jobs)[:5]} "
+                                      f"(does each fit on some server?)")
         return True
 
     def result(self) -> Result:

@@ -190,14 +190,29 @@ def write_frame(frame: pd.DataFrame, path: str | Path) -> None:
         raise ThroughputError(f"{path}: write .parquet or .csv")
 
 
+_CACHE: dict[tuple[str, int, int], ThroughputTable] = {}
+
+
+def _read_cached(path: Path) -> ThroughputTable:
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    table = _CACHE.get(key)
+    if table is None:
+        if len(_CACHE) >= 16:
+            _CACHE.clear()
+        table = _CACHE[key] = ThroughputTable.read(path)
+    return table
+
+
 def load_throughputs(name_or_path: str | Path = DEFAULT_DATASET) -> ThroughputTable:
-    """A dataset name from `data/throughputs/` (e.g. `gavel_simulation`) or a path to a table or JSON file."""
+    """A dataset name from `data/throughputs/` (e.g. `gavel_simulation`) or a path to a table or JSON file.
+
+    Tables are immutable, so a file already read (same path, size and modification time) is not read again."""
     candidate = data_dir() / "throughputs" / f"{name_or_path}.parquet"
     if isinstance(name_or_path, str) and "/" not in name_or_path and candidate.exists():
-        table = ThroughputTable.read(candidate)
-        return table
+        return _read_cached(candidate)
     path = Path(name_or_path)
     if path.exists():
-        return ThroughputTable.read(path)
+        return _read_cached(path)
     raise ThroughputError(f"no throughput dataset or file {str(name_or_path)!r}; datasets: "
                           f"{', '.join(available_datasets()) or '(none found in ' + str(data_dir()) + ')'}")

@@ -71,7 +71,6 @@ class ResourceScheduler(JobSlots):
             self.stage = PlacementStage(self.pool, policy.mechanism, policy.placement, self._c_share, self._c_adjust)
             self.stage.code_of = lambda slot: int(self.cls[slot])
         self.next_arrival_s: float | None = None     # set by the simulator before each plan
-        self._plan_end = 0.0
         # Jobs by slot.
         size = 64
         self._init_slots(size)
@@ -317,15 +316,9 @@ class ResourceScheduler(JobSlots):
         return tuple(self._k_alloc[code, fair_share.astype(np.intp)].sum(axis=0).tolist())
 
     def _finish_plan(self, now: float, run: np.ndarray, credit: np.ndarray, rounds: int, alloc) -> RoundPlan:
-        k = len(run)
         end = now + rounds * self.round_s
-        plan = RoundPlan(now, run, np.zeros(k, np.int64))
-        plan.steps = np.zeros((k, 2))
-        np.minimum(credit * rounds, self.remaining[run], out=plan.steps[:, 0])
-        plan.finish = np.full((k, 2), -np.inf)
-        plan.finish[:, 0] = end
-        plan.rounds = rounds
-        self._plan_end = end
+        plan = RoundPlan(now, run, np.zeros(len(run), np.int64), steps=np.minimum(credit * rounds, self.remaining[run]),
+                         end=end, rounds=rounds)
         fresh = run[np.isnan(self.start_time[run])]
         self.start_time[fresh] = now
         self.busy_gpu_s += float(self.escale[run].sum()) * rounds * self.round_s
@@ -519,12 +512,14 @@ class ResourceScheduler(JobSlots):
         return jobs, credit, everyone_best and len(jobs) == len(self.active_slots())
 
     # ---- progress ------------------------------------------------------------------------------------
-    def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray,
-               ) -> np.ndarray:
-        """Credit a finished plan (iterations per job, (k, 2)); returns the slots of jobs that completed."""
-        self.remaining[entry] -= steps[:, 0]
-        self.attained[entry] += exec_time
-        self.last_run[entry] = self._plan_end
+    leases_end_with_rounds = True   # the simulator drives this core with `_step_leases`
+
+    def credit_plan(self, plan: RoundPlan) -> np.ndarray:
+        """Credit a finished plan; returns the slots of the jobs that completed."""
+        entry = plan.entry
+        self.remaining[entry] -= plan.steps
+        self.attained[entry] += plan.end - plan.now
+        self.last_run[entry] = plan.end
         return entry[self.remaining[entry] <= 0]
 
     accounts_progress = True        # the ResultBuilder asks `account` instead of mirroring every round

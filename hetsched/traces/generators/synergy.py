@@ -98,32 +98,19 @@ class SynergyGenerator:
             raise SpecError("synergy generator: the Philly trace has no usable job")
 
     def __iter__(self) -> Iterator[Job]:
-        split = ClassSplit(self.split, self.table)
-        arrival_rng = random.Random(self.seed)
-        synthetic = self.multi_gpu and self.philly_gpus is None
-        duration_rng = arrival_rng if synthetic else random.Random(self.seed)
-        records = len(self.philly_gpus) if self.philly_gpus is not None else None
-        drawn: list[float] = []
+        draws = _draws(self.seed, tuple(self.split), self.multi_gpu, self.table,
+                       None if self.philly_gpus is None else tuple(self.philly_gpus))
+        jph = self.jobs_per_hour
         arrival = 0
         job_id = 0
         while True:
-            arrival += poisson_gap_s(arrival_rng, self.jobs_per_hour)
-            gpus = 1
-            if synthetic:
-                duration = gavel_like_duration(arrival_rng)
-                gpus = synthetic_gpu_demand(arrival_rng)
-            else:
-                k = job_id if records is None else job_id % records
-                while len(drawn) <= k:        # the parse draws one duration per record, in record order
-                    drawn.append(gavel_like_duration(duration_rng))
-                duration = drawn[k]
-                if self.multi_gpu:
-                    gpus = int(self.philly_gpus[k])
-            arrival_rng.randint(0, len(self.table.models) - 1)    # the artifact's discarded class draw
-            model = split.next()
-            iterations = int(duration / self.table[model].iteration_time_s)
-            yield Job(job_id=job_id, arrival_time_s=float(arrival), job_type=model, scale_factor=gpus,
-                      total_steps=iterations, duration_s=duration)
+            if job_id >= len(draws.u):
+                draws.extend(job_id + 256)
+            hours = -math.log(1.0 - draws.u[job_id]) / jph
+            arrival += math.ceil(hours * 60 * 60)
+            yield Job(job_id=job_id, arrival_time_s=float(arrival), job_type=draws.model[job_id],
+                      scale_factor=draws.gpus[job_id], total_steps=draws.iterations[job_id],
+                      duration_s=draws.duration[job_id])
             job_id += 1
 
     def jobs(self, num_jobs: int) -> list[Job]:
@@ -132,3 +119,61 @@ class SynergyGenerator:
             raise SpecError("synergy generator: num_jobs must be >= 0")
         it = iter(self)
         return [next(it) for _ in range(num_jobs)]
+
+
+class _Draws:
+    """The rate-independent part of a stream, drawn in the artifact's order: per job the uniform behind its
+    Poisson gap, its model, iterations, duration and GPU count. The gaps scale with the rate; nothing else does,
+    so a sweep over rates draws once per process."""
+
+    def __init__(self, seed: int, split: tuple, multi_gpu: bool, table: SensitivityTable,
+                 philly_gpus: tuple[int, ...] | None):
+        self.split = ClassSplit(split, table)
+        self.table = table
+        self.arrival_rng = random.Random(seed)
+        self.synthetic = multi_gpu and philly_gpus is None
+        self.duration_rng = self.arrival_rng if self.synthetic else random.Random(seed)
+        self.multi_gpu = multi_gpu
+        self.philly_gpus = philly_gpus
+        self.num_models = len(table.models)
+        self.drawn: list[float] = []
+        self.u: list[float] = []
+        self.model: list[str] = []
+        self.iterations: list[int] = []
+        self.duration: list[float] = []
+        self.gpus: list[int] = []
+
+    def extend(self, n: int) -> None:
+        rng, records = self.arrival_rng, None if self.philly_gpus is None else len(self.philly_gpus)
+        while len(self.u) < n:
+            job_id = len(self.u)
+            self.u.append(rng.random())
+            gpus = 1
+            if self.synthetic:
+                duration = gavel_like_duration(rng)
+                gpus = synthetic_gpu_demand(rng)
+            else:
+                k = job_id if records is None else job_id % records
+                while len(self.drawn) <= k:          # the parse draws one duration per record, in record order
+                    self.drawn.append(gavel_like_duration(self.duration_rng))
+                duration = self.drawn[k]
+                if self.multi_gpu:
+                    gpus = int(self.philly_gpus[k])
+            rng.randint(0, self.num_models - 1)       # the artifact's discarded class draw
+            model = self.split.next()
+            self.model.append(model)
+            self.iterations.append(int(duration / self.table[model].iteration_time_s))
+            self.duration.append(duration)
+            self.gpus.append(gpus)
+
+
+_DRAWS: dict[tuple, _Draws] = {}
+
+
+def _draws(seed: int, split: tuple, multi_gpu: bool, table: SensitivityTable, philly_gpus) -> _Draws:
+    key = (seed, split, multi_gpu, id(table), table.name, philly_gpus)
+    if key not in _DRAWS:
+        if len(_DRAWS) >= 32:
+            _DRAWS.clear()
+        _DRAWS[key] = _Draws(seed, split, multi_gpu, table, philly_gpus)
+    return _DRAWS[key]
