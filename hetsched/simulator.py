@@ -156,7 +156,6 @@ class RoundSimulation:
     def step(self) -> bool:
         """One iteration of the event loop; False once the run is over."""
         sched, config, out, arrivals = self.sched, self.config, self.out, self.arrivals
-        window = config.window
         plan = self.plan
         running = plan is not None and len(plan.entry) > 0
         if self.window_left == 0 or (self.window_left is None and not sched.jobs and arrivals.peek_time() is None):
@@ -167,27 +166,12 @@ class RoundSimulation:
             completed = sched.credit(plan.entry, plan.gpu_type, self._steps, self._ends - self.round_start)
             members = sched.members[plan.entry]
             for slot in completed.tolist():
-                job_id = int(sched.job_of_slot[slot])
                 k, col = np.argwhere(members == slot)[0]
-                out.completed(job_id, slot, float(self._finish[k, col]))
-                sched.remove_job(job_id)
-                self.finished += 1
-                if window is not None and window[0] <= job_id < window[1]:
-                    self.window_left -= 1
-        else:
-            nxt = arrivals.peek_time()
-            if nxt is not None:
-                self.now = max(self.now, nxt)
-            elif not sched.jobs:
-                return False
+                self._retire(slot, float(self._finish[k, col]))
+        elif not self._idle(lambda t: t):
+            return False
         now = self.now
-        for job in arrivals.pop_until(now):
-            sched.add_job(job)
-            out.arrived(job, sched.slot[job.job_id])
-        if config.max_active_jobs is not None and len(sched.jobs) > config.max_active_jobs:
-            raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s "
-                                  f"(max_active_jobs={config.max_active_jobs})")
-        if self.window_left == 0:
+        if not self._admit(now):
             return False
         exhausted = arrivals.peek_time() is None
         self.round_start = now                   # after an idle gap the round starts now, not at the last end
@@ -214,11 +198,40 @@ class RoundSimulation:
                                       f"(does each fit on some GPU type with non-zero throughput?)")
         return True
 
+    def _retire(self, slot: int, finish: float) -> None:
+        """A job completed at `finish`: record it and free its slot."""
+        job_id = int(self.sched.job_of_slot[slot])
+        self.out.completed(job_id, slot, finish)
+        self.sched.remove_job(job_id)
+        self.finished += 1
+        window = self.config.window
+        if window is not None and window[0] <= job_id < window[1]:
+            self.window_left -= 1
+
+    def _idle(self, align) -> bool:
+        """Nothing ran: wait for the next arrival (`align` maps it to a round start); False if none is left."""
+        nxt = self.arrivals.peek_time()
+        if nxt is not None:
+            self.now = max(self.now, align(nxt))
+            return True
+        return bool(self.sched.jobs)
+
+    def _admit(self, now: float) -> bool:
+        """Jobs that arrived by `now` join (too many active jobs: the rate is saturated); False once the
+        measurement window is complete."""
+        sched = self.sched
+        for job in self.arrivals.pop_until(now):
+            sched.add_job(job)
+            self.out.arrived(job, sched.slot[job.job_id])
+        limit = self.config.max_active_jobs
+        if limit is not None and len(sched.jobs) > limit:
+            raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s (max_active_jobs={limit})")
+        return self.window_left != 0
+
     def _step_leases(self) -> bool:
         """`step` for cores whose leases all end with the round (the resource core): a plan covers
         `plan.rounds` identical rounds from `plan.now` to `plan.end`; arrivals wait for the next round."""
         sched, out, arrivals = self.sched, self.out, self.arrivals
-        window = self.config.window
         plan = self.plan
         if self.window_left == 0 or (self.window_left is None and not sched.jobs and arrivals.peek_time() is None):
             return False
@@ -228,26 +241,11 @@ class RoundSimulation:
                 k = len(plan.entry)
                 out.round_done(plan, np.stack([plan.steps, np.zeros(k)], axis=1), plan.now, np.full(k, now))
             for slot in sched.credit_plan(plan).tolist():
-                job_id = int(sched.job_of_slot[slot])
-                out.completed(job_id, slot, now)
-                sched.remove_job(job_id)
-                self.finished += 1
-                if window is not None and window[0] <= job_id < window[1]:
-                    self.window_left -= 1
-        else:
-            nxt = arrivals.peek_time()
-            if nxt is not None:
-                self.now = max(self.now, sched.next_round_time(nxt))
-            elif not sched.jobs:
-                return False
+                self._retire(slot, now)
+        elif not self._idle(sched.next_round_time):
+            return False
         now = self.now
-        for job in arrivals.pop_until(now):
-            sched.add_job(job)
-            out.arrived(job, sched.slot[job.job_id])
-        limit = self.config.max_active_jobs
-        if limit is not None and len(sched.jobs) > limit:
-            raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s (max_active_jobs={limit})")
-        if self.window_left == 0:
+        if not self._admit(now):
             return False
         sched.next_arrival_s = nxt = arrivals.peek_time()
         plan = self.plan = sched.plan(now)

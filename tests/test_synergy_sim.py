@@ -117,3 +117,13 @@ def test_merged_rounds_are_exact_on_a_queueing_single_gpu_stream(policy, single_
     slow = simulate(single_stream[:160], cluster, policy, record_timeline=False, macro_rounds=False)
     assert jcts(fast) == jcts(slow)
     assert fast.num_recomputes < slow.num_recomputes
+
+
+def test_opt_artifact_budget_reproduces_the_artifacts_failure(single_stream):
+    from hetsched import SolverError
+    from hetsched.policies import make_policy
+    policy = make_policy("LAS+opt", opt_artifact_budget=True)
+    with pytest.raises(SolverError, match="not a grid point"):
+        simulate(single_stream[:20], synergy_cluster(servers=2), policy, record_timeline=False)
+    fine = make_policy("FIFO+opt", opt_artifact_budget=True)      # FIFO and SRTF pass the real budgets
+    assert simulate(single_stream[:20], synergy_cluster(servers=2), fine, record_timeline=False).jobs

@@ -95,7 +95,7 @@ class ResourceScheduler(JobSlots):
         self._multi_gpu_jobs = 0
         self._unordered = False                 # a job was added out of arrival order: sort explicitly
         self._last_admitted = (-math.inf, -1)
-        self._used = np.zeros(3)                # ideal CPUs, GB, MB/s of the runnable jobs (order-free check)
+        self._measures: dict[bytes, tuple] = {}   # present-class mask -> per-class blocking measure, widest job
         self._class_count = np.zeros(0, np.int64)
         self.busy_gpu_s = 0.0
 
@@ -153,7 +153,6 @@ class ResourceScheduler(JobSlots):
         self.iter_time[s] = p.iteration_time_s
         self.speedup[s] = self.speedup_now[s] = res.speedup
         self.start_time[s] = np.nan
-        self._used += self._k_share_of(code) * job.scale_factor
         self._class_count[code] += 1
         self._active = None
         self._unordered |= (job.arrival_time_s, job.job_id) < self._last_admitted
@@ -165,7 +164,6 @@ class ResourceScheduler(JobSlots):
         s = self._release_slot(job_id)
         self._demand_gpus -= int(self.escale[s])
         code = int(self.cls[s])
-        self._used -= self._k_share_of(code) * int(self.escale[s])
         self._class_count[code] -= 1
         self._multi_gpu_jobs -= int(self.escale[s]) > 1
         self._active = None
@@ -279,9 +277,6 @@ class ResourceScheduler(JobSlots):
             rows.append((flat[p], g, CPU[p] * g, MEM[p] * g, min(CPU[p] * g, res.cpus), min(MEM[p] * g, res.mem_gb)))
         return np.array(rows, float).reshape(-1, 6)
 
-    def _k_share_of(self, code: int) -> np.ndarray:
-        return np.asarray(self._c_share[code])
-
     def _refresh_class_arrays(self) -> None:
         if getattr(self, "_k_count", -1) != len(self._c_share):
             self._k_count = len(self._c_share)
@@ -352,14 +347,26 @@ class ResourceScheduler(JobSlots):
         if not pool.identical or (self._k_penalized and self._multi_gpu_jobs):
             return False                     # the bound assumes identical servers and no placement penalty
         present = self._class_count > 0
-        shares = self._k_share[present]
-        room = np.asarray(pool.size[1:], float) - shares.max(axis=0)
-        if (room <= 0).any():
+        key = present.tobytes()
+        cached = self._measures.get(key)
+        if cached is None:
+            shares = self._k_share[present]
+            room = np.asarray(pool.size[1:], float) - shares.max(axis=0)
+            if (room <= 0).any():
+                cached = (None, 0)
+            else:
+                g = self._k_gpus[present].astype(float)
+                measure = np.zeros(len(present))
+                measure[present] = np.maximum(g / pool.size[0], ((shares * g[:, None]) / room).max(axis=1))
+                cached = (measure, int(self._k_gpus[present].max()))
+            if len(self._measures) > 4096:
+                self._measures.clear()
+            self._measures[key] = cached
+        measure, widest = cached
+        if measure is None:
             return False
-        g = self._k_gpus[present].astype(float)
-        measure = np.maximum(g / pool.size[0], ((shares * g[:, None]) / room).max(axis=1))
-        blocked = int(float(self._class_count[present] @ measure) + 1e-9)
-        return pool.num - blocked >= self._k_gpus[present].max()
+        blocked = int(float(self._class_count @ measure) + 1e-9)
+        return pool.num - blocked >= widest
 
     def _repeatable_rounds(self, now: float, run: np.ndarray, credit: np.ndarray, order_free: bool,
                            order: np.ndarray | None = None) -> int:

@@ -37,8 +37,7 @@ class PlacementStage:
         self.status: dict[int, int] = {}  # job -> IDEAL / FAIR
         self.demoted: list[int] = []      # jobs whose speedup drops to 1 this round
         self._prev = np.zeros(0, np.int64)
-        self._marks: list[int] = []
-        self._trail: list[tuple] = []
+        self._trail: list[tuple] = []    # changes to undo; element 1 of each is the position that caused it
         self.resumed_at = 0
         self._clean = False
 
@@ -48,19 +47,20 @@ class PlacementStage:
         self.pool.reset()
         self.status.clear()
         self.demoted.clear()
-        self._prev, self._marks, self._trail = np.zeros(0, np.int64), [], []
+        self._prev, self._trail = np.zeros(0, np.int64), []
         self._clean = True
 
     # ---- undo ----------------------------------------------------------------------------------------
-    def _undo_to(self, mark: int) -> None:
+    def _undo_to(self, position: int) -> None:
+        """Undo every change made while placing the jobs at `position` and after."""
         pool, trail, status = self.pool, self._trail, self.status
         fg, fc, fm, fs, on = pool.fg, pool.fc, pool.fm, pool.fs, pool.on
         freed = 0
-        for _ in range(len(trail) - mark):
+        while trail and trail[-1][1] >= position:
             rec = trail.pop()
             kind = rec[0]
-            if kind == 4:                                   # one GPU on one server: (4, job, server, c, m, s)
-                _, job, k, c, m, s = rec
+            if kind == 4:                                   # one GPU on one server: (4, pos, job, server, c, m, s)
+                _, _, job, k, c, m, s = rec
                 fg[k] += 1
                 fc[k] += c
                 fm[k] += m
@@ -68,8 +68,8 @@ class PlacementStage:
                 on[k].pop()
                 freed += 1
                 del status[job]
-            elif kind == 0:                                 # commit: (0, job, where, c, m, s)
-                _, job, where, c, m, s = rec
+            elif kind == 0:                                 # commit: (0, pos, job, where, c, m, s)
+                _, _, job, where, c, m, s = rec
                 for k, n in where:                          # (pool.where/share keep a stale entry: harmless)
                     fg[k] += n
                     fc[k] += c * n
@@ -79,13 +79,13 @@ class PlacementStage:
                     freed += n
                 del status[job]
             elif kind == 1:                                 # demotion of a placed peer
-                _, job, share, old_status, was_demoted = rec
+                _, _, job, share, old_status, was_demoted = rec
                 pool.reshare(job, *share)
                 status[job] = old_status
                 if was_demoted:
                     self.demoted.pop()
             elif kind == 2:                                 # a server's job list sorted in place
-                on[rec[1]][:] = rec[2]
+                on[rec[2]][:] = rec[3]
             else:                                           # self-demotion recorded
                 self.demoted.pop()
         pool.free += freed
@@ -104,9 +104,7 @@ class PlacementStage:
         if r == 0:
             self.reset()
         else:
-            marks = self._marks
-            self._undo_to(marks[r] if r < len(marks) else len(self._trail))
-            del marks[r:]
+            self._undo_to(r)
         self.resumed_at = r
         self._clean = False
         examined = self._place(order, gpus, codes, r)
@@ -118,7 +116,7 @@ class PlacementStage:
 
         Single-GPU first-fit placements (the common case) are inlined; everything else goes through the pool.
         """
-        pool, trail, marks, status = self.pool, self._trail, self._marks, self.status
+        pool, trail, status = self.pool, self._trail, self.status
         shares, fit, commit = self.shares, self.fit, pool.commit
         fg, fc, fm, fs, on, where_of, share_of = pool.fg, pool.fc, pool.fm, pool.fs, pool.on, pool.where, pool.share
         inline = fit == pool.first_fit
@@ -129,6 +127,7 @@ class PlacementStage:
         total = len(order)
         num = pool.num
         ptr = self._first = [0] * len(shares)          # per class: no server before this one holds its share
+        one = pool.one_gpu
         i = start
         free = pool.free
         while i < total and free:
@@ -139,11 +138,12 @@ class PlacementStage:
                 if not free:
                     pool.free = free
                     return i
-                marks.append(len(trail))
+                pos = i
                 i += 1
                 if g > free:
                     continue
-                c, m, ss = fair if fair_mech else shares[code]
+                share = fair if fair_mech else shares[code]
+                c, m, ss = share
                 if inline and g == 1:
                     for k in range(ptr[code], num):
                         if fg[k] and fc[k] >= c and fm[k] >= m and fs[k] >= ss:
@@ -153,9 +153,9 @@ class PlacementStage:
                             fs[k] -= ss
                             on[k].append(s)
                             free -= 1
-                            where_of[s] = ((k, 1),)
-                            share_of[s] = (c, m, ss)
-                            trail.append((4, s, k, c, m, ss))
+                            where_of[s] = one[k]
+                            share_of[s] = share
+                            trail.append((4, pos, s, k, c, m, ss))
                             status[s] = placed
                             ptr[code] = k
                             break
@@ -163,24 +163,24 @@ class PlacementStage:
                         ptr[code] = num
                         if tune:
                             pool.free = free
-                            self._tune_fallback(s, g, code)
+                            self._tune_fallback(pos, s, g, code)
                             ptr, free = self._first, pool.free
                     continue
                 pool.free = free
                 where = fit(c, m, ss, g)
                 if where is not None:
                     commit(s, where, c, m, ss)
-                    trail.append((0, s, where, c, m, ss))
+                    trail.append((0, pos, s, where, c, m, ss))
                     status[s] = placed
                 elif tune:
-                    self._tune_fallback(s, g, code)
+                    self._tune_fallback(pos, s, g, code)
                     ptr = self._first
                 free = pool.free
                 # greedy skips the job; fair fits whenever GPUs do
         pool.free = free
         return i
 
-    def _tune_fallback(self, s: int, g: int, code: int) -> None:
+    def _tune_fallback(self, pos: int, s: int, g: int, code: int) -> None:
         """TUNE when the ideal share does not fit: self-demotion, then peer demotion (amendments 1-6)."""
         pool = self.pool
         c, m, ss = self.shares[code]
@@ -190,19 +190,19 @@ class PlacementStage:
             st = FAIR
         where = self.fit(c, m, ss, g)
         if where is None:
-            self._demote_peers(c, m, ss, g)
+            self._demote_peers(pos, c, m, ss, g)
             where = self.fit(c, m, ss, g)
             if where is None:
                 raise SimulationError(f"Synergy-TUNE could not place a {g}-GPU job even after demoting peers "
                                     f"(the artifact exits here)")
         pool.commit(s, where, c, m, ss)
-        self._trail.append((0, s, where, c, m, ss))
+        self._trail.append((0, pos, s, where, c, m, ss))
         self.status[s] = st
         if st == FAIR:
             self.demoted.append(s)
-            self._trail.append((3,))
+            self._trail.append((3, pos))
 
-    def _demote_peers(self, c: float, m: float, ss: float, g: int) -> None:
+    def _demote_peers(self, pos: int, c: float, m: float, ss: float, g: int) -> None:
         """Bring CPU-rich peers on the least-free server(s) back to the fair share (amendments 1-3)."""
         pool, trail, status = self.pool, self._trail, self.status
         self._first = [0] * len(self.shares)            # demotions free resources: search from server 0 again
@@ -213,7 +213,7 @@ class PlacementStage:
                     max(0.0, ss * g * ratio - pool.fs[k])]
             if not any(need):
                 continue
-            trail.append((2, k, list(pool.on[k])))
+            trail.append((2, pos, k, list(pool.on[k])))
             for p in pool.peers_to_demote(k, need):
                 code = self.code_of(p)
                 share = fair if self.adjust[code] else self.shares[code]
@@ -221,7 +221,7 @@ class PlacementStage:
                 if not pool.reshare(p, *share):
                     raise SimulationError(f"Synergy-TUNE: demoting a peer to its fair share overflows server {k} "
                                         f"(spec amendment 3)")
-                trail.append((1, p, old, status[p], bool(self.adjust[code])))
+                trail.append((1, pos, p, old, status[p], bool(self.adjust[code])))
                 status[p] = FAIR                           # re-credited without speedup for the whole round
                 if self.adjust[code]:
                     self.demoted.append(p)

@@ -46,6 +46,7 @@ class ServerPool:
         self.fair = (self.size[1] / g, self.size[2] / g, self.size[3] / g)
         self.totals = (float(self.num_gpus), sum(self.cap_c), sum(self.cap_m))
         self.identical = all(len(set(v)) == 1 for v in (self.cap_g, self.cap_c, self.cap_m, self.cap_s))
+        self.one_gpu = tuple(((k, 1),) for k in range(self.num))     # `where` of a one-GPU placement on server k
         self.reset()
 
     def reset(self) -> None:
