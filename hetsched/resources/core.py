@@ -36,7 +36,8 @@ class ResourceScheduler(JobSlots):
     """Synergy's round on one homogeneous pool of servers (single GPU type)."""
 
     SLOT_ARRAYS = ("remaining", "total", "arrival", "attained", "last_run", "priority", "escale", "cls",
-                   "cpu_demand", "mem_demand", "iter_time", "speedup", "speedup_now", "etput", "start_time")
+                   "cpu_demand", "mem_demand", "iter_time", "speedup", "speedup_now", "etput", "start_time",
+                   "credit_free")
 
     def __init__(self, cluster: ClusterSpec, policy: ResourcePolicy, sensitivity: SensitivityTable | None = None,
                  *, round_s: float = 300.0, seed: int = 0, macro_rounds: bool = True, round_origin_s: float = 0.0):
@@ -88,6 +89,7 @@ class ResourceScheduler(JobSlots):
         self.speedup = np.zeros(size)
         self.speedup_now = np.zeros(size)          # last round's speedup (1 after a demotion), for SRTF/FTF/TETRIS
         self.start_time = np.full(size, np.nan)
+        self.credit_free = np.zeros(size)          # iterations per round when every job gets its class's share
         self.members = np.stack([np.arange(size), np.full(size, -1)], axis=1)
         self.etput = np.zeros((size, 1, 2))
         self._active: np.ndarray | None = None
@@ -153,6 +155,7 @@ class ResourceScheduler(JobSlots):
         self.iter_time[s] = p.iteration_time_s
         self.speedup[s] = self.speedup_now[s] = res.speedup
         self.start_time[s] = np.nan
+        self.credit_free[s] = self._c_credit[code][1 if self._fair else 0]
         self._class_count[code] += 1
         self._active = None
         self._unordered |= (job.arrival_time_s, job.job_id) < self._last_admitted
@@ -189,11 +192,63 @@ class ResourceScheduler(JobSlots):
         if ordering.name == "FIFO":
             return slots                          # FIFO's key ignores the starvation guard (amendment 8)
         order = slots[ordering.rank(OrderingView(self, slots, now))]
-        # The starvation guard is raised after sorting, so it reorders from the next round on.
+        self._raise_guard(slots, now)        # raised after sorting: it reorders from the next round on
+        return order
+
+    def _fair_set_round(self, slots: np.ndarray, now: float) -> RoundPlan | None:
+        """GPU-proportional shares, single-GPU jobs, a dynamic order, no raised priorities: a round runs the
+        G jobs with the smallest keys, in any order. Selected in linear time; merged while no waiting job can
+        overtake a running one. None when this shortcut does not apply (ties at the boundary, ...)."""
+        ordering = self.policy.ordering
+        G = self.pool.num_gpus
+        if ordering.static or self._multi_gpu_jobs or len(slots) <= G or self._k_penalized:
+            return None
+        if self.priority[slots].any():
+            return None
+        view = OrderingView(self, slots, now)
+        key = ordering.key(view)
+        part = np.argpartition(key, G - 1)
+        top, rest = part[:G], part[G:]
+        kth = key[part[G - 1]]
+        if (key[rest] <= kth).any():
+            return None                                   # a tie at the boundary: the stable sort decides
+        self._raise_guard(slots, now)
+        run = slots[top]
+        credit = self.credit_free[run]                      # the fair-share credit
+        alloc = tuple((np.bincount(self.cls[run], minlength=len(self._class_count)) @ self._k_alloc[:, 1]).tolist())
+        rounds = int(np.ceil(self.remaining[run] / credit).min()) if self.macro_rounds else 1
+        if rounds > 1:
+            step = np.zeros(len(slots))
+            step[top] = credit
+            view.now = now + self.round_s
+            view.remaining = np.maximum(view.remaining - step, 0.0)
+            view.attained_s = view.attained_s + self.round_s * (step > 0)
+            running = step > 0
+            delta = ordering.key(view) - key
+            gap = key[rest].min() - key[top].max()
+            tol = 1e-9 * max(abs(float(key[rest].min())), 1.0)
+            closing = delta[top].max() - delta[rest].min()
+            if gap <= tol:
+                rounds = 1
+            elif closing > 0:                                  # round j keeps the set while j * closing < gap
+                rounds = min(rounds, max(1, int(np.ceil((gap - tol) / closing))))
+            for limit in (self._pending_arrival_rounds(now), self._guard_rounds(slots[~running], now)):
+                if limit is not None:
+                    rounds = min(rounds, limit)
+        return self._finish_plan(now, run, credit, max(rounds, 1), alloc)
+
+    def _raise_guard(self, slots: np.ndarray, now: float) -> None:
+        """The starvation guard: a job not run for 1000 h is sorted first from the next round on."""
         last = self.last_run[slots]
         since = now - np.where(last >= 0, last, self.arrival[slots])
         self.priority[slots[since > STARVATION_S]] = 1.0
-        return order
+
+    def _guard_rounds(self, waiting: np.ndarray, now: float) -> int | None:
+        """Rounds until a waiting job reaches the starvation guard (None: nobody waits)."""
+        if not len(waiting):
+            return None
+        since = np.where(self.last_run[waiting] >= 0, self.last_run[waiting], self.arrival[waiting])
+        return int(np.floor((since.min() + STARVATION_S - now) / self.round_s))
 
     def _gpu_fill(self, order: np.ndarray) -> np.ndarray:
         """The ordered jobs that fit by GPU count alone (later smaller jobs may fill in)."""
@@ -230,15 +285,21 @@ class ResourceScheduler(JobSlots):
             run, credit, order_free = self._opt_round(order)
             rounds = self._repeatable_rounds(now, run, credit, order_free, order) if self.macro_rounds else 1
             return self._finish_plan(now, run, credit, rounds, self._opt_alloc)
-        demoted: list[int] = []
-        order = None
-        if order_free:
+        if order_free:                   # every job runs at its class's share: no order, no placement
             if self.stage is not None:
                 self.stage.reset()
-            run = slots
-            fair_run = np.full(len(run), self._fair)
-            spread = np.zeros(len(run), bool)
-        elif self._fair and not (self.policy.placement and self._k_penalized):
+            credit = self.credit_free[slots]
+            alloc = tuple((self._class_count @ self._k_alloc[:, int(self._fair)]).tolist())
+            if self.policy.ordering.uses_speedup:
+                self.speedup_now[slots] = self.speedup[slots]
+            rounds = self._repeatable_rounds(now, slots, credit, True) if self.macro_rounds else 1
+            return self._finish_plan(now, slots, credit, rounds, alloc)
+        demoted: list[int] = []
+        order = None
+        fast = self._fair_set_round(slots, now) if self._fair else None
+        if fast is not None:
+            return fast
+        if self._fair and not (self.policy.placement and self._k_penalized):
             order = self._order(slots, now)
             run = self._gpu_fill(order)                       # fair shares fit wherever the GPUs do
             fair_run = np.ones(len(run), bool)
@@ -392,10 +453,7 @@ class ResourceScheduler(JobSlots):
             mask = np.zeros(len(self.remaining), bool)
             mask[run] = True
             active = self.active_slots()
-            waiting = active[~mask[active]]
-            if len(waiting):
-                since = np.where(self.last_run[waiting] >= 0, self.last_run[waiting], self.arrival[waiting])
-                limits.append(int(np.floor((since.min() + STARVATION_S - now) / self.round_s)))
+            limits.append(self._guard_rounds(active[~mask[active]], now))
             if not ordering.static and order is not None:
                 limits.append(self._rounds_until_reorder(now, order, run, credit))
         for limit in limits:
