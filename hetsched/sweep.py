@@ -174,8 +174,9 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
             rows[c.key()] = hit
         elif c.key() not in {t.key() for t in todo}:
             todo.append(c)
-    # Longest runs first (lowest rates), as the artifact's sweeps do, for better packing on workers.
-    todo.sort(key=lambda c: (c.jobs_per_hour or 0.0))
+    # Longest runs first, for better packing on workers: Gavel's are its lowest rates (the artifact's sweeps
+    # order them so too); Synergy's merged rounds make its highest rates the longest.
+    todo.sort(key=lambda c: -(c.jobs_per_hour or 0.0) if c.generator == "synergy" else (c.jobs_per_hour or 0.0))
     bar = tqdm(total=len(todo), desc="simulations", disable=not progress or not todo)
     if todo and (use_dask or dask_address):
         from dask.distributed import Client, LocalCluster, as_completed
