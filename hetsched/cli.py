@@ -96,7 +96,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 1 if any(r.error for r in runs) else 0
 
 
-def _jobs_for_simulation(args: argparse.Namespace, table):
+def _jobs_for_simulation(args: argparse.Namespace, table, cluster):
     from itertools import islice
 
     from .traces import make_generator, read_trace
@@ -106,7 +106,8 @@ def _jobs_for_simulation(args: argparse.Namespace, table):
     if args.generate == "synergy":
         if args.window is None and args.num_jobs is None:
             raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
-        stream = iter(_synergy_generator(args, ratio=getattr(args, "_ratio", 3)))
+        from .resources import profiles_ratio_for
+        stream = iter(_synergy_generator(args, ratio=args.profiles_ratio or profiles_ratio_for(cluster)))
         return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
     if args.seed is None:
         args.seed = 0
@@ -153,14 +154,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.round is not None and not args.round > 0:
         raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
     policy = policy_for(args.policy, args.seed or 0)
-    if getattr(policy, "resource_aware", False):
-        from .resources import profiles_ratio_for
-        args._ratio = args.profiles_ratio or profiles_ratio_for(cluster)
     config = SimulationConfig(round_s=args.round, min_reset_interval_s=args.min_reset_interval,
                               seed=args.seed or 0, window=_parse_window(args.window), ideal=args.ideal,
                               placement_aware=args.placement_aware, record_timeline=False,
                               profiles_ratio=args.profiles_ratio)
-    result = simulate(_jobs_for_simulation(args, table), cluster, policy, table, config)
+    result = simulate(_jobs_for_simulation(args, table, cluster), cluster, policy, table, config)
     if args.jobs_out:
         result.jobs_frame().to_csv(args.jobs_out, index=False)
     row = summary(result)

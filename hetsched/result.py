@@ -96,7 +96,7 @@ class ResultBuilder:
         self._prices = np.array([scheduler.cluster.price(g) for g in scheduler.gpu_types])
         self._acc = np.zeros((0, 3 + scheduler.n))       # per slot: start, steps, cost, seconds per type
         # Cores that keep per-job start, progress and GPU time themselves (the resource core) are asked at the
-        # end instead of being mirrored round by round.
+        # end instead of being mirrored round by round; their rounds reach `round_done` only for the timeline.
         self.core_accounts = bool(getattr(scheduler, "accounts_progress", False))
 
     def _slot_row(self, slot: int) -> np.ndarray:
@@ -117,8 +117,6 @@ class ResultBuilder:
         if not len(plan.entry):
             return
         self.rounds += plan.rounds
-        if self.core_accounts:
-            return
         slots = self.sched.members[plan.entry].ravel()
         slots = slots[slots >= 0]
         fresh = slots[np.isnan(self._acc[slots, 0])]
@@ -127,8 +125,6 @@ class ResultBuilder:
     def round_done(self, plan: "RoundPlan", steps: np.ndarray, start: float, ends: np.ndarray) -> None:
         """Account a finished round: steps (k, 2) per member, combination end times (k,)."""
         sched = self.sched
-        if self.core_accounts and not self.record_timeline:
-            return
         exec_time = ends - start
         scale = sched.escale[plan.entry].astype(float)
         self.busy += float(exec_time @ scale)
@@ -138,7 +134,7 @@ class ResultBuilder:
         priced = self._prices.any()
         cost = self._prices[plan.gpu_type] * exec_time / 3600.0 * scale if priced else None
         acc = self._acc
-        if self.core_accounts:
+        if self.core_accounts:                            # the core keeps progress: only the timeline is new
             pass
         elif not sched._has_pairs:
             slots = members[:, 0]                         # a job runs at most once per round: no repeats

@@ -62,7 +62,6 @@ def test_tune_demotes_itself_then_peers():
     adjust = [True, False]
     p = pool(1)
     stage = PlacementStage(p, "tune", False, shares, adjust)
-    stage.code_of = lambda s: 0 if s < 100 else 1
     jobs = [0, 1, 100, 2, 3, 4, 5, 6]
     status = run(stage, jobs, [1] * 8, [0, 0, 1, 0, 0, 0, 0, 0])
     # 0 and 1 take 24 CPUs; 100 (1 CPU) cannot fit, keeps its own demand and demotes peer 0 to 3 CPUs;
@@ -101,7 +100,6 @@ def test_resumed_rounds_equal_fresh_placement(mechanism, least_free):
     rng = random.Random(7)
     stage = PlacementStage(ServerPool(servers), mechanism, least_free, shares, adjust)
     code_of = {}
-    stage.code_of = lambda s: code_of[s]
     queue, next_id = [], 0
     for _ in range(150):
         queue = [j for j in queue if rng.random() > 0.12]
@@ -119,7 +117,6 @@ def test_resumed_rounds_equal_fresh_placement(mechanism, least_free):
         state = (dict(got), list(stage.pool.fg), [round(v, 9) for v in stage.pool.fc],
                  [round(v, 9) for v in stage.pool.fm], sorted(stage.demoted))
         fresh = PlacementStage(ServerPool(servers), mechanism, least_free, shares, adjust)
-        fresh.code_of = stage.code_of
         want = run(fresh, queue, gpus, codes)
         assert state == (dict(want), list(fresh.pool.fg), [round(v, 9) for v in fresh.pool.fc],
                          [round(v, 9) for v in fresh.pool.fm], sorted(fresh.demoted))
@@ -191,7 +188,6 @@ def test_order_free_certificate_holds_for_every_order():
         for _ in range(5):
             order = np.array(rng.sample(slots.tolist(), len(slots)), np.int64)
             stage = PlacementStage(ServerPool(cluster.server_shapes()), "tune", False, core._c_share, core._c_adjust)
-            stage.code_of = lambda s: int(core.cls[s])
             status = stage.run(order, core.escale, core.cls, core.job_of_slot)
             assert len(status) == len(slots) and set(status.values()) == {IDEAL} and not stage.demoted
     assert certified > 40

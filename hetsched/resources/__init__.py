@@ -20,7 +20,7 @@ def resource_core(cluster, policy, config):
     from .core import ResourceScheduler
 
     ratio = config.profiles_ratio or profiles_ratio_for(cluster)
-    return ResourceScheduler(cluster, policy, load_sensitivity(ratio), round_s=config.round_s, seed=config.seed,
+    return ResourceScheduler(cluster, policy, load_sensitivity(ratio), round_s=config.round_s,
                              macro_rounds=config.macro_rounds, round_origin_s=config.round_origin_s)
 
 

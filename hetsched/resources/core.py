@@ -6,10 +6,9 @@ cores and memory on servers (fair, greedy, tune, opt); (4) run: a job credits `f
 iterations, its iteration time divided by its speedup when it got its ideal share (and by the placement
 penalty when spread over servers). Every lease ends with the round; JCTs end on the round grid.
 
-It drives the same simulator loop and `Result` as Gavel's mechanism: it exposes the core interface
-(`add_job`, `remove_job`, `plan`, `credit`, slot arrays). A plan may cover several identical rounds when
-nothing can change in between (a static order and no completion, or every runnable job fitting at its
-ideal share whatever the order); the JCTs are the same as round by round.
+It drives the same simulator loop and `Result` as Gavel's mechanism through the core interface (`add_job`,
+`remove_job`, `plan`, `credit_plan`, slot arrays). A plan may cover several identical rounds when nothing can
+change in between (`merging.py`); Synergy-OPT's round is in `opt_round.py`.
 """
 
 from __future__ import annotations
@@ -19,28 +18,28 @@ import math
 import numpy as np
 
 from ..cluster import ClusterSpec
-from ..core import Assignment, RoundPlan
+from ..core import RoundPlan
 from ..errors import HetschedError
 from ..jobs import Job
 from ..slots import JobSlots
 from ..policies.ordering import OrderingView, ResourcePolicy
 from .mechanism import PlacementStage
+from .merging import STARVATION_S, RoundMerging
+from .opt_round import OptRound
 from .pool import FAIR, ServerPool
 from .stats import RoundStats
 from .profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
 
-STARVATION_S = 1000 * 3600.0       # a job not run for this long is sorted first (every policy's guard)
-
-
-class ResourceScheduler(JobSlots):
+class ResourceScheduler(JobSlots, RoundMerging, OptRound):
     """Synergy's round on one homogeneous pool of servers (single GPU type)."""
 
+    starvation_s = STARVATION_S       # the guard (a class attribute, so an experiment can shorten it)
     SLOT_ARRAYS = ("remaining", "total", "arrival", "attained", "last_run", "priority", "escale", "cls",
                    "cpu_demand", "mem_demand", "iter_time", "speedup", "speedup_now", "etput", "start_time",
                    "credit_free")
 
     def __init__(self, cluster: ClusterSpec, policy: ResourcePolicy, sensitivity: SensitivityTable | None = None,
-                 *, round_s: float = 300.0, seed: int = 0, macro_rounds: bool = True, round_origin_s: float = 0.0):
+                 *, round_s: float = 300.0, macro_rounds: bool = True, round_origin_s: float = 0.0):
         if len(cluster.gpu_types) != 1:
             raise HetschedError(f"{policy.name}: Synergy's mechanisms run on one GPU type; the cluster has "
                                 f"{list(cluster.gpu_types)} (use a heterogeneity-aware policy, e.g. 'gavel+tune')")
@@ -70,7 +69,6 @@ class ResourceScheduler(JobSlots):
         self.stage = None
         if policy.mechanism != "opt":
             self.stage = PlacementStage(self.pool, policy.mechanism, policy.placement, self._c_share, self._c_adjust)
-            self.stage.code_of = lambda slot: int(self.cls[slot])
         self.next_arrival_s: float | None = None     # set by the simulator before each plan
         # Jobs by slot.
         size = 64
@@ -195,60 +193,11 @@ class ResourceScheduler(JobSlots):
         self._raise_guard(slots, now)        # raised after sorting: it reorders from the next round on
         return order
 
-    def _fair_set_round(self, slots: np.ndarray, now: float) -> RoundPlan | None:
-        """GPU-proportional shares, single-GPU jobs, a dynamic order, no raised priorities: a round runs the
-        G jobs with the smallest keys, in any order. Selected in linear time; merged while no waiting job can
-        overtake a running one. None when this shortcut does not apply (ties at the boundary, ...)."""
-        ordering = self.policy.ordering
-        G = self.pool.num_gpus
-        if ordering.static or self._multi_gpu_jobs or len(slots) <= G or self._k_penalized:
-            return None
-        if self.priority[slots].any():
-            return None
-        view = OrderingView(self, slots, now)
-        key = ordering.key(view)
-        part = np.argpartition(key, G - 1)
-        top, rest = part[:G], part[G:]
-        kth = key[part[G - 1]]
-        if (key[rest] <= kth).any():
-            return None                                   # a tie at the boundary: the stable sort decides
-        self._raise_guard(slots, now)
-        run = slots[top]
-        credit = self.credit_free[run]                      # the fair-share credit
-        alloc = tuple((np.bincount(self.cls[run], minlength=len(self._class_count)) @ self._k_alloc[:, 1]).tolist())
-        rounds = int(np.ceil(self.remaining[run] / credit).min()) if self.macro_rounds else 1
-        if rounds > 1:
-            step = np.zeros(len(slots))
-            step[top] = credit
-            view.now = now + self.round_s
-            view.remaining = np.maximum(view.remaining - step, 0.0)
-            view.attained_s = view.attained_s + self.round_s * (step > 0)
-            running = step > 0
-            delta = ordering.key(view) - key
-            gap = key[rest].min() - key[top].max()
-            tol = 1e-9 * max(abs(float(key[rest].min())), 1.0)
-            closing = delta[top].max() - delta[rest].min()
-            if gap <= tol:
-                rounds = 1
-            elif closing > 0:                                  # round j keeps the set while j * closing < gap
-                rounds = min(rounds, max(1, int(np.ceil((gap - tol) / closing))))
-            for limit in (self._pending_arrival_rounds(now), self._guard_rounds(slots[~running], now)):
-                if limit is not None:
-                    rounds = min(rounds, limit)
-        return self._finish_plan(now, run, credit, max(rounds, 1), alloc)
-
     def _raise_guard(self, slots: np.ndarray, now: float) -> None:
         """The starvation guard: a job not run for 1000 h is sorted first from the next round on."""
         last = self.last_run[slots]
         since = now - np.where(last >= 0, last, self.arrival[slots])
-        self.priority[slots[since > STARVATION_S]] = 1.0
-
-    def _guard_rounds(self, waiting: np.ndarray, now: float) -> int | None:
-        """Rounds until a waiting job reaches the starvation guard (None: nobody waits)."""
-        if not len(waiting):
-            return None
-        since = np.where(self.last_run[waiting] >= 0, self.last_run[waiting], self.arrival[waiting])
-        return int(np.floor((since.min() + STARVATION_S - now) / self.round_s))
+        self.priority[slots[since > self.starvation_s]] = 1.0
 
     def _gpu_fill(self, order: np.ndarray) -> np.ndarray:
         """The ordered jobs that fit by GPU count alone (later smaller jobs may fill in)."""
@@ -321,23 +270,6 @@ class ResourceScheduler(JobSlots):
         rounds = self._repeatable_rounds(now, run, credit, order_free, order) if self.macro_rounds else 1
         return self._finish_plan(now, run, credit, rounds, alloc)
 
-    def _best_points(self) -> np.ndarray:
-        """Per class, Synergy-OPT's best point: (throughput, GPUs, CPUs, GB, CPUs, GB) - allocation twice, as
-        allocated and as used (capped at the ideal demand)."""
-        from .opt import CPU, MEM, fair_index, pareto_points
-
-        cpu, mem = self._opt_budgets()
-        gpus = self.pool.num_gpus
-        fair_p = fair_index(CPU_LEVELS, cpu / gpus) * len(MEM_LEVELS) + fair_index(MEM_LEVELS, mem / gpus)
-        rows = []
-        for grid, res in zip(self._c_grid, self._c_res):
-            flat = grid.ravel()
-            pts = pareto_points(flat, flat[fair_p]) or [fair_p]
-            p = max(pts, key=lambda q: (flat[q], -q))
-            g = res.gpus
-            rows.append((flat[p], g, CPU[p] * g, MEM[p] * g, min(CPU[p] * g, res.cpus), min(MEM[p] * g, res.mem_gb)))
-        return np.array(rows, float).reshape(-1, 6)
-
     def _refresh_class_arrays(self) -> None:
         if getattr(self, "_k_count", -1) != len(self._c_share):
             self._k_count = len(self._c_share)
@@ -390,192 +322,6 @@ class ResourceScheduler(JobSlots):
                 jobs = jobs[np.argsort(-self.escale[jobs], kind="stable")]
         return self.stage.run(jobs, self.escale, self.cls, self.job_of_slot)
 
-    # ---- order-free rounds and repetition --------------------------------------------------------------
-    def _everyone_fits(self, slots: np.ndarray) -> bool:
-        """True when every runnable job gets its GPUs and its share (ideal, or fair under `fair`) in any order.
-
-        A job fails only if every server is blocked: all its GPUs taken, or less left than the largest per-GPU
-        share `b` in some resource. Measure each job by its largest fraction of a server's blocking amount,
-        `max(gpus / G, cpus / (C - b_cpu), GB / (M - b_mem), MB/s / (S - b_mbps))`: a blocked server holds jobs
-        whose measures sum to at least 1, so fewer servers than the sum over all jobs can be blocked. When that
-        leaves as many free servers as the widest job has GPUs, no order can make a job fail.
-        """
-        pool = self.pool
-        if self._demand_gpus > pool.num_gpus:
-            return False
-        if self._fair:
-            return True
-        if not pool.identical or (self._k_penalized and self._multi_gpu_jobs):
-            return False                     # the bound assumes identical servers and no placement penalty
-        present = self._class_count > 0
-        key = present.tobytes()
-        cached = self._measures.get(key)
-        if cached is None:
-            shares = self._k_share[present]
-            room = np.asarray(pool.size[1:], float) - shares.max(axis=0)
-            if (room <= 0).any():
-                cached = (None, 0)
-            else:
-                g = self._k_gpus[present].astype(float)
-                measure = np.zeros(len(present))
-                measure[present] = np.maximum(g / pool.size[0], ((shares * g[:, None]) / room).max(axis=1))
-                cached = (measure, int(self._k_gpus[present].max()))
-            if len(self._measures) > 4096:
-                self._measures.clear()
-            self._measures[key] = cached
-        measure, widest = cached
-        if measure is None:
-            return False
-        blocked = int(float(self._class_count @ measure) + 1e-9)
-        return pool.num - blocked >= widest
-
-    def _repeatable_rounds(self, now: float, run: np.ndarray, credit: np.ndarray, order_free: bool,
-                           order: np.ndarray | None = None) -> int:
-        """How many identical rounds this plan stands for: until a job completes or the order may change.
-
-        Order-free plans last until the next arrival. FIFO keeps its order; a new job only matters while GPUs
-        are idle. Other orderings last while no job arrives, no waiting job reaches the starvation guard, and
-        no two jobs swap places (`_rounds_until_reorder`).
-        """
-        if not len(run):
-            return 1
-        rounds = int(np.ceil(self.remaining[run] / credit).min())
-        if rounds <= 1:
-            return 1
-        ordering = self.policy.ordering
-        arrival = self._pending_arrival_rounds(now)
-        if order_free:
-            limits = [arrival]
-        elif ordering.name == "FIFO":
-            limits = [arrival if self.pool.num_gpus > self.escale[run].sum() else None]
-        else:
-            limits = [arrival]
-            mask = np.zeros(len(self.remaining), bool)
-            mask[run] = True
-            active = self.active_slots()
-            limits.append(self._guard_rounds(active[~mask[active]], now))
-            if not ordering.static and order is not None:
-                limits.append(self._rounds_until_reorder(now, order, run, credit))
-        for limit in limits:
-            if limit is not None:
-                rounds = min(rounds, limit)
-        return max(rounds, 1)
-
-    def _rounds_until_reorder(self, now: float, order: np.ndarray, run: np.ndarray, credit: np.ndarray) -> int:
-        """Rounds during which a dynamic ordering keeps this order, if every round repeats this one.
-
-        The keys (remaining time, attained service, time in system) change by a fixed amount per repeated round,
-        so they are evaluated after one and two more rounds and extrapolated; the plan stops one round before
-        the first pair of neighbours could meet (ties break by arrival, so meeting counts as a swap).
-        """
-        per_round = np.zeros(len(self.remaining))
-        per_round[run] = credit
-        step = per_round[order]
-        ran = (step > 0).astype(float)
-
-        view = OrderingView(self, order, now)
-        remaining, attained = self.remaining[order], self.attained[order]
-
-        def keys(n: int) -> np.ndarray:
-            view.now = now + n * self.round_s
-            view.remaining = np.maximum(remaining - n * step, 0.0)
-            view.attained_s = attained + n * self.round_s * ran
-            view.__dict__.pop("executed", None)
-            return self.policy.ordering.key(view)
-
-        k1, k2 = keys(1), keys(2)
-        prio = self.priority[order]
-        if self._fair and not self._multi_gpu_jobs and not prio.any():
-            return self._rounds_until_swap_in(k1, k2 - k1, step > 0)
-        same = prio[1:] == prio[:-1]
-        gap = (k1[1:] - k1[:-1])[same]
-        if (gap < 0).any():
-            return 1                                           # the order already changes next round
-        closing = ((k2 - k1)[:-1] - (k2 - k1)[1:])[same]
-        tol = 1e-9 * np.maximum(np.abs(k1[1:][same]), 1.0)
-        meet = gap <= tol
-        if (meet & (closing >= 0)).any():
-            return 1
-        ahead = closing > 0
-        if not ahead.any():
-            return 1 << 30
-        m = np.ceil((gap[ahead] - tol[ahead]) / closing[ahead]).min()       # rounds after the next one
-        return max(1, int(m))
-
-    @staticmethod
-    def _rounds_until_swap_in(k1: np.ndarray, delta: np.ndarray, running: np.ndarray) -> int:
-        """Under GPU-proportional shares with single-GPU jobs only the running set matters, not its order: it
-        stays while every running key stays below every waiting key. A safe bound from the extremes."""
-        if running.all() or not running.any():
-            return 1 << 30
-        run_k, wait_k = k1[running], k1[~running]
-        gap = wait_k.min() - run_k.max()
-        if gap <= 1e-9 * max(abs(wait_k.min()), 1.0):
-            return 1
-        closing = delta[running].max() - delta[~running].min()
-        if closing <= 0:
-            return 1 << 30
-        return max(1, int(np.ceil(gap / closing)) - 1)
-
-    def _pending_arrival_rounds(self, now: float) -> int | None:
-        """Rounds until the next arrival is admitted (set by the simulator; None = no arrival known)."""
-        nxt = self.next_arrival_s
-        if nxt is None:
-            return None
-        return max(1, math.ceil((nxt - now) / self.round_s - 1e-12))
-
-    # ---- Synergy-OPT ---------------------------------------------------------------------------------
-    def _opt_budgets(self) -> tuple[float, float]:
-        pool = self.pool
-        if self.policy.opt_artifact_budget and self.policy.ordering.name not in ("FIFO", "SRTF"):
-            return float(pool.size[0] * pool.num), float(pool.size[0] * pool.num)   # the artifact's bug
-        return pool.totals[1], pool.totals[2]
-
-    def _opt_everyone_best(self, slots: np.ndarray) -> bool:
-        """All runnable jobs fit by GPUs and every one at its best grid point fits the CPU/memory budgets."""
-        if self._demand_gpus > self.pool.num_gpus:
-            return False
-        cpu, mem = self._opt_budgets()
-        need = self._class_count @ self._k_best[:, 2:4]
-        return bool(need[0] <= cpu and need[1] <= mem)
-
-    def _opt_round(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-        """Synergy-OPT on the GPU-count fill: every job runs at the grid point program 1 gives it (no GPUs
-        are reserved: an idealised upper bound, spec s.2.4). Returns the jobs, their credits and whether the
-        solution is every job at its best point (then the order does not matter)."""
-        from .opt import choose_points
-
-        jobs = self._gpu_fill(order)
-        if not len(jobs):
-            self._opt_alloc = (0.0,) * 5
-            return jobs, np.zeros(0), False
-        codes = self.cls[jobs]
-        counts = np.bincount(codes, minlength=len(self._c_grid))
-        pool = self.pool
-        cpu_budget, mem_budget = self._opt_budgets()
-        grids = self._k_grid
-        points = choose_points(list(grids), [r.gpus for r in self._c_res], counts.tolist(), cpu_budget,
-                               mem_budget, cpu_budget / pool.num_gpus, mem_budget / pool.num_gpus)
-        # Jobs of a class take its points best first, in the policy's order.
-        flat = np.array([p for pts in points for p, n in pts for _ in range(n)], np.int64)
-        offset = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        by_class = np.argsort(codes, kind="stable")
-        rank = np.empty(len(jobs), np.int64)
-        rank[by_class] = np.arange(len(jobs)) - offset[codes[by_class]]
-        point = flat[offset[codes] + rank]
-        tput = grids[codes, point]
-        credit = np.floor(self.round_s / (self.iter_time[jobs] / tput))
-        g = self.escale[jobs].astype(float)
-        nm = len(MEM_LEVELS)
-        cpu = np.asarray(CPU_LEVELS)[point // nm] * g
-        mem = np.asarray(MEM_LEVELS)[point % nm] * g
-        self._opt_alloc = (float(g.sum()), float(cpu.sum()), float(mem.sum()),
-                           float(np.minimum(cpu, self.cpu_demand[jobs]).sum()),
-                           float(np.minimum(mem, self.mem_demand[jobs]).sum()))
-        everyone_best = all(len(pts) <= 1 for pts in points) and \
-            all(not pts or grids[k, pts[0][0]] == grids[k].max() for k, pts in enumerate(points))
-        return jobs, credit, everyone_best and len(jobs) == len(self.active_slots())
-
     # ---- progress ------------------------------------------------------------------------------------
     leases_end_with_rounds = True   # the simulator drives this core with `_step_leases`
 
@@ -595,12 +341,3 @@ class ResourceScheduler(JobSlots):
         price = self.cluster.price(self.gpu_types[0])
         return (float(self.start_time[slot]), float(self.total[slot] - self.remaining[slot]),
                 seconds / 3600.0 * price, {self.gpu_types[0]: seconds} if seconds else {})
-
-    def assignments(self, plan: RoundPlan) -> list[Assignment]:
-        """Per-job GPUs of the last placed round (for timelines and the runtime)."""
-        out = []
-        base = np.cumsum([0] + self.pool.cap_g[:-1])
-        for s in plan.entry.tolist():
-            gpus = tuple(int(base[k]) + i for k, n in self.pool.where.get(s, ()) for i in range(n))
-            out.append(Assignment(s, (int(self.job_of_slot[s]),), 0, gpus, (0.0,), int(self.escale[s])))
-        return out

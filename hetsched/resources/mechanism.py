@@ -38,7 +38,7 @@ class PlacementStage:
         self.demoted: list[int] = []      # jobs whose speedup drops to 1 this round
         self._prev = np.zeros(0, np.int64)
         self._trail: list[tuple] = []    # changes to undo; element 1 of each is the position that caused it
-        self.resumed_at = 0
+        self._codes_of: Sequence[int] = ()
         self._clean = False
 
     def reset(self) -> None:
@@ -105,7 +105,7 @@ class PlacementStage:
             self.reset()
         else:
             self._undo_to(r)
-        self.resumed_at = r
+        self._codes_of = codes                             # peers' classes, for demotions
         self._clean = False
         examined = self._place(order, gpus, codes, r)
         self._prev = ids[order[:examined]]
@@ -215,7 +215,7 @@ class PlacementStage:
                 continue
             trail.append((2, pos, k, list(pool.on[k])))
             for p in pool.peers_to_demote(k, need):
-                code = self.code_of(p)
+                code = int(self._codes_of[p])
                 share = fair if self.adjust[code] else self.shares[code]
                 old = pool.share[p]
                 if not pool.reshare(p, *share):
@@ -225,10 +225,3 @@ class PlacementStage:
                 status[p] = FAIR                           # re-credited without speedup for the whole round
                 if self.adjust[code]:
                     self.demoted.append(p)
-
-    code_of = staticmethod(lambda job: 0)                  # set by the core: job -> class code
-
-    def spread(self) -> set[int]:
-        """Jobs placed on more than one server this round."""
-        where = self.pool.where
-        return {s for s in self.status if len(where[s]) > 1}

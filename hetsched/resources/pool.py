@@ -187,8 +187,3 @@ class ServerPool:
                 break
             need = diff
         return chosen
-
-    # ---- statistics ---------------------------------------------------------------------------------
-    def allocated(self) -> tuple[float, float, float]:
-        """GPUs, CPUs and GB in use now."""
-        return (float(self.num_gpus - self.free), sum(self.cap_c) - sum(self.fc), sum(self.cap_m) - sum(self.fm))
