@@ -67,7 +67,7 @@ class Scheduler(JobSlots):
 
     def __init__(self, cluster: ClusterSpec, policy: Policy, throughputs: ThroughputTable, *,
                  round_s: float = 360.0, min_reset_interval_s: float = 1920.0, seed: int = 0,
-                 placement_aware: bool = False, estimator=None, resources=None):
+                 placement_aware: bool = False, estimator=None, resources=None, adaptation=None):
         self.cluster = cluster
         self.policy = policy
         self.table = throughputs
@@ -77,6 +77,7 @@ class Scheduler(JobSlots):
         self.placement_aware = placement_aware
         self.estimator = estimator          # ThroughputEstimator: policies see estimated pair throughputs
         self.resources = resources          # TypeAwareResources: CPU/memory placement on the chosen type's servers
+        self.adaptation = adaptation        # RuntimeAdaptation: Shockwave's batch-size switching
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
         self.gpu_types = sorted_gpu_types(cluster)          # column order, as the policies see them
@@ -138,6 +139,8 @@ class Scheduler(JobSlots):
         self.key_row[s] = row
         if self.resources is not None:
             self.resources.add_job(s, job.job_type, job.scale_factor, self.tput[s])
+        if self.adaptation is not None:
+            self.adaptation.add_job(job)
         self._add_entries([(job.job_id,)])
         self.need_update = True
 
@@ -145,6 +148,8 @@ class Scheduler(JobSlots):
         s = self._release_slot(job_id)
         if self.resources is not None:
             self.resources.remove_job(s)
+        if self.adaptation is not None:
+            self.adaptation.remove_job(job_id)
         self._drop_entries(np.flatnonzero((self.members == s).any(axis=1)))
         self.need_update = True
 
@@ -194,6 +199,41 @@ class Scheduler(JobSlots):
         self._blocked = ~self.ok | ~self.in_alloc[:, None]
         self._has_pairs = bool((self.members[:, 1] >= 0).any())
         self._all_single_gpu = bool((self.escale == 1).all())
+
+    # ---- dynamic adaptation (Shockwave) ---------------------------------------------------------------
+    def steps_done(self, job_id: int) -> float:
+        """Steps a job has run, counted at its current batch size."""
+        return self.adaptation.jobs[job_id].total_steps - float(self.remaining[self.slot[job_id]])
+
+    def flag_batch_sizes(self) -> None:
+        """Evaluate every adaptive job's batch-size flag (after completions, before arrivals; A5)."""
+        if self.adaptation is not None:
+            self.adaptation.evaluate(self.steps_done)
+
+    def switch_batch_sizes(self, job_ids) -> list:
+        """Flagged jobs among `job_ids` (which just ran a micro-task) change batch size: new rate, rescaled steps.
+        A batch-size change does not trigger a reallocation (A6)."""
+        out = []
+        for job_id in job_ids:
+            if not self.adaptation.flagged(job_id):
+                continue
+            sw = self.adaptation.switch(job_id, self.steps_done(job_id))
+            if sw is None:
+                continue
+            s = self.slot[job_id]
+            row = self.table.index(JobKey(sw.job_type, int(self.scale[s])))
+            iso = self.table.isolated[row, self._cols]
+            self.tput[s] = np.nan_to_num(iso[:, 0])
+            self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
+            self.key_row[s] = row
+            self.remaining[s] = max(sw.remaining_steps, 0.0)
+            e = self._entry_index[(job_id,)]
+            self.etput[e, :, 0] = self.tput[s]
+            self.ok[e] = self.tput[s] > 0
+            out.append(sw)
+        if out:
+            self._entries_changed()
+        return out
 
     # ---- allocation -------------------------------------------------------------------------------
     def view(self, now: float) -> PolicyView:

@@ -45,6 +45,15 @@ def unfair_fraction(rho: pd.Series, threshold: float = 1.0) -> float:
     return float((rho > threshold).mean()) if len(rho) else float("nan")
 
 
+def static_rho(result: Result) -> pd.Series:
+    """Shockwave's finish-time fairness (spec/shockwave.md s.6, A8): rho_j = JCT_j / (T_iso_j max(1, N / G)),
+    T_iso the isolated duration after adaptation, N the jobs of the run, G its GPUs; rounded to 5 decimals."""
+    ids = result.window_ids()
+    contention = max(1.0, len(ids) / max(result.num_gpus, 1))
+    rho = {j: result.jobs[j].jct_s / (result.jobs[j].isolated_s * contention) for j in ids}
+    return pd.Series(rho, name="rho", dtype=float).round(5).dropna()
+
+
 def total_cost(result: Result) -> float:
     return float(sum(r.cost for r in result.jobs.values()))
 
@@ -66,4 +75,14 @@ def summary(result: Result) -> dict:
             "utilization": float(result.utilization), "num_jobs": len(window_jcts(result)),
             "jct_p50_s": pct[50], "jct_p99_s": pct[99], "total_cost": total_cost(result),
             "slo_violations": slo_violations(result), "num_rounds": result.num_rounds,
-            "num_recomputes": result.num_recomputes, **(result.resource_stats or {})}
+            "num_recomputes": result.num_recomputes, **(result.resource_stats or {}), **_fairness(result)}
+
+
+def _fairness(result: Result) -> dict:
+    """Shockwave's fairness numbers, for runs that know each job's isolated duration."""
+    if result.adaptations is None:
+        return {}
+    rho = static_rho(result)
+    return {"worst_ftf_rho": float(rho.max()) if len(rho) else float("nan"),
+            "unfair_fraction": unfair_fraction(rho, 1.05), "unfair_fraction_1_1": unfair_fraction(rho, 1.1),
+            "batch_size_switches": int(len(result.adaptations))}

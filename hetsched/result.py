@@ -28,6 +28,7 @@ class JobRecord:
     steps_done: float = 0.0
     cost: float = 0.0
     gpu_seconds: dict[str, float] = field(default_factory=dict)
+    isolated_s: float = float("nan")      # Shockwave: isolated duration after adaptation (the rho denominator)
 
     @property
     def jct_s(self) -> float:
@@ -49,6 +50,8 @@ class Result:
     num_recomputes: int
     timeline: dict[str, np.ndarray] | None = None
     resource_stats: dict[str, float] | None = None     # CPU/memory-aware cores: mean allocation percentages
+    adaptations: pd.DataFrame | None = None             # Shockwave: applied batch-size switches
+    switches_logged: int = 0
 
     @property
     def utilization(self) -> float:
@@ -65,7 +68,7 @@ class Result:
         for r in self.jobs.values():
             row = {k: getattr(r, k) for k in ("job_id", "job_type", "scale_factor", "priority_weight",
                                               "arrival_time_s", "start_time_s", "finish_time_s", "total_steps",
-                                              "steps_done", "cost", "deadline_s")}
+                                              "steps_done", "cost", "deadline_s", "isolated_s")}
             row["jct_s"] = r.jct_s
             row["in_window"] = self.window is None or self.window[0] <= r.job_id < self.window[1]
             for g in self.gpu_types:

@@ -48,11 +48,36 @@ class SimulationConfig:
     macro_rounds: bool = True
     # Resource core: rounds start at origin + k x round (Synergy's `--static` replays start at t = 1 s).
     round_origin_s: float = 0.0
+    # Shockwave's round rules (spec/shockwave.md s.3, A1, A7): a job that did not run in the previous round
+    # loses this many seconds of a full micro-task; batch sizes adapt at runtime (s.2.4); Gavel's trace-replay
+    # rule (recompute at once when nothing runs and nothing will arrive) is absent.
+    preemption_penalty_s: float = 0.0
+    dynamic_adaptation: bool = False
+    replay_reset: bool = True
+
+    @classmethod
+    def for_system(cls, system: str, **overrides) -> "SimulationConfig":
+        """The round rules of an artifact: `gavel` (360 s), `synergy` (300 s) or `shockwave` (120 s)."""
+        try:
+            preset = SYSTEM_RULES[system]
+        except KeyError:
+            raise HetschedError(f"unknown system {system!r}; known: {', '.join(SYSTEM_RULES)}") from None
+        return cls(**{**preset, **overrides})
 
     def round_for(self, policy: Policy) -> float:
         if self.round_s is not None:
             return float(self.round_s)
+        if getattr(policy, "core_class", None) is not None:
+            return 120.0
         return 300.0 if getattr(policy, "resource_aware", False) else 360.0
+
+
+SYSTEM_RULES: dict[str, dict] = {
+    "gavel": {"round_s": 360.0, "min_reset_interval_s": 1920.0},
+    "synergy": {"round_s": 300.0},
+    "shockwave": {"round_s": 120.0, "min_reset_interval_s": 1000.0, "preemption_penalty_s": 20.0,
+                  "dynamic_adaptation": True, "replay_reset": False},
+}
 
 
 class Arrivals:
@@ -77,10 +102,16 @@ class Arrivals:
         return out
 
 
-def policy_for(name: str, seed: int) -> Policy:
-    """A fresh policy object; seeded policies (FIFO, Gandiva) get the run's seed."""
-    seeded = name.split("_")[0] in ("fifo", "gandiva")
-    return make_policy(name, **({"seed": seed} if seeded else {}))
+#: Policy parameters an artifact's driver passes (Shockwave runs AlloX with alpha = 0.2).
+SYSTEM_POLICY_PARAMS: dict[str, dict[str, dict]] = {"shockwave": {"allox": {"alpha": 0.2}}}
+
+
+def policy_for(name: str, seed: int, system: str | None = None, **params) -> Policy:
+    """A fresh policy object; seeded policies (FIFO, Gandiva) get the run's seed, and an artifact's policies
+    its driver's parameters."""
+    seeded = name.split("_")[0] == "fifo" or name == "gandiva"
+    params = {**SYSTEM_POLICY_PARAMS.get(system or "", {}).get(name, {}), **params}
+    return make_policy(name, **({"seed": seed} if seeded else {}), **params)
 
 
 def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Policy | str,
@@ -134,10 +165,19 @@ class RoundSimulation:
             resources = TypeAwareResources(cluster, sorted_gpu_types(cluster), table, policy.resource_mechanism,
                                            load_sensitivity(config.profiles_ratio or profiles_ratio_for(cluster)),
                                            least_free=getattr(policy, "resource_least_free", False))
-        self.sched = Scheduler(cluster, policy, table, round_s=config.round_s,
-                               min_reset_interval_s=config.min_reset_interval_s, seed=config.seed,
-                               placement_aware=config.placement_aware, estimator=estimator, resources=resources)
+        adaptation = None
+        if config.dynamic_adaptation:
+            from .adaptation.runtime import RuntimeAdaptation
+            adaptation = RuntimeAdaptation(table)
+        core = getattr(policy, "core_class", None) or Scheduler
+        self.sched = core(cluster, policy, table, round_s=config.round_s,
+                          min_reset_interval_s=config.min_reset_interval_s, seed=config.seed,
+                          placement_aware=config.placement_aware, estimator=estimator, resources=resources,
+                          adaptation=adaptation)
         self._init_loop(jobs)
+        if config.dynamic_adaptation:
+            from .adaptation.tracking import AdaptationTracker
+            self.tracker = AdaptationTracker(self, table)
 
     def _init_loop(self, jobs: Iterable[Job]) -> None:
         config = self.config
@@ -152,6 +192,7 @@ class RoundSimulation:
         self.finished = 0
         self._stalled = 0
         self._steps = self._finish = self._ends = None
+        self.tracker = None
 
     def step(self) -> bool:
         """One iteration of the event loop; False once the run is over."""
@@ -160,24 +201,32 @@ class RoundSimulation:
         running = plan is not None and len(plan.entry) > 0
         if self.window_left == 0 or (self.window_left is None and not sched.jobs and arrivals.peek_time() is None):
             return False
+        tracker = self.tracker
         if running:
             now = self.now = float(self._ends.max())
-            out.round_done(plan, self._steps, self.round_start, self._ends)
-            completed = sched.credit(plan.entry, plan.gpu_type, self._steps, self._ends - self.round_start)
+            steps, exec_time = self._steps, self._ends - self.round_start
+            if tracker is not None:
+                steps, exec_time = tracker.penalize(plan, steps, exec_time)
+            out.round_done(plan, steps, self.round_start, self._ends)
+            completed = sched.credit(plan.entry, plan.gpu_type, steps, exec_time)
             members = sched.members[plan.entry]
+            if tracker is not None:
+                completed = tracker.after_round(plan, completed, exec_time)
             for slot in completed.tolist():
                 k, col = np.argwhere(members == slot)[0]
                 self._retire(slot, float(self._finish[k, col]))
         elif not self._idle(lambda t: t):
             return False
+        if tracker is not None:
+            sched.flag_batch_sizes()
         now = self.now
         if not self._admit(now):
             return False
         exhausted = arrivals.peek_time() is None
         self.round_start = now                   # after an idle gap the round starts now, not at the last end
         # With nothing running and nothing left to arrive, waiting cannot help: recompute now.
-        plan = self.plan = sched.plan(now, force_recompute=not running and exhausted and bool(sched.jobs),
-                                      place=self.place)
+        replay = config.replay_reset and not running and exhausted and bool(sched.jobs)
+        plan = self.plan = sched.plan(now, force_recompute=replay, place=self.place)
         out.planned(plan)
         if len(plan.entry):
             members = sched.members[plan.entry]
@@ -223,6 +272,8 @@ class RoundSimulation:
         for job in self.arrivals.pop_until(now):
             sched.add_job(job)
             self.out.arrived(job, sched.slot[job.job_id])
+            if self.tracker is not None:
+                self.tracker.arrived(job)
         limit = self.config.max_active_jobs
         if limit is not None and len(sched.jobs) > limit:
             raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s (max_active_jobs={limit})")
@@ -260,4 +311,7 @@ class RoundSimulation:
         return True
 
     def result(self) -> Result:
-        return self.out.build(self.now)
+        result = self.out.build(self.now)
+        if self.tracker is not None:
+            self.tracker.annotate(result)
+        return result

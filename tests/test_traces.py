@@ -64,6 +64,18 @@ def test_shockwave_trace(shared_dir):
                                              AdaptationMode.STATIC: 4}
     assert Counter(j.scale_factor for j in jobs) == {1: 92, 2: 20, 4: 8}
     assert jobs[0].job_type == "LM (batch size 10)" and jobs[0].duration_s == 1418
+    assert read_trace(path) == jobs                                  # a 12-field .trace is sniffed
+
+
+@pytest.mark.parametrize("name", ["120_0.2_5_100_40_25", "220_0.2_5_100_25_4", "460_0.2_5_100_10_1",
+                                  "900_0.2_5_1000_5_15", "900_0.2_5_100_5_15"])
+def test_shockwave_traces_convert_both_ways_byte_for_byte(shared_dir, tmp_path, name):
+    src = next((shared_dir / "data/shockwave/traces").glob(f"{name}_*.trace"))
+    short = "_".join(name.split("_")[i] for i in (0, 4, 5)) + ("_grid100" if name.startswith("900_0.2_5_100_") else "")
+    committed = read_trace(f"data/traces/shockwave_{short}.csv")
+    assert committed == read_trace(src)
+    write_trace(committed, tmp_path / "back.trace", "shockwave")
+    assert (tmp_path / "back.trace").read_bytes() == src.read_bytes()
 
 
 def test_synergy_csv(shared_dir):

@@ -11,7 +11,7 @@ from ..jobs import Job
 from .canonical import (format_canonical_csv, parse_canonical_csv, read_canonical_parquet,
                         write_canonical_parquet)
 from .gavel_tsv import format_gavel_trace, parse_gavel_trace
-from .shockwave_tsv import parse_shockwave_trace
+from .shockwave_tsv import format_shockwave_trace, looks_like_shockwave_trace, parse_shockwave_trace
 from .philly import parse_philly_trace
 from .synergy_csv import format_synergy_csv, looks_like_synergy_csv, parse_synergy_csv
 
@@ -30,7 +30,7 @@ class TraceFormat:
 
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
     TraceFormat("gavel", (".trace",), parse_gavel_trace, format_gavel_trace),
-    TraceFormat("shockwave", (), parse_shockwave_trace),
+    TraceFormat("shockwave", (), parse_shockwave_trace, format_shockwave_trace),
     TraceFormat("synergy", (), parse_synergy_csv, format_synergy_csv),
     TraceFormat("philly", (), parse_philly_trace),
     TraceFormat("csv", (".csv",), parse_canonical_csv, format_canonical_csv),
@@ -40,9 +40,10 @@ FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
 
 def infer_format(path: str | Path, sniff: bool = True) -> str:
     """Format by extension; with `sniff`, a header-less `.csv` or extension-less file in Synergy's layout is
-    `synergy` (the artifact's replay files have no extension or a numeric one)."""
+    `synergy` (the artifact's replay files have no extension or a numeric one), and a `.trace` whose lines have
+    Shockwave's 12 fields is `shockwave`."""
     suffix = Path(path).suffix.lower()
-    if sniff and (suffix in ("", ".csv", ".log") or suffix[1:].isdigit()):
+    if sniff and (suffix in ("", ".csv", ".log", ".trace") or suffix[1:].isdigit()):
         try:
             with open(path, "rb") as f:
                 first = f.readline(4096).decode("utf-8", "replace")
@@ -50,6 +51,8 @@ def infer_format(path: str | Path, sniff: bool = True) -> str:
             first = ""
         if looks_like_synergy_csv(first):
             return "synergy"
+        if looks_like_shockwave_trace(first):
+            return "shockwave"
     for f in FORMATS.values():
         if suffix in f.extensions:
             return f.name
@@ -78,7 +81,7 @@ def read_trace(path: str | Path, fmt: str | None = None, **kwargs) -> list[Job]:
 
 
 def write_trace(jobs: Iterable[Job], path: str | Path, fmt: str | None = None) -> None:
-    """Write jobs in a writable format (gavel, synergy, csv, parquet)."""
+    """Write jobs in a writable format (gavel, shockwave, synergy, csv, parquet)."""
     source = str(path)
     spec = _get(fmt or infer_format(path, sniff=False), source)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -87,5 +90,5 @@ def write_trace(jobs: Iterable[Job], path: str | Path, fmt: str | None = None) -
     elif spec.format is not None:
         Path(path).write_text(spec.format(jobs))
     else:
-        raise TraceError(f"format {spec.name!r} is read-only; write gavel, synergy, csv or parquet",
+        raise TraceError(f"format {spec.name!r} is read-only; write gavel, shockwave, synergy, csv or parquet",
                          source=source)

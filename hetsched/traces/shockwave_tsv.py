@@ -1,6 +1,8 @@
-"""Shockwave's 12-field tab-separated trace with adaptation modes (spec/shockwave.md s.5.2). Read only."""
+"""Shockwave's 12-field tab-separated trace with adaptation modes (spec/shockwave.md s.5.2)."""
 
 from __future__ import annotations
+
+from typing import Iterable
 
 from ..catalog import GAVEL_JOB_TYPES
 from ..jobs import AdaptationMode, Job
@@ -39,3 +41,29 @@ def parse_shockwave_trace(data: bytes | str, source: str = "<trace>",
             arrival_time_s=as_float(f["arrival_time"], "arrival_time", where),
         ))
     return jobs
+
+
+def _number(value: float) -> str:
+    """Integral values as integers (as the artifact writes durations and arrivals), others in full."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def format_shockwave_trace(jobs: Iterable[Job]) -> str:
+    """Shockwave's layout: Gavel's ten fields with the mode after the scale factor, then duration and arrival."""
+    lines = []
+    for j in jobs:
+        slo = -1.0 if j.slo_factor is None else j.slo_factor
+        duration = j.duration_s if j.duration_s is not None else 0
+        lines.append("\t".join([
+            j.job_type, j.command, j.working_directory, j.num_steps_arg, "1" if j.needs_data_dir else "0",
+            str(int(j.total_steps)), str(j.scale_factor), j.mode.value, _number(j.priority_weight), f"{slo:f}",
+            _number(duration), _number(j.arrival_time_s),
+        ]))
+    return "".join(line + "\n" for line in lines)
+
+
+def looks_like_shockwave_trace(first_line: str) -> bool:
+    """A line with 12 tab-separated fields whose eighth is an adaptation mode."""
+    fields = first_line.rstrip("\r\n").split("\t")
+    return len(fields) == len(FIELDS) and fields[7].strip() in _MODES
