@@ -61,10 +61,6 @@ def assert_feasible(view, alloc, tol=1e-6):
 @pytest.mark.parametrize("seed, multi_gpu", [(0, False), (1, True)])
 def test_allocations_are_feasible(gavel_table, name, seed, multi_gpu):
     view = instance(gavel_table, seed, 30, multi_gpu=multi_gpu, slos=True)
-    if name == "allox" and multi_gpu:
-        with pytest.raises(HetschedError, match="single-GPU"):
-            make_policy(name).allocate(view)
-        return
     policy = make_policy(name)
     for _ in range(2):   # stateful policies run twice
         alloc = policy.allocate(view)
@@ -88,10 +84,21 @@ def test_las_is_optimal(gavel_table, seed, aware, packing):
 @pytest.mark.parametrize("suffix", ["", "_perf", "_packed"])
 def test_makespan_is_optimal(gavel_table, seed, suffix):
     view = instance(gavel_table, seed, 10, multi_gpu=seed == 1, gpus="2:2:2")
-    policy = make_policy("min_total_duration" + suffix)
+    policy = make_policy("min_total_duration" + suffix, **({"bisection": False} if suffix == "" else {}))
     alloc = policy.allocate(view)
     T = reference_throughput(view) if suffix == "" else view.throughput
     assert policy.objective(view, alloc) == pytest.approx(ref.max_theta(view, suffix == "_packed", T), rel=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_makespan_bisection_is_within_its_precision(gavel_table, seed):
+    """The artifacts' agnostic makespan search: a feasible point within 5 % of the optimal makespan."""
+    view = instance(gavel_table, seed, 10, multi_gpu=seed == 1, gpus="2:2:2")
+    policy = make_policy("min_total_duration")
+    assert policy.bisection
+    best = ref.max_theta(view, False, reference_throughput(view))
+    got = policy.objective(view, policy.allocate(view))
+    assert best * (1 - 1e-6) <= got <= best * 1.05 * (1 + 1e-6)
 
 
 @pytest.mark.parametrize("seed", range(3))

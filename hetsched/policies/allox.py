@@ -1,4 +1,7 @@
-"""AlloX baseline (spec/gavel.md s.2.13): min-cost matching of jobs to (GPU, position) slots."""
+"""AlloX baseline (spec/gavel.md s.2.13): min-cost matching of jobs to (GPU, position) slots.
+
+Gavel's AlloX accepts single-GPU jobs only; Shockwave runs it (alpha = 0.2) on multi-GPU streams, so a job that
+keeps its allocation here holds all `scale_factor` GPUs, and a matched gang that no longer fits its type waits."""
 
 from __future__ import annotations
 
@@ -20,8 +23,6 @@ class AlloX(Policy):
         self._running: dict[int, int] = {}   # job id -> GPU type index
 
     def allocate(self, view: PolicyView) -> Allocation:
-        if np.any(view.scale_factor != 1):
-            raise HetschedError("allox supports single-GPU jobs only (as in the artifact)")
         m, n = view.num_jobs, view.num_types
         ids = view.job_ids.tolist()
         x = np.zeros((m, n))
@@ -31,7 +32,7 @@ class AlloX(Policy):
         for i, job in enumerate(ids):
             if job in self._running:
                 x[i, self._running[job]] = 1.0
-                free[self._running[job]] -= 1
+                free[self._running[job]] -= int(view.scale_factor[i])      # a gang holds all its GPUs
         waiting = [i for i in range(m) if ids[i] not in self._running]
         waiting.sort(key=lambda i: -view.time_since_arrival[i])           # oldest first
         # The artifact truncates with max(...) where min(...) was surely meant: with alpha = 1 nothing is cut.
@@ -63,7 +64,10 @@ class AlloX(Policy):
             if w not in first_on_worker or q > first_on_worker[w][0]:
                 first_on_worker[w] = (q, r)
         for w, (_, r) in first_on_worker.items():
-            i = waiting[r]
-            x[i, workers[w]] = 1.0
-            self._running[ids[i]] = int(workers[w])
+            i, t = waiting[r], workers[w]
+            if view.scale_factor[i] > free[t]:
+                continue                                   # a gang that no longer fits waits for a later call
+            free[t] -= int(view.scale_factor[i])
+            x[i, t] = 1.0
+            self._running[ids[i]] = int(t)
         return Allocation(view.job_ids, view.gpu_types, x)

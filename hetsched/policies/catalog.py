@@ -9,7 +9,7 @@ from .ftf import FinishTimeFairness
 from .gandiva import Gandiva
 from .las import MaxMinFairness
 from .makespan import MinTotalDuration
-from .shares import Isolated, Proportional
+from .shares import GandivaFair, Isolated, Proportional
 from .throughput_sum import MaxSumThroughput
 from .water_filling import WaterFilling
 
@@ -19,7 +19,9 @@ for suffix, kw in _VARIANTS.items():
     register_policy(f"max_min_fairness{suffix}", MaxMinFairness, f"LAS{suffix}", **kw)
     register_policy(f"max_min_fairness_water_filling{suffix}", WaterFilling, f"hierarchical LAS{suffix}", **kw)
     register_policy(f"finish_time_fairness{suffix}", FinishTimeFairness, f"FTF (Themis){suffix}", **kw)
-    register_policy(f"min_total_duration{suffix}", MinTotalDuration, f"makespan{suffix}", **kw)
+    # Agnostic makespan keeps the artifacts' 5 % bisection (Shockwave's OSSP baseline depends on its point).
+    register_policy(f"min_total_duration{suffix}", MinTotalDuration, f"makespan{suffix}",
+                    **kw, **({"bisection": True} if suffix == "" else {}))
     register_policy(f"fifo{suffix}", FIFO, f"FIFO{suffix}", **kw)
 
 register_policy("max_sum_throughput_perf", MaxSumThroughput, "max total throughput")
@@ -32,6 +34,11 @@ register_policy("max_sum_throughput_normalized_by_cost_packed_SLOs", MaxSumThrou
                 slos=True, packing=True)
 register_policy("isolated", Isolated)
 register_policy("proportional", Proportional)
+register_policy("gandiva_fair", GandivaFair)
 register_policy("gandiva", Gandiva)
 register_policy("allox", AlloX)
 register_policy("allox_alpha", AlloX, "AlloX with alpha (allox_alpha=<a>)")
+
+from ..planner.core import ShockwavePolicy  # noqa: E402  (the planner builds on the core, which needs base)
+
+register_policy("shockwave", ShockwavePolicy, "Shockwave: NSW over future rounds with FTF priorities")

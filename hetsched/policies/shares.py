@@ -52,3 +52,15 @@ class Proportional(Policy):
         used = view.scale_factor @ x
         over = np.max(np.divide(used, view.capacity, out=np.zeros_like(used), where=view.capacity > 0))
         return Allocation(view.job_ids, view.gpu_types, x / max(1.0, over))
+
+
+class GandivaFair(Policy):
+    """Gandiva-Fair as Shockwave evaluates it: an equal split, G/m of every GPU type per job, with no
+    scale-factor normalisation (spec/shockwave.md s.3); each row is capped at 1."""
+
+    heterogeneity_aware = False
+
+    def allocate(self, view: PolicyView) -> Allocation:
+        m = max(view.num_jobs, 1)
+        x = np.broadcast_to((view.capacity / m)[None, :], (view.num_jobs, view.num_types))
+        return Allocation(view.job_ids, view.gpu_types, x / np.maximum(1.0, x.sum(axis=1))[:, None])
