@@ -139,6 +139,14 @@ def _parse_window(text: str | None) -> tuple[int, int] | None:
     return start, end
 
 
+def _system_rules(args: argparse.Namespace, jobs) -> str | None:
+    """`--rules auto`: Shockwave's round rules for its planner and for streams with batch-size adaptation."""
+    if args.rules != "auto":
+        return args.rules
+    adaptive = isinstance(jobs, list) and any(j.mode.value != "static" for j in jobs)
+    return "shockwave" if args.policy == "shockwave" or adaptive else None
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     import json
     import time
@@ -153,12 +161,20 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server)
     if args.round is not None and not args.round > 0:
         raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
-    policy = policy_for(args.policy, args.seed or 0)
-    config = SimulationConfig(round_s=args.round, min_reset_interval_s=args.min_reset_interval,
-                              seed=args.seed or 0, window=_parse_window(args.window), ideal=args.ideal,
-                              placement_aware=args.placement_aware, record_timeline=False,
-                              profiles_ratio=args.profiles_ratio)
-    result = simulate(_jobs_for_simulation(args, table, cluster), cluster, policy, table, config)
+    jobs = _jobs_for_simulation(args, table, cluster)
+    system = _system_rules(args, jobs)
+    params = {"config": args.shockwave_config} if args.shockwave_config and args.policy == "shockwave" else {}
+    if args.shockwave_config and args.policy != "shockwave":
+        raise HetschedError("simulate: --shockwave-config applies to --policy shockwave only")
+    policy = policy_for(args.policy, args.seed or 0, system=system, **params)
+    overrides = dict(seed=args.seed or 0, window=_parse_window(args.window), ideal=args.ideal,
+                     placement_aware=args.placement_aware, record_timeline=False, profiles_ratio=args.profiles_ratio)
+    if args.round is not None:
+        overrides["round_s"] = args.round
+    if args.min_reset_interval is not None:
+        overrides["min_reset_interval_s"] = args.min_reset_interval
+    config = SimulationConfig.for_system(system, **overrides) if system else SimulationConfig(**overrides)
+    result = simulate(jobs, cluster, policy, table, config)
     if args.jobs_out:
         result.jobs_frame().to_csv(args.jobs_out, index=False)
     row = summary(result)
@@ -234,8 +250,14 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--window", help="measure job ids START:END (END exclusive), e.g. 4000:5000")
     sim.add_argument("--round", type=float, default=None,
                      help="round length in seconds (default: 360 for Gavel's policies, 300 for Synergy's)")
-    sim.add_argument("--min-reset-interval", type=float, default=1920.0,
-                     help="minimum seconds between allocation recomputes (the artifact's 1920)")
+    sim.add_argument("--min-reset-interval", type=float, default=None,
+                     help="minimum seconds between allocation recomputes (default: Gavel's 1920, Shockwave's 1000)")
+    sim.add_argument("--rules", choices=("auto", "gavel", "synergy", "shockwave"), default="auto",
+                     help="round rules of an artifact (auto: shockwave for --policy shockwave and for traces with "
+                          "accordion/gns jobs: 120-s rounds, 20-s preemption penalty, batch-size adaptation)")
+    sim.add_argument("--shockwave-config", metavar="PRESET|JSON",
+                     help="shockwave planner hyper-parameters: tacc_32gpus (default), scale_64gpus, "
+                          "scale_128gpus, scale_256gpus, or the artifact's JSON file")
     sim.add_argument("--ideal", action="store_true", help="fluid allocation, no rounds (Fig. 13)")
     sim.add_argument("--placement-aware", action="store_true",
                      help="use unconsolidated throughputs for jobs spread over servers")

@@ -23,7 +23,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 3      # 2: unit-pair space sharing, CPU timeouts; 3: Synergy runs, rounds start after idle gaps
+CACHE_VERSION = 4      # 2: unit-pair space sharing, CPU timeouts; 3: Synergy runs, rounds start after idle gaps;
+# 4: Shockwave rules and planner
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class RunConfig:
     max_rounds: int = 200_000
     max_active_per_gpu: float = 10.0          # more active jobs than this x GPUs: a saturated point
     timeout_s: float | None = None            # CPU seconds; a longer run is a timed-out point (artifact's --timeout)
+    rules: str | None = None                  # an artifact's round rules: gavel | synergy | shockwave
+    planner: str | None = None                # shockwave: hyper-parameter preset or JSON path
     labels: tuple[tuple[str, object], ...] = field(default=())   # free-form tags carried into the results
 
     def key(self) -> str:
@@ -68,7 +71,7 @@ def run_one(config: RunConfig) -> dict:
 
     from .cluster import ClusterSpec
     from .metrics import summary
-    from .simulator import SimulationError, simulate
+    from .simulator import SimulationConfig, SimulationError, policy_for, simulate
     from .throughputs import load_throughputs
 
     table = load_throughputs(config.throughputs)
@@ -87,7 +90,11 @@ def run_one(config: RunConfig) -> dict:
         cluster = ClusterSpec.load(config.cluster)
         if prices:
             cluster = ClusterSpec.load(config.cluster, prices_per_hour={g: prices[g] for g in cluster.gpu_types})
-        result = simulate(jobs, cluster, config.policy, table, round_s=config.round_s,
+        policy = policy_for(config.policy, config.seed, system=config.rules,
+                            **({"config": config.planner} if config.planner else {}))
+        base = SimulationConfig.for_system(config.rules) if config.rules else None
+        rounds = {"round_s": config.round_s} if config.round_s is not None or base is None else {}
+        result = simulate(jobs, cluster, policy, table, base, **rounds,
                           profiles_ratio=config.profiles_ratio, round_origin_s=config.round_origin_s,
                           window=config.window, ideal=config.ideal, seed=config.seed, record_timeline=False,
                           estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds,

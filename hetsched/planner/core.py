@@ -1,0 +1,190 @@
+"""Shockwave on the one core: a planner that decides which jobs run in each of the next R rounds
+(spec/shockwave.md s.4.1, s.4.6-4.7). Selection, placement, crediting, the preemption penalty and batch-size
+adaptation are the core's and the simulator's, exactly as for Gavel's policies.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from ..adaptation.profile import epoch_profile
+from ..adaptation.schedules import DATASET_SIZE
+from ..catalog import split_job_type
+from ..core import RoundPlan, Scheduler
+from ..errors import HetschedError
+from ..jobs import Job
+from ..policies.base import Allocation, Policy, PolicyView
+from .config import PlannerConfig, load_planner_config
+from .jobs import PlannerJob, pseudo_profile
+from .milp import WindowInputs, artifact_window_program, rank_program, window_program
+
+log = logging.getLogger(__name__)
+
+
+class ShockwavePolicy(Policy):
+    """Shockwave: Nash social welfare over a window of future rounds with finish-time-fairness priorities."""
+
+    name = "shockwave"
+
+    def __init__(self, config: PlannerConfig | str | dict | None = None, **overrides):
+        self.config = config if isinstance(config, PlannerConfig) and not overrides else \
+            load_planner_config(None if isinstance(config, PlannerConfig) else config, **overrides)
+
+    @property
+    def core_class(self):
+        return PlannerCore
+
+    def allocate(self, view: PolicyView) -> Allocation:
+        raise HetschedError("shockwave plans rounds, not time fractions: run it through simulate() or the runtime")
+
+
+class PlannerCore(Scheduler):
+    """Gavel's core with Shockwave's planner in place of the allocation and priorities."""
+
+    def __init__(self, cluster, policy: ShockwavePolicy, throughputs, **kwargs):
+        super().__init__(cluster, policy, throughputs, **kwargs)
+        self.cfg: PlannerConfig = policy.config
+        self.gpus = int(self.capacity.sum())
+        self.profile_type = "v100" if "v100" in throughputs.gpu_types else throughputs.gpu_types[-1]
+        self.planned: dict[int, PlannerJob] = {}
+        self.round_ptr = 0
+        self.resolve = self.reestimate = True
+        self.schedule: list[list[int]] = []
+        self.schedule_start = 0
+        self.solve_log: list[dict] = []
+
+    # ---- jobs -------------------------------------------------------------------------------------
+    def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
+        super().add_job(job, remaining_steps)
+        profile, per_epoch = epoch_profile(job, self.table, self.profile_type), 0.0
+        if profile is None:
+            profile, per_epoch = pseudo_profile(job, float(self.tput[self.slot[job.job_id]].max()))
+        self.planned[job.job_id] = PlannerJob(job.job_id, job.arrival_time_s, profile, per_epoch)
+        self.resolve = self.reestimate = True
+
+    def remove_job(self, job_id: int) -> None:
+        super().remove_job(job_id)
+        self.planned.pop(job_id, None)
+        self.resolve = self.reestimate = True
+
+    def _batch_size(self, job_id: int) -> int:
+        state = self.adaptation.jobs.get(job_id) if self.adaptation is not None else None
+        if state is not None:
+            return state.batch_size
+        return split_job_type(self.jobs[job_id].job_type)[1] or 1
+
+    def _steps_done(self, job_id: int) -> float:
+        state = self.adaptation.jobs.get(job_id) if self.adaptation is not None else None
+        total = state.total_steps if state is not None else float(self.jobs[job_id].total_steps)
+        return total - float(self.remaining[self.slot[job_id]])
+
+    # ---- planning ---------------------------------------------------------------------------------
+    def plan(self, now: float, force_recompute: bool = False, place: bool = True) -> RoundPlan:
+        offset = self.round_ptr - self.schedule_start
+        recomputed = False
+        if self.jobs and (self.resolve or offset >= len(self.schedule)):
+            self._solve()
+            recomputed, offset = True, 0
+        ids = [j for j in self.schedule[offset] if j in self.jobs] if self.jobs else []
+        entry = np.array([self._entry_index[(j,)] for j in ids], np.int64)
+        entry, gpu_type = self._choose_types(entry)
+        plan = RoundPlan(now, entry, gpu_type, recomputed)
+        if place or self.placement_aware:
+            self._place(plan)
+        return plan
+
+    def _choose_types(self, entry: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Planned gangs onto GPU types: largest gangs first, each on its fastest type with room."""
+        if self.n == 1:
+            return entry, np.zeros(len(entry), np.int64)
+        free = self.capacity.copy()
+        out_e, out_w = [], []
+        for e in entry[np.argsort(-self.escale[entry], kind="stable")].tolist():
+            rate = np.where(free >= self.escale[e], self.etput[e, :, 0], -1.0)
+            w = int(np.argmax(rate))
+            if rate[w] > 0:
+                free[w] -= self.escale[e]
+                out_e.append(e)
+                out_w.append(w)
+        return np.array(out_e, np.int64), np.array(out_w, np.int64)
+
+    def credit(self, entry, gpu_type, steps, exec_time):
+        slots = self.members[entry, 0]
+        for s, w in zip(slots.tolist(), gpu_type.tolist()):        # the round's measurements, before any switch
+            job_id = int(self.job_of_slot[s])
+            self.planned[job_id].measured(self.round_ptr, float(self.tput[s, w]), self._batch_size(job_id),
+                                          self.round_s)
+        completed = super().credit(entry, gpu_type, steps, exec_time)
+        self.round_ptr += 1
+        if self.round_ptr % self.cfg.reopt_rounds == 0:
+            self.resolve = True
+        return completed
+
+    def _solve(self) -> None:
+        cfg, R, delta = self.cfg, self.cfg.future_rounds, self.round_s
+        started = time.perf_counter()
+        ids = sorted(self.jobs)
+        jobs = [self.planned[j] for j in ids]
+        N = len(ids)
+        share = min(1.0, self.gpus / N)
+        progress = np.array([pj.epoch_progress(self._steps_done(j), self._batch_size(j)) for j, pj in zip(ids, jobs)])
+        for pj in jobs:
+            if not pj.fixed_epoch_steps:
+                pj.calibrate(delta, DATASET_SIZE[pj.model])
+        mean_epoch = np.array([pj.mean_epoch_s(p) for pj, p in zip(jobs, progress.tolist())])
+        remaining = np.array([pj.remaining_s(p) for pj, p in zip(jobs, progress.tolist())])
+        if self.reestimate:
+            for pj, p in zip(jobs, progress.tolist()):
+                pj.add_share_estimate(self.round_ptr, p, share)
+            self.reestimate = False
+        fair = np.array([pj.fair_finish_s(self.round_ptr, cfg.momentum) for pj in jobs])
+        inputs = WindowInputs(np.array([pj.gpus for pj in jobs]), np.array([pj.epochs for pj in jobs]),
+                              progress.astype(float), mean_epoch, remaining, np.ones(N))
+        program = artifact_window_program if cfg.formulation == "artifact" else window_program
+        solve = dict(capacity=self.gpus, rounds=R, round_s=delta, k=cfg.k, bases=cfg.log_bases,
+                     log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s, solver=cfg.solver)
+        slack = share * (cfg.rhomax * fair - delta * (self.round_ptr + R))
+        n, status, relaxed = None, "infeasible", True
+        if (slack >= 0).all():                        # else some job cannot meet its target whatever we do
+            inputs.ftf_slack_s = slack
+            n, status = program(inputs, **solve)
+            inputs.ftf_slack_s = None
+            relaxed = n is None
+        priority = np.ones(N)
+        if n is None:
+            rho = (delta * self.round_ptr + remaining / share) / fair
+            behind = rho > cfg.rhomax
+            exponent = np.where(remaining < delta, cfg.almost_done_exponent, cfg.lam)
+            with np.errstate(over="ignore"):
+                priority = np.where(behind, np.minimum(rho ** exponent, cfg.priority_cap), 1.0)
+            inputs.priority = priority
+            n, status = program(inputs, **solve)
+        if n is None:
+            log.warning("shockwave: window program %s at round %d; planning by remaining time", status, self.round_ptr)
+            n = np.full(N, R)
+            priority = remaining.copy()
+        gpus = inputs.gpus
+        y = rank_program(n, gpus, priority, capacity=self.gpus, rounds=R, gap=cfg.gap,
+                         time_limit_s=cfg.time_limit_s, solver=cfg.solver)
+        # Work-conserving fill (s.4.7): idle GPUs go to unplanned jobs, longest predicted remaining time first.
+        by_remaining = np.argsort(-remaining, kind="stable")
+        self.schedule = []
+        for r in range(R):
+            chosen = y[:, r].copy()
+            free = self.gpus - int(gpus[chosen].sum())
+            for i in by_remaining.tolist():
+                if free <= 0:
+                    break
+                if not chosen[i] and gpus[i] <= free:
+                    chosen[i] = True
+                    free -= int(gpus[i])
+            self.schedule.append([ids[i] for i in np.flatnonzero(chosen).tolist()])
+        self.schedule_start = self.round_ptr
+        self.resolve = False
+        self.num_recomputes += 1
+        self.solve_log.append({"round": self.round_ptr, "jobs": N, "relaxed": relaxed, "status": status,
+                               "capped": int((priority >= cfg.priority_cap).sum()) if relaxed else 0,
+                               "seconds": time.perf_counter() - started})

@@ -1,0 +1,112 @@
+"""What the Shockwave planner knows about a job (spec/shockwave.md s.4.2-4.4): its oracle epoch profile, the
+Dirichlet predictor of its remaining time, and its momentum-averaged fair-share finish time."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..adaptation.profile import EpochProfile
+from ..adaptation.schedules import iterations_per_epoch
+
+PROFILE_SAMPLES_TOLERANCE = 0.4     # re-calibrate the profile when measured and predicted samples differ by more
+
+
+PSEUDO_EPOCHS = 100
+
+
+def pseudo_profile(job, steps_per_s: float) -> tuple[EpochProfile, float]:
+    """A static job whose model has no dataset size (A3C, CycleGAN, ...): its steps cut into equal pseudo-epochs."""
+    epochs = max(1, min(PSEUDO_EPOCHS, int(math.ceil(job.total_steps))))
+    per_epoch = float(job.total_steps) / epochs
+    rate = steps_per_s if steps_per_s > 0 else 1.0
+    return EpochProfile(job.job_type, job.scale_factor, np.zeros(epochs, np.int64),
+                        np.full(epochs, per_epoch / rate)), per_epoch
+
+
+class PlannerJob:
+    """One job's profile as prefix sums, so every query is O(distinct batch sizes)."""
+
+    __slots__ = ("job_id", "submit_s", "gpus", "epochs", "durations", "prefix", "batch_sizes", "modes",
+                 "mode_counts", "mode_mean", "shares", "model", "samples", "last_round", "amp", "fixed_epoch_steps")
+
+    def __init__(self, job_id: int, submit_s: float, profile: EpochProfile, fixed_epoch_steps: float = 0.0):
+        self.job_id = job_id
+        self.fixed_epoch_steps = fixed_epoch_steps     # > 0: a job without a dataset model (pseudo-epochs)
+        self.submit_s = float(submit_s)
+        self.gpus = int(profile.scale_factor)
+        self.model = profile.model
+        self.epochs = profile.epochs
+        # The planner's epoch durations are whole seconds, at least 1 (JobMetaData).
+        self.durations = np.maximum(1.0, np.round(profile.durations))
+        self.prefix = np.concatenate([[0.0], np.cumsum(self.durations)])
+        self.batch_sizes = profile.batch_sizes
+        self.modes, code = np.unique(profile.batch_sizes, return_inverse=True)
+        onehot = np.zeros((len(self.modes), self.epochs + 1))
+        onehot[code, np.arange(1, self.epochs + 1)] = 1.0
+        self.mode_counts = np.cumsum(onehot, axis=1)          # [b, e]: epochs < e with batch size b
+        self.mode_mean = np.array([self.durations[code == b].mean() for b in range(len(self.modes))])
+        self.shares: list[tuple[int, float]] = []              # (round, fair-share finish-time estimate)
+        self.samples = 0.0               # measured samples, as if running since global round 0 (s.4.2)
+        self.last_round = 0
+        self.amp = 1.0
+
+    # ---- progress ----------------------------------------------------------------------------------
+    def epoch_progress(self, steps_done: float, batch_size: int) -> int:
+        """Completed epochs, counted at the current batch size (s.4.1)."""
+        per_epoch = self.fixed_epoch_steps or iterations_per_epoch(self.model, batch_size)
+        return min(self.epochs, int(steps_done // per_epoch))
+
+    def mean_epoch_s(self, p: int) -> float:
+        """d-bar: mean profiled epoch time over epochs 0..p (converts planned seconds into epochs)."""
+        q = min(p, self.epochs - 1) + 1
+        return self.amp * self.prefix[q] / q
+
+    def elapsed_s(self, p: int) -> float:
+        return self.amp * self.prefix[min(p, self.epochs)]
+
+    def remaining_s(self, p: int) -> float:
+        """The Dirichlet-posterior remaining time (s.4.3): which batch sizes are known, not when they come."""
+        E = self.epochs
+        if E - p <= 0:
+            return 1.0
+        seen = self.mode_counts[:, min(p + 1, E)]              # epochs 0..p, as the artifact counts them
+        alpha = E / len(self.modes) + seen
+        expected = E * alpha / alpha.sum()
+        expected = expected - np.minimum(seen, np.floor(expected))
+        inflated = max(int(expected.sum() + 1), E - p)
+        return float((expected * self.amp * self.mode_mean).sum() * (E - p) / inflated)
+
+    # ---- fair share --------------------------------------------------------------------------------
+    def add_share_estimate(self, round_ptr: int, p: int, share: float) -> None:
+        self.shares.append((round_ptr, self.submit_s + (self.elapsed_s(p) + self.remaining_s(p)) / share))
+
+    def fair_finish_s(self, round_ptr: int, momentum: float) -> float:
+        """FT-bar: estimates weighted by how many rounds each was in force, plus extra weight on the last."""
+        rounds = [r for r, _ in self.shares] + [round_ptr]
+        weights = np.diff(rounds).astype(float)
+        values = np.array([v for _, v in self.shares])
+        last = values[-1]
+        if weights.sum() <= 0:
+            return float(last)
+        return float(momentum * (weights @ values) / weights.sum() + (1 - momentum) * last)
+
+    # ---- calibration -------------------------------------------------------------------------------
+    def measured(self, round_index: int, rate: float, batch_size: int, round_s: float) -> None:
+        """A micro-task in round `round_index` ran at `rate` steps/s: it stands for every round since the last."""
+        self.samples += rate * batch_size * round_s * (round_index - self.last_round)
+        self.last_round = round_index
+
+    def calibrate(self, round_s: float, dataset_size: int) -> None:
+        """Rescale the epoch times when the measured samples differ from the profile's prediction for the same
+        window by more than 40 % (s.4.2). Like the artifact, it counts the window from global round 0."""
+        window = round_s * self.last_round
+        if self.samples <= 0 or window <= 0:
+            return
+        e = int(np.searchsorted(self.prefix, window, side="right")) - 1      # whole profiled epochs in the window
+        predicted = e * dataset_size
+        if e < self.epochs:
+            predicted += dataset_size * (window - self.prefix[e]) / self.durations[e]
+        ratio = predicted / self.samples
+        self.amp = ratio if abs(ratio - 1.0) > PROFILE_SAMPLES_TOLERANCE else 1.0

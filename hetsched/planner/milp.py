@@ -1,0 +1,285 @@
+"""The planner's two programs, built as sparse matrices and solved by HiGHS (spec/shockwave.md s.4.5-4.6).
+
+The artifact's model has a binary x[j, r] per job and round plus SOS2 binaries for the log. Both are
+unnecessary for the plan's value: the objective sees a job's rounds only through n_j = sum_r x[j, r] and the
+per-round capacity (rounds are interchangeable), and the weighted log is concave, so its piecewise-linear
+hypograph needs no binaries. `window_program` therefore has N integer n_j and 3N + 1 continuous columns. The
+rounds are assigned afterwards by `rank_program`, which is the artifact's own second MILP (it keeps n_j and puts
+high-priority jobs first); with gang sizes that divide the cluster it always finds a packing in practice, and a
+greedy packing stands in if it ever does not.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import SolverError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class MilpResult:
+    x: np.ndarray | None
+    status: str               # "optimal", "feasible" (time limit or gap with an incumbent), "infeasible", "error"
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.x is not None
+
+
+def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.ndarray, col_lo: np.ndarray,
+               col_hi: np.ndarray, integer: np.ndarray, *, gap: float, time_limit_s: float,
+               start: np.ndarray | None = None, solver: str = "highs") -> MilpResult:
+    """minimise c'x  s.t.  row_lo <= A x <= row_hi, col_lo <= x <= col_hi, x[integer] integral."""
+    if solver == "scip":
+        return _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s)
+    import highspy
+
+    from ..resources.opt import _new_highs
+
+    h = _new_highs()
+    h.setOptionValue("mip_rel_gap", float(gap))
+    h.setOptionValue("time_limit", float(time_limit_s))
+    h.setOptionValue("threads", 1)
+    n = len(c)
+    inf = highspy.kHighsInf
+    h.addVars(n, np.where(np.isfinite(col_lo), col_lo, -inf), np.where(np.isfinite(col_hi), col_hi, inf))
+    idx = np.arange(n, dtype=np.int32)
+    h.changeColsCost(n, idx, np.asarray(c, float))
+    ints = np.flatnonzero(integer).astype(np.int32)
+    if len(ints):
+        h.changeColsIntegrality(len(ints), ints, np.full(len(ints), highspy.HighsVarType.kInteger))
+    A = sp.csr_matrix(A)
+    h.addRows(A.shape[0], np.where(np.isfinite(row_lo), row_lo, -inf), np.where(np.isfinite(row_hi), row_hi, inf),
+              A.nnz, A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data.astype(float))
+    if start is not None:
+        sol = highspy.HighsSolution()
+        sol.col_value = list(map(float, start))
+        sol.value_valid = True
+        h.setSolution(sol)
+    h.run()
+    status = h.getModelStatus()
+    ms = highspy.HighsModelStatus
+    seconds = h.getRunTime()
+    if status == ms.kOptimal:
+        return MilpResult(np.asarray(h.getSolution().col_value), "optimal", seconds)
+    if status == ms.kInfeasible:
+        return MilpResult(None, "infeasible", seconds)
+    info = h.getInfo()
+    if info.primal_solution_status == 2:               # a feasible incumbent (time limit, interrupted, ...)
+        return MilpResult(np.asarray(h.getSolution().col_value), "feasible", seconds)
+    return MilpResult(None, "infeasible" if status == ms.kTimeLimit else "error", seconds)
+
+
+def _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s) -> MilpResult:
+    try:
+        from pyscipopt import Model, quicksum
+    except ImportError:
+        raise SolverError("solver 'scip' needs pyscipopt (pip install pyscipopt); the default is 'highs'") from None
+    m = Model()
+    m.hideOutput()
+    m.setParam("limits/gap", float(gap))
+    m.setParam("limits/time", float(time_limit_s))
+    xs = [m.addVar(lb=None if not np.isfinite(lo) else float(lo), ub=None if not np.isfinite(hi) else float(hi),
+                   vtype="I" if integer[i] else "C") for i, (lo, hi) in enumerate(zip(col_lo, col_hi))]
+    A = sp.csr_matrix(A)
+    for r in range(A.shape[0]):
+        cols, vals = A.indices[A.indptr[r]:A.indptr[r + 1]], A.data[A.indptr[r]:A.indptr[r + 1]]
+        expr = quicksum(float(v) * xs[k] for k, v in zip(cols, vals))
+        if np.isfinite(row_lo[r]):
+            m.addCons(expr >= float(row_lo[r]))
+        if np.isfinite(row_hi[r]):
+            m.addCons(expr <= float(row_hi[r]))
+    m.setObjective(quicksum(float(v) * x for v, x in zip(c, xs) if v), "minimize")
+    m.optimize()
+    if m.getNSols() == 0:
+        return MilpResult(None, "infeasible" if m.getStatus() in ("infeasible", "timelimit") else "error",
+                          m.getSolvingTime())
+    best = m.getBestSol()
+    return MilpResult(np.array([best[x] for x in xs]), "optimal" if m.getStatus() == "optimal" else "feasible",
+                      m.getSolvingTime())
+
+
+@dataclass
+class WindowInputs:
+    """Per-job data of one re-solve (arrays of length N)."""
+
+    gpus: np.ndarray           # w_j
+    epochs: np.ndarray         # E_j
+    progress: np.ndarray       # p_j^0 (epochs done)
+    mean_epoch_s: np.ndarray   # d-bar_j
+    remaining_s: np.ndarray    # R-hat_j
+    priority: np.ndarray       # weights on the log utility (1 without the relaxation)
+    ftf_slack_s: np.ndarray | None = None   # FTF attempt: Rem_j <= share * (rhomax FT-bar_j - t_next)
+
+
+def window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,
+                   bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
+                   solver: str = "highs", start: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
+    """Rounds n_j per job that maximise sum_j prio_j U_j / (N R) - k max_j Rem_j; None when infeasible.
+
+    Columns: n (N, integer in [0, R]), P (N planned epochs), U (N log utility), M (max remaining seconds).
+    """
+    N = len(inp.gpus)
+    cols = 3 * N + 1
+    n_, P_, U_, M_ = 0, N, 2 * N, 3 * N
+    j = np.arange(N)
+    b = np.asarray(bases, float)
+    with np.errstate(divide="ignore"):
+        vals = np.log(b)
+    vals[0] = np.log(log_origin)
+    slope = np.diff(vals) / np.diff(b)                      # S segments
+    S = len(slope)
+    E = inp.epochs.astype(float)
+    rows, cols_, data, lo, hi = [], [], [], [], []
+
+    def block(r, c, v, lower, upper):
+        rows.append(np.asarray(r) + sum(len(x) for x in lo))
+        cols_.append(np.asarray(c))
+        data.append(np.asarray(v, float))
+        lo.append(np.asarray(lower, float))
+        hi.append(np.asarray(upper, float))
+
+    # plan: d_j P_j - round_s n_j <= 0
+    block(np.r_[j, j], np.r_[P_ + j, n_ + j], np.r_[inp.mean_epoch_s, np.full(N, -round_s)],
+          np.full(N, -np.inf), np.zeros(N))
+    # capacity over the window: sum_j w_j n_j <= G R
+    block(np.zeros(N, int), n_ + j, inp.gpus, [-np.inf], [capacity * rounds])
+    # log hypograph: U_j - slope_s / E_j P_j <= val_s + slope_s (p_j / E_j - base_s)
+    rr = (j[:, None] * S + np.arange(S)[None, :]).ravel()
+    block(np.r_[rr, rr], np.r_[np.repeat(U_ + j, S), np.repeat(P_ + j, S)],
+          np.r_[np.ones(N * S), (-slope[None, :] / E[:, None]).ravel()], np.full(N * S, -np.inf),
+          (vals[:-1][None, :] + slope[None, :] * (inp.progress[:, None] / E[:, None] - b[:-1][None, :])).ravel())
+    # makespan epigraph: M + d_j P_j >= R-hat_j
+    block(np.r_[j, j], np.r_[np.full(N, M_), P_ + j], np.r_[np.ones(N), inp.mean_epoch_s], inp.remaining_s,
+          np.full(N, np.inf))
+    if inp.ftf_slack_s is not None:      # R-hat_j - d_j P_j <= slack_j
+        block(j, P_ + j, inp.mean_epoch_s, inp.remaining_s - inp.ftf_slack_s, np.full(N, np.inf))
+    num_rows = sum(len(x) for x in lo)
+    A = sp.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols_))), shape=(num_rows, cols))
+    c = np.zeros(cols)
+    c[U_:U_ + N] = -inp.priority / (N * rounds)
+    c[M_] = k
+    col_lo = np.r_[np.zeros(N), np.zeros(N), np.full(N, vals[0]), 0.0]
+    col_hi = np.r_[np.full(N, float(rounds)), np.maximum(E - inp.progress, 0.0), np.zeros(N), np.inf]
+    integer = np.r_[np.ones(N, bool), np.zeros(2 * N + 1, bool)]
+    res = solve_milp(c, A, np.concatenate(lo), np.concatenate(hi), col_lo, col_hi, integer, gap=gap,
+                     time_limit_s=time_limit_s, start=start, solver=solver)
+    if not res.ok:
+        return None, res.status
+    return np.rint(res.x[:N]).astype(np.int64), res.status
+
+
+def greedy_rounds(n: np.ndarray, gpus: np.ndarray, order: np.ndarray, capacity: int, rounds: int) -> np.ndarray:
+    """Jobs in `order` take their n_j earliest rounds with room; a job that does not fit everywhere gets fewer."""
+    used = np.zeros(rounds, np.int64)
+    y = np.zeros((len(n), rounds), bool)
+    for j in order.tolist():
+        room = np.flatnonzero(used + gpus[j] <= capacity)[: n[j]]
+        y[j, room] = True
+        used[room] += gpus[j]
+    return y
+
+
+def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capacity: int, rounds: int,
+                 gap: float, time_limit_s: float, solver: str = "highs") -> np.ndarray:
+    """(N, R) rounds per job: keep n_j rounds each, minimise sum_j prio_j mean(round index of j)."""
+    N = len(n)
+    live = np.flatnonzero(n > 0)
+    order = live[np.argsort(-priority[live] / n[live], kind="stable")]
+    greedy = greedy_rounds(n, gpus, order, capacity, rounds)
+    if len(live) == 0 or (greedy.sum(axis=1) == n).all() and np.ptp(gpus[live]) == 0:
+        return greedy                     # equal gang sizes: the greedy order is optimal (exchange argument)
+    L, R = len(live), rounds
+    var = (np.arange(L)[:, None] * R + np.arange(R)[None, :])        # y[l, r]
+    eq_rows = np.repeat(np.arange(L), R)
+    cap_rows = L + np.tile(np.arange(R), L)
+    A = sp.csr_matrix((np.r_[np.ones(L * R), np.repeat(gpus[live], R).astype(float)],
+                       (np.r_[eq_rows, cap_rows], np.r_[var.ravel(), var.ravel()])), shape=(L + R, L * R))
+    lo = np.r_[n[live].astype(float), np.full(R, -np.inf)]
+    hi = np.r_[n[live].astype(float), np.full(R, float(capacity))]
+    c = ((priority[live] / n[live])[:, None] * np.arange(1, R + 1)[None, :]).ravel()
+    start = greedy[live].ravel().astype(float) if (greedy.sum(axis=1) == n).all() else None
+    res = solve_milp(c, A, lo, hi, np.zeros(L * R), np.ones(L * R), np.ones(L * R, bool), gap=gap,
+                     time_limit_s=time_limit_s, start=start, solver=solver)
+    if not res.ok:
+        log.info("rank program %s; keeping the greedy packing", res.status)
+        return greedy
+    y = np.zeros((N, R), bool)
+    y[live] = np.rint(res.x).reshape(L, R) > 0.5
+    return y
+
+
+def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,
+                            bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
+                            solver: str = "highs", start=None) -> tuple[np.ndarray | None, str]:
+    """The artifact's own model (s.4.5): x[j, r] binaries per round and an SOS2 lambda formulation of the log.
+    Same optimum as `window_program`, far larger; kept to measure what the reformulation changes."""
+    N, R = len(inp.gpus), rounds
+    B = len(bases)
+    b = np.asarray(bases, float)
+    with np.errstate(divide="ignore"):
+        vals = np.log(b)
+    vals[0] = np.log(log_origin)
+    X = 0                                  # x[j, r] at X + j R + r
+    P_ = N * R
+    L_ = P_ + N                            # lambda[j, b]
+    Z_ = L_ + N * B                        # z[j, b]
+    M_ = Z_ + N * B
+    cols = M_ + 1
+    j = np.arange(N)
+    rows, cc, data, lo, hi = [], [], [], [], []
+    count = [0]
+
+    def block(r, c, v, lower, upper):
+        rows.append(np.asarray(r) + count[0])
+        cc.append(np.asarray(c))
+        data.append(np.asarray(v, float))
+        lo.append(np.asarray(lower, float))
+        hi.append(np.asarray(upper, float))
+        count[0] += len(lo[-1])
+
+    xr = X + j[:, None] * R + np.arange(R)[None, :]
+    block(np.tile(np.arange(R), N), xr.ravel(), np.repeat(inp.gpus, R), np.full(R, -np.inf), np.full(R, capacity))
+    block(np.r_[j, np.repeat(j, R)], np.r_[P_ + j, xr.ravel()], np.r_[inp.mean_epoch_s, np.full(N * R, -round_s)],
+          np.full(N, -np.inf), np.zeros(N))
+    lam = L_ + j[:, None] * B + np.arange(B)[None, :]
+    z = Z_ + j[:, None] * B + np.arange(B)[None, :]
+    E = inp.epochs.astype(float)
+    block(np.r_[np.repeat(j, B), j], np.r_[lam.ravel(), P_ + j], np.r_[np.tile(b, N), -1.0 / E],
+          inp.progress / E, inp.progress / E)
+    block(np.repeat(j, B), lam.ravel(), np.ones(N * B), np.ones(N), np.ones(N))
+    block(np.r_[np.arange(N * B), np.arange(N * B)], np.r_[lam.ravel(), z.ravel()],
+          np.r_[np.ones(N * B), -np.ones(N * B)], np.full(N * B, -np.inf), np.zeros(N * B))
+    block(np.repeat(j, B), z.ravel(), np.ones(N * B), np.full(N, -np.inf), np.full(N, 2.0))
+    pairs = [(a, c) for a in range(B) for c in range(a + 2, B)]
+    pr = np.arange(N * len(pairs))
+    ja = np.repeat(j, len(pairs))
+    a_idx = np.tile([a for a, _ in pairs], N)
+    c_idx = np.tile([c for _, c in pairs], N)
+    block(np.r_[pr, pr], np.r_[Z_ + ja * B + a_idx, Z_ + ja * B + c_idx], np.ones(2 * len(pr)),
+          np.full(len(pr), -np.inf), np.ones(len(pr)))
+    block(np.r_[j, j], np.r_[np.full(N, M_), P_ + j], np.r_[np.ones(N), inp.mean_epoch_s], inp.remaining_s,
+          np.full(N, np.inf))
+    if inp.ftf_slack_s is not None:
+        block(j, P_ + j, inp.mean_epoch_s, inp.remaining_s - inp.ftf_slack_s, np.full(N, np.inf))
+    A = sp.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cc))), shape=(count[0], cols))
+    c = np.zeros(cols)
+    c[lam.ravel()] = -(inp.priority[:, None] * vals[None, :]).ravel() / (N * R)
+    c[M_] = k
+    col_lo = np.zeros(cols)
+    col_hi = np.r_[np.ones(N * R), np.full(N, np.inf), np.ones(N * B), np.ones(N * B), np.inf]
+    integer = np.zeros(cols, bool)
+    integer[:N * R] = True
+    integer[Z_:Z_ + N * B] = True
+    res = solve_milp(c, A, np.concatenate(lo), np.concatenate(hi), col_lo, col_hi, integer, gap=gap,
+                     time_limit_s=time_limit_s, solver=solver)
+    if not res.ok:
+        return None, res.status
+    return np.rint(res.x[:N * R]).reshape(N, R).sum(axis=1).astype(np.int64), res.status
