@@ -65,3 +65,25 @@ def cdf(frame: pd.DataFrame, value: str, color: str, title: str, x_title: str) -
     return alt.Chart(data, title=title).mark_line(interpolate="step-after").encode(
         x=alt.X(f"{value}:Q", title=x_title), y=alt.Y("cdf:Q", title="fraction of jobs"),
         color=alt.Color(f"{color}:N", title=color.replace("_", " "))).properties(width=360, height=240)
+
+
+def relative_bars(frame: pd.DataFrame, title: str) -> alt.Chart:
+    """The canonical Shockwave figure: one horizontal bar panel per metric (`metric`, `label`, `value`,
+    `relative`), each bar labelled with its value relative to the reference policy; an optional `artifact`
+    column draws the stored number as a black tick on the bar."""
+    panels = []
+    order = list(dict.fromkeys(frame["label"]))
+    for metric, data in frame.groupby("metric", sort=False):
+        base = alt.Chart(data, title=metric).encode(
+            y=alt.Y("label:N", sort=order, title=None),
+            x=alt.X("value:Q", title=None),
+            tooltip=["label", alt.Tooltip("value:Q", format=",.3f"), alt.Tooltip("relative:Q", format=".2f")])
+        bars = base.mark_bar().encode(color=alt.Color("label:N", sort=order, legend=None))
+        text = base.mark_text(align="left", dx=3, fontSize=9).encode(text=alt.Text("relative:Q", format=".2f"))
+        layer = bars + text
+        if "artifact" in data and data["artifact"].notna().any():
+            layer += alt.Chart(data.dropna(subset=["artifact"])).mark_tick(color="black", thickness=2).encode(
+                y=alt.Y("label:N", sort=order), x="artifact:Q",
+                tooltip=["label", alt.Tooltip("artifact:Q", title="artifact (stored)", format=",.3f")])
+        panels.append(layer.properties(width=190, height=150))
+    return alt.hconcat(*panels, title=title)

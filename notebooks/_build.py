@@ -351,6 +351,7 @@ results["ratio"].describe().round(3)"""
 
 
 if __name__ == "__main__":
+    from _build_shockwave import build_shockwave
     from _build_synergy import build_hetero, build_synergy
 
     build()
@@ -359,3 +360,4 @@ if __name__ == "__main__":
     build_runtime()
     build_synergy()
     build_hetero()
+    build_shockwave()
