@@ -1,8 +1,7 @@
 """Job-stream generators by family. Each reproduces its artifact's RNG draw order exactly.
 
 A generator is a class registered under a family name, constructed from keyword options, whose
-`jobs(num_jobs)` returns the first `num_jobs` jobs of its stream. Gavel's and Synergy's are implemented;
-Shockwave's (spec/shockwave.md s.5) registers here when it lands.
+`jobs(num_jobs)` returns the first `num_jobs` jobs of its stream: Gavel's, Synergy's and Shockwave's.
 """
 
 from __future__ import annotations
@@ -38,5 +37,6 @@ def make_generator(name: str, **options) -> Generator:
 
 from .gavel import GavelGenerator  # noqa: E402  (registers itself)
 from .synergy import SynergyGenerator  # noqa: E402
+from .shockwave import ShockwaveGenerator  # noqa: E402
 
-__all__ = ["GENERATORS", "GavelGenerator", "SynergyGenerator", "Generator", "make_generator", "register_generator"]
+__all__ = ["GENERATORS", "GavelGenerator", "ShockwaveGenerator", "SynergyGenerator", "Generator", "make_generator", "register_generator"]
