@@ -31,6 +31,8 @@ class PlannerConfig:
     solver: str = "highs"
     # "aggregate": integer rounds per job (hetsched's); "artifact": x[j, r] and SOS2 binaries, as the artifact
     formulation: str = "aggregate"
+    # Mixed GPU types: plan with each job's rate per type (True) or treat every type as the profile's (False).
+    heterogeneity_aware: bool = True
 
     def __post_init__(self) -> None:
         if not (isinstance(self.future_rounds, int) and self.future_rounds >= 1):

@@ -19,7 +19,7 @@ from ..jobs import Job
 from ..policies.base import Allocation, Policy, PolicyView
 from .config import PlannerConfig, load_planner_config
 from .jobs import PlannerJob, pseudo_profile
-from .milp import WindowInputs, artifact_window_program, rank_program, window_program
+from .milp import WindowInputs, artifact_window_program, rank_program, typed_rounds, window_program
 
 log = logging.getLogger(__name__)
 
@@ -88,28 +88,14 @@ class PlannerCore(Scheduler):
         if self.jobs and (self.resolve or offset >= len(self.schedule)):
             self._solve()
             recomputed, offset = True, 0
-        ids = [j for j in self.schedule[offset] if j in self.jobs] if self.jobs else []
-        entry = np.array([self._entry_index[(j,)] for j in ids], np.int64)
-        entry, gpu_type = self._choose_types(entry)
-        plan = RoundPlan(now, entry, gpu_type, recomputed)
+        # Skip jobs that finished, and a planned type on which a batch-size switch left the job no rate.
+        pairs = [(j, w) for j, w in self.schedule[offset] if j in self.jobs and self.tput[self.slot[j], w] > 0] \
+            if self.jobs else []
+        entry = np.array([self._entry_index[(j,)] for j, _ in pairs], np.int64)
+        plan = RoundPlan(now, entry, np.array([w for _, w in pairs], np.int64), recomputed)
         if place or self.placement_aware:
             self._place(plan)
         return plan
-
-    def _choose_types(self, entry: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Planned gangs onto GPU types: largest gangs first, each on its fastest type with room."""
-        if self.n == 1:
-            return entry, np.zeros(len(entry), np.int64)
-        free = self.capacity.copy()
-        out_e, out_w = [], []
-        for e in entry[np.argsort(-self.escale[entry], kind="stable")].tolist():
-            rate = np.where(free >= self.escale[e], self.etput[e, :, 0], -1.0)
-            w = int(np.argmax(rate))
-            if rate[w] > 0:
-                free[w] -= self.escale[e]
-                out_e.append(e)
-                out_w.append(w)
-        return np.array(out_e, np.int64), np.array(out_w, np.int64)
 
     def credit(self, entry, gpu_type, steps, exec_time):
         slots = self.members[entry, 0]
@@ -118,10 +104,54 @@ class PlannerCore(Scheduler):
             self.planned[job_id].measured(self.round_ptr, float(self.tput[s, w]), self._batch_size(job_id),
                                           self.round_s)
         completed = super().credit(entry, gpu_type, steps, exec_time)
+        self.round_done()
+        return completed
+
+    def round_done(self) -> None:
+        """A round ended: advance the window; re-plan every `reopt_rounds` rounds (the artifact's REOPT_ROUNDS)."""
         self.round_ptr += 1
         if self.round_ptr % self.cfg.reopt_rounds == 0:
             self.resolve = True
-        return completed
+
+    def _speeds(self, ids: list[int]) -> np.ndarray:
+        """(N, W) each job's current rate per GPU type over its rate on the profile's type (epoch times)."""
+        slots = np.array([self.slot[j] for j in ids])
+        if not self.cfg.heterogeneity_aware:
+            return (self.tput[slots] > 0).astype(float)
+        rows = self.key_row[slots]
+        ref = np.where(rows >= 0, self.table.isolated[np.maximum(rows, 0), self.table.gpu_index(self.profile_type), 0],
+                       np.nan)
+        ref = np.where(np.isfinite(ref) & (ref > 0), ref, self.tput[slots].max(axis=1))
+        return self.tput[slots] / np.where(ref > 0, ref, 1.0)[:, None]
+
+    def _rounds(self, ids, n, inputs: WindowInputs, priority, remaining) -> list[list[tuple[int, int]]]:
+        """The window's rounds as (job id, type column) lists: ranked rounds, then the work-conserving fill
+        (s.4.7): idle GPUs go to unplanned jobs, longest predicted remaining time first."""
+        cfg, R, gpus = self.cfg, self.cfg.future_rounds, inputs.gpus
+        if self.n == 1:
+            y = rank_program(n, gpus, priority, capacity=self.gpus, rounds=R, gap=cfg.gap,
+                             time_limit_s=cfg.time_limit_s, solver=cfg.solver)
+            typed = np.where(y, 0, -1)
+        else:
+            typed = typed_rounds(n, gpus, priority, inputs.speed, self.capacity.astype(np.int64), R)
+        by_remaining = np.argsort(-remaining, kind="stable").tolist()
+        rates = self.tput[[self.slot[j] for j in ids]]
+        out = []
+        for r in range(R):
+            col = typed[:, r].copy()
+            free = self.capacity.astype(np.int64).copy()
+            np.subtract.at(free, col[col >= 0], gpus[col >= 0])
+            for i in by_remaining:
+                if free.max() <= 0:
+                    break
+                if col[i] < 0:
+                    fits = np.where((free >= gpus[i]) & (rates[i] > 0), rates[i], -1.0)
+                    w = int(np.argmax(fits))            # the job's fastest type with room
+                    if fits[w] > 0:
+                        col[i] = w
+                        free[w] -= gpus[i]
+            out.append([(ids[i], int(col[i])) for i in np.flatnonzero(col >= 0).tolist()])
+        return out
 
     def _solve(self) -> None:
         cfg, R, delta = self.cfg, self.cfg.future_rounds, self.round_s
@@ -142,9 +172,10 @@ class PlannerCore(Scheduler):
             self.reestimate = False
         fair = np.array([pj.fair_finish_s(self.round_ptr, cfg.momentum) for pj in jobs])
         inputs = WindowInputs(np.array([pj.gpus for pj in jobs]), np.array([pj.epochs for pj in jobs]),
-                              progress.astype(float), mean_epoch, remaining, np.ones(N))
-        program = artifact_window_program if cfg.formulation == "artifact" else window_program
-        solve = dict(capacity=self.gpus, rounds=R, round_s=delta, k=cfg.k, bases=cfg.log_bases,
+                              progress.astype(float), mean_epoch, remaining, np.ones(N),
+                              speed=self._speeds(ids) if self.n > 1 else None)
+        program = artifact_window_program if cfg.formulation == "artifact" and self.n == 1 else window_program
+        solve = dict(capacity=self.capacity if self.n > 1 else self.gpus, rounds=R, round_s=delta, k=cfg.k, bases=cfg.log_bases,
                      log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s, solver=cfg.solver)
         slack = share * (cfg.rhomax * fair - delta * (self.round_ptr + R))
         n, status, relaxed = None, "infeasible", True
@@ -164,24 +195,9 @@ class PlannerCore(Scheduler):
             n, status = program(inputs, **solve)
         if n is None:
             log.warning("shockwave: window program %s at round %d; planning by remaining time", status, self.round_ptr)
-            n = np.full(N, R)
+            n = np.full((N, self.n), R) if self.n > 1 else np.full(N, R)
             priority = remaining.copy()
-        gpus = inputs.gpus
-        y = rank_program(n, gpus, priority, capacity=self.gpus, rounds=R, gap=cfg.gap,
-                         time_limit_s=cfg.time_limit_s, solver=cfg.solver)
-        # Work-conserving fill (s.4.7): idle GPUs go to unplanned jobs, longest predicted remaining time first.
-        by_remaining = np.argsort(-remaining, kind="stable")
-        self.schedule = []
-        for r in range(R):
-            chosen = y[:, r].copy()
-            free = self.gpus - int(gpus[chosen].sum())
-            for i in by_remaining.tolist():
-                if free <= 0:
-                    break
-                if not chosen[i] and gpus[i] <= free:
-                    chosen[i] = True
-                    free -= int(gpus[i])
-            self.schedule.append([ids[i] for i in np.flatnonzero(chosen).tolist()])
+        self.schedule = self._rounds(ids, n, inputs, priority, remaining)
         self.schedule_start = self.round_ptr
         self.resolve = False
         self.num_recomputes += 1

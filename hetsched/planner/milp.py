@@ -1,12 +1,13 @@
 """The planner's two programs, built as sparse matrices and solved by HiGHS (spec/shockwave.md s.4.5-4.6).
 
-The artifact's model has a binary x[j, r] per job and round plus SOS2 binaries for the log. Both are
-unnecessary for the plan's value: the objective sees a job's rounds only through n_j = sum_r x[j, r] and the
-per-round capacity (rounds are interchangeable), and the weighted log is concave, so its piecewise-linear
-hypograph needs no binaries. `window_program` therefore has N integer n_j and 3N + 1 continuous columns. The
-rounds are assigned afterwards by `rank_program`, which is the artifact's own second MILP (it keeps n_j and puts
-high-priority jobs first); with gang sizes that divide the cluster it always finds a packing in practice, and a
-greedy packing stands in if it ever does not.
+The artifact's model has a binary x[j, r] per job and round plus SOS2 binaries for the log. The objective
+sees a job's rounds only through n_j = sum_r x[j, r], and the weighted log is concave, so its piecewise-linear
+hypograph needs no binaries. `window_program` therefore has N integer n_j and 3N + 1 continuous columns, with
+the capacity over the whole window (sum_j w_j n_j <= G R) in place of the per-round one. That is a relaxation:
+with mixed gang sizes some count vectors do not pack into rounds (tests/test_planner.py has such cases). The
+rounds are assigned afterwards by `rank_program`, the artifact's own second MILP (it keeps n_j and puts
+high-priority jobs first); when the counts do not pack, it keeps as many planned GPU-rounds as fit instead.
+On the canonical and scale traces every count vector packed (see the issue note).
 """
 
 from __future__ import annotations
@@ -117,19 +118,28 @@ class WindowInputs:
     remaining_s: np.ndarray    # R-hat_j
     priority: np.ndarray       # weights on the log utility (1 without the relaxation)
     ftf_slack_s: np.ndarray | None = None   # FTF attempt: Rem_j <= share * (rhomax FT-bar_j - t_next)
+    speed: np.ndarray | None = None         # (N, W) rate on each GPU type relative to the profile's; None: one type
 
 
-def window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,
+def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, k: float,
                    bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
                    solver: str = "highs", start: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
-    """Rounds n_j per job that maximise sum_j prio_j U_j / (N R) - k max_j Rem_j; None when infeasible.
+    """Rounds n[j, w] per job and GPU type that maximise sum_j prio_j U_j / (N R) - k max_j Rem_j; None when
+    infeasible. `capacity` is the GPUs per type (a number for one type).
 
-    Columns: n (N, integer in [0, R]), P (N planned epochs), U (N log utility), M (max remaining seconds).
+    Columns: n (N x W, integer in [0, R]), P (N planned epochs), U (N log utility), M (max remaining seconds).
+    With several types a job's rounds on them add up to at most R, and a round on type w is worth speed[j, w]
+    profile rounds (the planner chooses the GPU type per job, which the artifact, V100-only, never had to).
     """
     N = len(inp.gpus)
-    cols = 3 * N + 1
-    n_, P_, U_, M_ = 0, N, 2 * N, 3 * N
+    speed = np.ones((N, 1)) if inp.speed is None else np.asarray(inp.speed, float)
+    W = speed.shape[1]
+    cap = np.atleast_1d(np.asarray(capacity, float))
+    NW = N * W
+    cols = NW + 2 * N + 1
+    P_, U_, M_ = NW, NW + N, NW + 2 * N          # n[j, w] come first
     j = np.arange(N)
+    nj = (j[:, None] * W + np.arange(W)[None, :])            # n[j, w] columns
     b = np.asarray(bases, float)
     with np.errstate(divide="ignore"):
         vals = np.log(b)
@@ -146,11 +156,13 @@ def window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: fl
         lo.append(np.asarray(lower, float))
         hi.append(np.asarray(upper, float))
 
-    # plan: d_j P_j - round_s n_j <= 0
-    block(np.r_[j, j], np.r_[P_ + j, n_ + j], np.r_[inp.mean_epoch_s, np.full(N, -round_s)],
-          np.full(N, -np.inf), np.zeros(N))
-    # capacity over the window: sum_j w_j n_j <= G R
-    block(np.zeros(N, int), n_ + j, inp.gpus, [-np.inf], [capacity * rounds])
+    # plan: d_j P_j - round_s sum_w speed_jw n_jw <= 0
+    block(np.r_[j, np.repeat(j, W)], np.r_[P_ + j, nj.ravel()],
+          np.r_[inp.mean_epoch_s, -round_s * speed.ravel()], np.full(N, -np.inf), np.zeros(N))
+    # capacity over the window, per type: sum_j w_j n_jw <= G_w R
+    block(np.tile(np.arange(W), N), nj.ravel(), np.repeat(inp.gpus, W), np.full(W, -np.inf), cap * rounds)
+    if W > 1:                                               # a job runs on one type per round
+        block(np.repeat(j, W), nj.ravel(), np.ones(NW), np.full(N, -np.inf), np.full(N, float(rounds)))
     # log hypograph: U_j - slope_s / E_j P_j <= val_s + slope_s (p_j / E_j - base_s)
     rr = (j[:, None] * S + np.arange(S)[None, :]).ravel()
     block(np.r_[rr, rr], np.r_[np.repeat(U_ + j, S), np.repeat(P_ + j, S)],
@@ -166,14 +178,38 @@ def window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: fl
     c = np.zeros(cols)
     c[U_:U_ + N] = -inp.priority / (N * rounds)
     c[M_] = k
-    col_lo = np.r_[np.zeros(N), np.zeros(N), np.full(N, vals[0]), 0.0]
-    col_hi = np.r_[np.full(N, float(rounds)), np.maximum(E - inp.progress, 0.0), np.zeros(N), np.inf]
-    integer = np.r_[np.ones(N, bool), np.zeros(2 * N + 1, bool)]
+    if W > 1:            # among equally good plans, rounds on a job's faster types (a tie-break far below the rest)
+        c[:NW] = 1e-7 / (N * rounds) * (1.0 - speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12)).ravel()
+    col_lo = np.r_[np.zeros(NW), np.zeros(N), np.full(N, vals[0]), 0.0]
+    col_hi = np.r_[np.where(speed.ravel() > 0, float(rounds), 0.0), np.maximum(E - inp.progress, 0.0), np.zeros(N),
+                   np.inf]
+    integer = np.r_[np.ones(NW, bool), np.zeros(2 * N + 1, bool)]
     res = solve_milp(c, A, np.concatenate(lo), np.concatenate(hi), col_lo, col_hi, integer, gap=gap,
                      time_limit_s=time_limit_s, start=start, solver=solver)
     if not res.ok:
         return None, res.status
-    return np.rint(res.x[:N]).astype(np.int64), res.status
+    n = np.rint(res.x[:NW]).astype(np.int64).reshape(N, W)
+    return (n[:, 0] if inp.speed is None else n), res.status
+
+
+def typed_rounds(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, speed: np.ndarray, capacity: np.ndarray,
+                 rounds: int) -> np.ndarray:
+    """Several GPU types: (N, R) type index per job and round (-1 = not planned). Jobs in order of priority per
+    planned round take, fastest type first, their earliest rounds where they are free and the type has room."""
+    N, W = n.shape
+    total = n.sum(axis=1)
+    live = np.flatnonzero(total > 0)
+    order = live[np.argsort(-priority[live] / total[live], kind="stable")]
+    used = np.zeros((W, rounds), np.int64)
+    plan = np.full((N, rounds), -1, np.int64)
+    for j in order.tolist():
+        for w in np.argsort(-speed[j], kind="stable").tolist():
+            if n[j, w] == 0:
+                continue
+            room = np.flatnonzero((plan[j] < 0) & (used[w] + gpus[j] <= capacity[w]))[: n[j, w]]
+            plan[j, room] = w
+            used[w, room] += gpus[j]
+    return plan
 
 
 def greedy_rounds(n: np.ndarray, gpus: np.ndarray, order: np.ndarray, capacity: int, rounds: int) -> np.ndarray:
@@ -209,8 +245,15 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
     res = solve_milp(c, A, lo, hi, np.zeros(L * R), np.ones(L * R), np.ones(L * R, bool), gap=gap,
                      time_limit_s=time_limit_s, start=start, solver=solver)
     if not res.ok:
-        log.info("rank program %s; keeping the greedy packing", res.status)
-        return greedy
+        # The counts do not pack: keep as many planned GPU-rounds as fit (at most n_j per job), earlier rounds
+        # to higher-priority jobs as a tie-break far below one GPU-round.
+        log.info("rank program %s: the round counts do not pack; keeping as many as fit", res.status)
+        order_cost = c / max(c.max(), 1e-12) * 1e-3
+        c_fit = -np.repeat(gpus[live].astype(float), R) + order_cost
+        res = solve_milp(c_fit, A, np.r_[np.zeros(L), lo[L:]], hi, np.zeros(L * R), np.ones(L * R),
+                         np.ones(L * R, bool), gap=gap, time_limit_s=time_limit_s, solver=solver)
+        if not res.ok:
+            return greedy
     y = np.zeros((N, R), bool)
     y[live] = np.rint(res.x).reshape(L, R) > 0.5
     return y

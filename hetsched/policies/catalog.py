@@ -42,3 +42,5 @@ register_policy("allox_alpha", AlloX, "AlloX with alpha (allox_alpha=<a>)")
 from ..planner.core import ShockwavePolicy  # noqa: E402  (the planner builds on the core, which needs base)
 
 register_policy("shockwave", ShockwavePolicy, "Shockwave: NSW over future rounds with FTF priorities")
+register_policy("shockwave_agnostic", ShockwavePolicy, "Shockwave planning as if every GPU type were its profile's",
+                heterogeneity_aware=False)
