@@ -351,7 +351,7 @@ results["ratio"].describe().round(3)"""
 
 
 if __name__ == "__main__":
-    from _build_shockwave import build_shockwave
+    from _build_shockwave import build_shockwave, build_shockwave_hetero
     from _build_synergy import build_hetero, build_synergy
 
     build()
@@ -361,3 +361,4 @@ if __name__ == "__main__":
     build_synergy()
     build_hetero()
     build_shockwave()
+    build_shockwave_hetero()

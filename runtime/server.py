@@ -102,8 +102,9 @@ class RuntimeState:
         if cluster is None:
             return
         # No recompute gate on the wall clock (Gavel's physical mode recomputes whenever a reset is pending).
-        self.core = Scheduler(cluster, make_policy(self.policy_name), self.table, round_s=self.round_s,
-                              min_reset_interval_s=0.0, seed=self.seed)
+        policy = make_policy(self.policy_name)
+        core = getattr(policy, "core_class", None) or Scheduler      # Shockwave's planner is a core of its own
+        self.core = core(cluster, policy, self.table, round_s=self.round_s, min_reset_interval_s=0.0, seed=self.seed)
         self.gpu_owner = {}
         # Map core GPU ids to (worker, local index): the placer numbers GPUs server by server, in spec order.
         next_id = 0
@@ -258,6 +259,8 @@ class RuntimeState:
                     if e is not None:
                         core.t[e, w] += self.round_s
                     core.S[w] += self.round_s
+                if hasattr(core, "round_done"):
+                    core.round_done()
             for job_id, slot in core.slot.items():
                 row_total = core.jobs[job_id].total_steps
                 core.remaining[slot] = max(1.0, row_total - self.live_steps.get(job_id, 0))

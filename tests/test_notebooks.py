@@ -53,6 +53,8 @@ EXPECTED = {
     "shockwave_scale": ({"setup", "policy", "makespan_s", "worst_ftf_rho"}, {"policy": {"shockwave"}}),
     "shockwave_adaptation": ({"job_id", "epoch", "batch_size", "source"},
                              {"source": {"planner profile", "actual (runtime)"}}),
+    "shockwave_hetero": ({"policy", "label", "makespan_s", "worst_ftf_rho", "cluster_types"},
+                         {"policy": {"shockwave", "shockwave_agnostic", "finish_time_fairness_perf"}}),
     "synergy_hetero_tune": ({"variant", "paper_rate", "avg_jct_h"},
                             {"policy": {"max_min_fairness", "max_min_fairness+tune", "max_min_fairness_perf",
                                         "max_min_fairness_perf+tune"}}),

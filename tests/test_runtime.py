@@ -53,6 +53,14 @@ def test_real_training_under_leases(tmp_path):
     assert len(list((tmp_path / "work" / "checkpoints").glob("job=*/model.pt"))) == 3
 
 
+def test_shockwave_planner_drives_emulated_workers(tmp_path):
+    """The same planner core on the wall clock: it plans rounds for the runtime's jobs until all complete."""
+    with launch_local_cluster("2:0:0", tmp_path, policy="shockwave", round_s=1.0, emulate=True) as cluster:
+        cluster.submit([Job(i, 0.0, t, 1, 40) for i, t in enumerate([RESNET, "LM (batch size 20)", "A3C"])])
+        final = cluster.wait(120)
+    assert (final["state"] == "completed").all(), final
+
+
 def _log_lines(tmp_path: Path, job_id: int, pattern: str) -> list[tuple[float, int]]:
     out = []
     for log in (tmp_path / "work" / "logs").glob(f"job={job_id}.lease=*.log"):

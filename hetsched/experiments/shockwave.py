@@ -127,3 +127,22 @@ def adaptation_frame(result, job_ids, throughputs: str = "shockwave_tacc") -> pd
     frame = pd.DataFrame(rows)
     frame["job"] = frame["job_id"].map(lambda j: f"job {j}: {jobs[j].job_type}, {jobs[j].mode.value}")
     return frame
+
+
+#: Beyond the artifact (V100s only): the same dynamic-adaptation streams on Gavel's V100/P100/K80 cluster.
+HETERO_POLICIES = {"shockwave": "Shockwave", "shockwave_agnostic": "Shockwave, type-agnostic plan",
+                   "finish_time_fairness_perf": "Gavel FTF (heterogeneity-aware)",
+                   "max_min_fairness_perf": "Gavel LAS (heterogeneity-aware)", "max_min_fairness": "LAS"}
+HETERO = {"paper": (Setup("shockwave_460_10_1.csv", 108, "gavel_simulation", "tacc_32gpus"), "36:36:36"),
+          "quick": (Setup("shockwave_120_40_25.csv", 36, "gavel_simulation", "tacc_32gpus"), "12:12:12"),
+          "tiny": (Setup("shockwave_120_40_25.csv", 12, "gavel_simulation", "tacc_32gpus", num_jobs=40), "4:4:4")}
+
+
+def hetero_configs(preset: str, policies=tuple(HETERO_POLICIES)) -> list[RunConfig]:
+    """Shockwave and Gavel's heterogeneity-aware policies on V100/P100/K80 under Shockwave's rules."""
+    s, cluster = HETERO[preset]
+    return [RunConfig(policy=p, cluster=cluster, trace=trace_path(s), num_jobs=s.num_jobs, throughputs=s.throughputs,
+                      rules="shockwave", planner=s.planner if p.startswith("shockwave") else None,
+                      max_rounds=100_000, labels=(("setup", f"hetero_{preset}"), ("label", HETERO_POLICIES[p]),
+                                                  ("cluster_types", cluster)))
+            for p in policies]
