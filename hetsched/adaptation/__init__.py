@@ -1,0 +1,7 @@
+"""Shockwave's dynamic adaptation: batch-size schedules, the planner's oracle profile, the runtime switching
+(spec/shockwave.md s.2) and the simulator's hooks for Shockwave's round rules."""
+
+from .profile import EpochProfile, epoch_profile
+from .runtime import RuntimeAdaptation, Switch
+
+__all__ = ["EpochProfile", "RuntimeAdaptation", "Switch", "epoch_profile"]
