@@ -121,3 +121,16 @@ def test_scip_reaches_the_same_optimum(seed):
     assert objective(inp, n_s, 6, 120.0, 1e-3) == pytest.approx(objective(inp, n_h, 6, 120.0, 1e-3), rel=1e-6)
     y = rank_program(n_s, inp.gpus, inp.priority, capacity=32, rounds=6, gap=1e-6, time_limit_s=30.0, solver="scip")
     assert (inp.gpus @ y <= 32).all() and (y.sum(axis=1) <= n_s).all()
+
+
+def test_a_failing_solver_never_stops_the_run(monkeypatch, caplog):
+    """The artifact dies on `assert status in SOLUTION_PRESENT`; here the plan falls back to remaining time."""
+    import hetsched.planner.core as core
+
+    monkeypatch.setattr(core, "window_program", lambda *a, **k: (None, "error"))
+    jobs = [Job(i, 60.0 * i, "LM (batch size 20)", 1 + (i % 2), 3000.0 * (i + 1), mode=AdaptationMode.GNS)
+            for i in range(6)]
+    result = simulate(jobs, ClusterSpec.load("v100=4"), "shockwave", "shockwave_tacc",
+                      SimulationConfig.for_system("shockwave"))
+    assert all(np.isfinite(r.finish_time_s) for r in result.jobs.values())
+    assert "planning by remaining time" in caplog.text
