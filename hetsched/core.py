@@ -127,22 +127,25 @@ class Scheduler(JobSlots):
         s = self._take_slot(job)
         self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
         if known:
-            row = self.table.index(key)
-            iso = self.table.isolated[row, self._cols]
-            self.tput[s] = np.nan_to_num(iso[:, 0])
-            self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
+            self._set_rates(s, self.table.index(key))
         else:
             # An unmeasured job type runs at a default rate until measurements arrive (Gavel's DEFAULT_THROUGHPUT).
-            row = -1
+            self.key_row[s] = -1
             self.tput[s] = self.tput_spread[s] = 1.0
         self.scale[s] = job.scale_factor
-        self.key_row[s] = row
         if self.resources is not None:
             self.resources.add_job(s, job.job_type, job.scale_factor, self.tput[s])
         if self.adaptation is not None:
             self.adaptation.add_job(job)
         self._add_entries([(job.job_id,)])
         self.need_update = True
+
+    def _set_rates(self, s: int, row: int) -> None:
+        """Slot `s` runs the table's job key `row`: its consolidated and spread steps/s per type."""
+        iso = self.table.isolated[row, self._cols]
+        self.tput[s] = np.nan_to_num(iso[:, 0])
+        self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
+        self.key_row[s] = row
 
     def remove_job(self, job_id: int) -> None:
         s = self._release_slot(job_id)
@@ -202,8 +205,10 @@ class Scheduler(JobSlots):
 
     # ---- dynamic adaptation (Shockwave) ---------------------------------------------------------------
     def steps_done(self, job_id: int) -> float:
-        """Steps a job has run, counted at its current batch size."""
-        return self.adaptation.jobs[job_id].total_steps - float(self.remaining[self.slot[job_id]])
+        """Steps a job has run, counted at its current batch size (the total is rescaled at each switch)."""
+        state = self.adaptation.jobs.get(job_id) if self.adaptation is not None else None
+        total = state.total_steps if state is not None else float(self.jobs[job_id].total_steps)
+        return total - float(self.remaining[self.slot[job_id]])
 
     def flag_batch_sizes(self) -> None:
         """Evaluate every adaptive job's batch-size flag (after completions, before arrivals; A5)."""
@@ -221,11 +226,7 @@ class Scheduler(JobSlots):
             if sw is None:
                 continue
             s = self.slot[job_id]
-            row = self.table.index(JobKey(sw.job_type, int(self.scale[s])))
-            iso = self.table.isolated[row, self._cols]
-            self.tput[s] = np.nan_to_num(iso[:, 0])
-            self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
-            self.key_row[s] = row
+            self._set_rates(s, self.table.index(JobKey(sw.job_type, int(self.scale[s]))))
             self.remaining[s] = max(sw.remaining_steps, 0.0)
             e = self._entry_index[(job_id,)]
             self.etput[e, :, 0] = self.tput[s]

@@ -58,7 +58,6 @@ results = W.tidy(run([c for s in setups for c in W.configs(s)]))
 results[COLS].to_csv(out / "results.csv", index=False)
 rel = W.relative(results)
 rel["setup"] = rel["setup"].map(lambda s: f"{W.SETUPS[s].gpus} GPUs")
-chart = alt_chart = None
 import altair as alt
 chart = alt.vconcat(*[relative_bars(g, f"{s}, bar labels relative to Shockwave ({preset_note})")
                       for s, g in rel.groupby("setup", sort=False)])

@@ -32,6 +32,11 @@ class EpochProfile:
         return float(self.durations.sum())
 
 
+def profile_gpu_type(table: ThroughputTable) -> str:
+    """The GPU type profiles are measured on: the artifact's V100 where the table has it."""
+    return "v100" if "v100" in table.gpu_types else table.gpu_types[-1]
+
+
 def epoch_profile(job: Job, table: ThroughputTable, gpu_type: str = "v100") -> EpochProfile | None:
     """The oracle profile of `job`, or None for job types that cannot adapt (no batch size / unknown model)."""
     try:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from ..jobs import Job
 from ..throughputs import ThroughputTable
-from .profile import epoch_profile
+from .profile import epoch_profile, profile_gpu_type
 
 OVER_DEADLINE = 1.5       # a job that has run 1.5 x its isolated duration is force-completed
 
@@ -22,7 +22,7 @@ class AdaptationTracker:
         self.table = table
         self.penalty = float(sim.config.preemption_penalty_s)
         self.threshold = float(sim.config.round_s) - 5.0
-        self.profile_type = "v100" if "v100" in table.gpu_types else table.gpu_types[-1]
+        self.profile_type = profile_gpu_type(table)
         self.isolated: dict[int, float] = {}
         self.run_s: dict[int, float] = {}
         self.events: list[tuple[float, int, int, int, int]] = []

@@ -97,7 +97,7 @@ def compare_reference(results: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for policy in ref.index.intersection(ours.index):
         for m in METRICS:
-            theirs = ref.loc[policy, m if m != "unfair_pct" else "unfair_pct"]
+            theirs = ref.loc[policy, m]
             rows.append({"policy": policy, "label": ref.loc[policy, "label"], "metric": METRICS[m],
                          "artifact": theirs, "ours": ours.loc[policy, m],
                          "ratio": ours.loc[policy, m] / theirs if theirs else np.nan})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import SpecError
@@ -105,5 +105,3 @@ def load_planner_config(source: str | Path | dict | None = None, **overrides) ->
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
 
-
-PLANNER_FIELDS = tuple(f.name for f in fields(PlannerConfig))

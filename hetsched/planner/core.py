@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from ..adaptation.profile import epoch_profile
+from ..adaptation.profile import epoch_profile, profile_gpu_type
 from ..adaptation.schedules import DATASET_SIZE
 from ..catalog import split_job_type
 from ..core import RoundPlan, Scheduler
@@ -48,7 +48,7 @@ class PlannerCore(Scheduler):
         super().__init__(cluster, policy, throughputs, **kwargs)
         self.cfg: PlannerConfig = policy.config
         self.gpus = int(self.capacity.sum())
-        self.profile_type = "v100" if "v100" in throughputs.gpu_types else throughputs.gpu_types[-1]
+        self.profile_type = profile_gpu_type(throughputs)
         self.planned: dict[int, PlannerJob] = {}
         self.round_ptr = 0
         self.resolve = self.reestimate = True
@@ -75,11 +75,6 @@ class PlannerCore(Scheduler):
         if state is not None:
             return state.batch_size
         return split_job_type(self.jobs[job_id].job_type)[1] or 1
-
-    def _steps_done(self, job_id: int) -> float:
-        state = self.adaptation.jobs.get(job_id) if self.adaptation is not None else None
-        total = state.total_steps if state is not None else float(self.jobs[job_id].total_steps)
-        return total - float(self.remaining[self.slot[job_id]])
 
     # ---- planning ---------------------------------------------------------------------------------
     def plan(self, now: float, force_recompute: bool = False, place: bool = True) -> RoundPlan:
@@ -160,7 +155,7 @@ class PlannerCore(Scheduler):
         jobs = [self.planned[j] for j in ids]
         N = len(ids)
         share = min(1.0, self.gpus / N)
-        progress = np.array([pj.epoch_progress(self._steps_done(j), self._batch_size(j)) for j, pj in zip(ids, jobs)])
+        progress = np.array([pj.epoch_progress(self.steps_done(j), self._batch_size(j)) for j, pj in zip(ids, jobs)])
         for pj in jobs:
             if not pj.fixed_epoch_steps:
                 pj.calibrate(delta, DATASET_SIZE[pj.model])
