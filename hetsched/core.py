@@ -67,7 +67,8 @@ class Scheduler(JobSlots):
 
     def __init__(self, cluster: ClusterSpec, policy: Policy, throughputs: ThroughputTable, *,
                  round_s: float = 360.0, min_reset_interval_s: float = 1920.0, seed: int = 0,
-                 placement_aware: bool = False, estimator=None, resources=None, adaptation=None):
+                 placement_aware: bool = False, estimator=None, resources=None, adaptation=None,
+                 gpu_types: tuple[str, ...] | None = None):
         self.cluster = cluster
         self.policy = policy
         self.table = throughputs
@@ -80,18 +81,16 @@ class Scheduler(JobSlots):
         self.adaptation = adaptation        # RuntimeAdaptation: Shockwave's batch-size switching
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
-        self.gpu_types = sorted_gpu_types(cluster)          # column order, as the policies see them
+        # Column order, as the policies see them. The runtime passes every type workers may bring, so that
+        # workers can join and leave (`set_cluster`) without reshaping the arrays.
+        self.gpu_types = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)
         self.n = n = len(self.gpu_types)
         missing = [g for g in self.gpu_types if g not in throughputs.gpu_types]
         if missing:
             raise HetschedError(f"throughput table {throughputs.name!r} has no GPU type {missing}")
-        self.capacity = np.array([cluster.count(g) for g in self.gpu_types], float)
-        known = [g for g in CANONICAL_TYPE_ORDER if g in self.gpu_types]
-        rest = [g for g in cluster.gpu_types if g in self.gpu_types and g not in known]
-        self.type_order = [self.gpu_types.index(g) for g in known + rest]
+        self._set_capacity(cluster)
         self.shuffle = not policy.heterogeneity_aware and not policy.packing
         self._shuffler = random.Random(seed + 5)
-        self.placer = Placer(cluster, self.gpu_types)
         self._cols = np.array([throughputs.gpu_index(g) for g in self.gpu_types])
         # Jobs by slot.
         size = 64
@@ -119,6 +118,28 @@ class Scheduler(JobSlots):
         self.last_reset_time = 0.0
         self.num_recomputes = 0
         self._last_gpus: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+
+    def _set_capacity(self, cluster: ClusterSpec) -> None:
+        counts = cluster.as_dict()
+        unknown = [g for g, c in counts.items() if c > 0 and g not in self.gpu_types]
+        if unknown:
+            raise HetschedError(f"cluster has GPU types {unknown} that this scheduler has no columns for "
+                                f"({list(self.gpu_types)})")
+        self.cluster = cluster
+        self.capacity = np.array([counts.get(g, 0) for g in self.gpu_types], float)
+        known = [g for g in CANONICAL_TYPE_ORDER if g in self.gpu_types]
+        rest = [g for g in cluster.gpu_types if g in self.gpu_types and g not in known]
+        self.type_order = [self.gpu_types.index(g) for g in known + rest if counts.get(g, 0) > 0]
+        self.placer = Placer(cluster, self.gpu_types)
+
+    def set_cluster(self, cluster: ClusterSpec) -> None:
+        """GPUs joined or left (the runtime's workers): new capacities and servers; jobs, the time each
+        received and the policy's state stay. The allocation is recomputed at the next plan."""
+        if self.resources is not None:
+            raise HetschedError("capacity changes are not supported with CPU/memory-aware placement")
+        self._set_capacity(cluster)
+        self._last_gpus = {}
+        self.need_update = True
 
     # ---- jobs -------------------------------------------------------------------------------------
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
@@ -202,6 +223,31 @@ class Scheduler(JobSlots):
         self._blocked = ~self.ok | ~self.in_alloc[:, None]
         self._has_pairs = bool((self.members[:, 1] >= 0).any())
         self._all_single_gpu = bool((self.escale == 1).all())
+
+    def entry_of(self, job_ids: tuple[int, ...]) -> int | None:
+        """The row of a combination (a job, or a co-located pair) now, or None if it left."""
+        return self._entry_index.get(tuple(job_ids))
+
+    def set_remaining(self, job_id: int, steps: float) -> None:
+        """Resynchronise a job's remaining steps with progress measured outside the core (the runtime)."""
+        self.remaining[self.slot[job_id]] = float(steps)
+
+    def observe_rate(self, job_id: int, gpu_type: str, steps_per_s: float, weight: float = 0.5) -> None:
+        """A measured isolated rate on `gpu_type` moves the job's throughput toward it (exponential average);
+        the allocation follows at the next recompute."""
+        if gpu_type not in self.gpu_types or not np.isfinite(steps_per_s) or steps_per_s <= 0:
+            return
+        s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
+        old = self.tput[s, w]
+        new = steps_per_s if old <= 0 or self.key_row[s] < 0 and old == 1.0 else \
+            weight * steps_per_s + (1 - weight) * old
+        self.tput[s, w] = self.tput_spread[s, w] = new
+        e = self._entry_index.get((job_id,))
+        if e is not None:
+            self.etput[e, w, 0] = new
+            self.ok[e, w] = True
+            self._entries_changed()
+        self.need_update = True
 
     # ---- dynamic adaptation (Shockwave) ---------------------------------------------------------------
     def steps_done(self, job_id: int) -> float:

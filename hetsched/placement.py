@@ -44,21 +44,28 @@ class Placer:
                     yield entry, w, last[1], True, self._spread(last[1])
                 else:
                     pending.append((entry, s))
+            # Servers with a free GPU, in order; full ones drop out, so a round is linear in servers, not
+            # quadratic (1,000 one-GPU workers). Full servers never held a choice, so choices are unchanged.
+            open_servers = [ids for ids in self.servers[w] if not free.isdisjoint(ids)] if pending else []
             for entry, s in pending:
-                gpus = self._take(w, free, s)
+                gpus = self._take(open_servers, free, s)
                 yield entry, w, gpus, False, self._spread(gpus)
 
-    def _take(self, w: int, free: set[int], s: int) -> tuple[int, ...]:
-        for ids in self.servers[w]:
+    @staticmethod
+    def _take(open_servers: list[list[int]], free: set[int], s: int) -> tuple[int, ...]:
+        for i, ids in enumerate(open_servers):
             avail = [g for g in ids if g in free]
             if len(avail) >= s:
                 chosen = tuple(avail[:s])
                 free.difference_update(chosen)
+                if len(avail) == s:
+                    del open_servers[i]
                 return chosen
-        chosen = tuple(g for ids in self.servers[w] for g in ids if g in free)[:s]
+        chosen = tuple(g for ids in open_servers for g in ids if g in free)[:s]
         if len(chosen) < s:
             raise HetschedError(f"placement: {s} GPUs requested but only {len(chosen)} free")
         free.difference_update(chosen)
+        open_servers[:] = [ids for ids in open_servers if not free.isdisjoint(ids)]
         return chosen
 
     def _spread(self, gpus: tuple[int, ...]) -> bool:

@@ -56,6 +56,11 @@ class PlannerCore(Scheduler):
         self.schedule_start = 0
         self.solve_log: list[dict] = []
 
+    def set_cluster(self, cluster) -> None:
+        super().set_cluster(cluster)
+        self.gpus = int(self.capacity.sum())
+        self.resolve = True
+
     # ---- jobs -------------------------------------------------------------------------------------
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
         super().add_job(job, remaining_steps)
