@@ -19,8 +19,13 @@ from hetsched.catalog import template_for
 from hetsched.cluster import ClusterSpec
 from hetsched.jobs import Job
 
+import grpc
+
 from .auth import channel, new_token
 from .stubs import pb2, pb2_grpc
+
+#: Codes that mean "the scheduler is restarting"; `wait()` rides them out, any other error is raised.
+TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 #: Default emulated speed of each GPU type relative to a V100 (roughly Gavel's ResNet-18 ratios).
 DEFAULT_SLOWDOWNS = {"v100": 1.0, "p100": 1.5, "k80": 4.0}
@@ -47,29 +52,58 @@ def _stop(proc: subprocess.Popen | None, sig=signal.SIGTERM, timeout: float = 10
 
 
 class LocalCluster:
-    """Handle to a local scheduler + workers. Submit jobs, watch, kill/restart parts, shut down."""
+    """Handle to a local scheduler + workers. Submit jobs, watch, kill/restart parts, shut down.
+
+    Each worker has its own work directory (as on separate machines): checkpoints travel through the scheduler.
+    `tls=(key.pem, cert.pem, ca.pem)` runs every connection over TLS. `gpus_per_worker` > 1 gives workers
+    several GPUs (multi-GPU jobs then run one rank per GPU on one or more workers).
+    """
 
     def __init__(self, cluster: ClusterSpec | str, state_dir: str | Path, policy: str = "max_min_fairness_perf",
                  round_s: float = 5.0, emulate: bool = False, slowdowns: dict[str, float] | None = None,
-                 token: str | None = None, throughputs: str = "gavel_simulation", worker_timeout_s: float = 4.0,
-                 max_attempts: int = 3):
+                 throughputs: str = "gavel_simulation", worker_timeout_s: float = 4.0, max_attempts: int = 3,
+                 tls: tuple[str, str, str] | None = None, gpus_per_worker: int = 1, seed: int = 0,
+                 ready_timeout_s: float = 60.0):
         self.spec = ClusterSpec.parse(cluster) if isinstance(cluster, str) else cluster
         self.state_dir = Path(state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.token = token or new_token()
-        self.env = {**os.environ, "HETSCHED_TOKEN": self.token}
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.client_token, self.worker_token = new_token(), new_token()
+        base = {k: v for k, v in os.environ.items() if not k.startswith("HETSCHED_")}
+        self.scheduler_env = {**base, "HETSCHED_CLIENT_TOKEN": self.client_token,
+                              "HETSCHED_WORKER_TOKEN": self.worker_token}
+        self.worker_env = {**base, "HETSCHED_WORKER_TOKEN": self.worker_token}
+        self.tls, self.gpus_per_worker, self.seed = tls, gpus_per_worker, seed
         self.policy, self.round_s, self.emulate = policy, round_s, emulate
         self.slowdowns = {**DEFAULT_SLOWDOWNS, **(slowdowns or {})}
         self.throughputs, self.worker_timeout_s, self.max_attempts = throughputs, worker_timeout_s, max_attempts
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
+        self.worker_args: list[tuple[str, int, str]] = []
         self.address = ""
         self.start_scheduler()
         for gpu, n in zip(self.spec.gpu_types, self.spec.counts):
-            for i in range(n):
-                self.workers.append(self._start_worker(gpu, f"{gpu}-{i}"))
+            for i in range(0, n, gpus_per_worker):
+                self.worker_args.append((gpu, min(gpus_per_worker, n - i), f"{gpu}-{i // gpus_per_worker}"))
+        self.workers = [self._start_worker(*a) for a in self.worker_args]
         self._finalizer = weakref.finalize(self, LocalCluster._cleanup, [self.scheduler], self.workers)
         atexit.register(self.shutdown)
+        self._wait_ready(ready_timeout_s)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        """Return once every worker has registered (bounded): jobs submitted next see the whole cluster."""
+        deadline = time.monotonic() + timeout_s
+        while self.info()["workers"] < len(self.workers):
+            dead = [a[2] for a, w in zip(self.worker_args, self.workers) if w.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                self.shutdown()
+                log = self.state_dir / f"worker-{dead[0]}.log" if dead else None
+                raise RuntimeError(f"workers {dead or 'not all'} did not register" +
+                                   (":\n" + log.read_text()[-3000:] if log else ""))
+            time.sleep(0.1)
+
+    def _channel(self, token: str):
+        ca = self.tls[2] if self.tls else None
+        return channel(self.address, token, ca, server_name="localhost" if ca else None)
 
     # ---- processes ------------------------------------------------------------------------------------
     def start_scheduler(self) -> None:
@@ -78,27 +112,38 @@ class LocalCluster:
         argv = [sys.executable, "-m", "hetsched.runtime.main", "scheduler", "--state-dir", str(self.state_dir),
                 "--policy", self.policy, "--round", repr(self.round_s), "--throughputs", self.throughputs,
                 "--worker-timeout", repr(self.worker_timeout_s), "--max-attempts", str(self.max_attempts),
-                "--slowdowns", json.dumps(self.slowdowns), "--parent-pid", str(os.getpid())]
-        if self.address:                          # a restart keeps the port, so workers find it again
-            argv += ["--port", self.address.rsplit(":", 1)[1]]
-        self.scheduler = _spawn(argv, self.env, self.state_dir / "scheduler.log")
+                "--slowdowns", json.dumps(self.slowdowns), "--parent-pid", str(os.getpid()),
+                "--seed", str(self.seed)]
+        if self.tls:
+            argv += ["--tls-key", str(self.tls[0]), "--tls-cert", str(self.tls[1])]
+        # The first start takes any free port; a restart keeps it, so workers find the scheduler again.
+        argv += ["--port", self.address.rsplit(":", 1)[1] if self.address else "0"]
+        self.scheduler = _spawn(argv, self.scheduler_env, self.state_dir / "scheduler.log")
         deadline = time.monotonic() + 60
         while not port_file.exists():
             if self.scheduler.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("scheduler did not start:\n" + (self.state_dir / "scheduler.log").read_text()[-3000:])
             time.sleep(0.05)
         self.address = f"127.0.0.1:{port_file.read_text().strip()}"
-        self.stub = pb2_grpc.SchedulerStub(channel(self.address, self.token))
+        self.stub = pb2_grpc.SchedulerStub(self._channel(self.client_token))
         if hasattr(self, "_finalizer"):
             self._finalizer.detach()
             self._finalizer = weakref.finalize(self, LocalCluster._cleanup, [self.scheduler], self.workers)
 
-    def _start_worker(self, gpu: str, name: str) -> subprocess.Popen:
+    def _start_worker(self, gpu: str, num_gpus: int, name: str) -> subprocess.Popen:
+        work = self.state_dir / "work" / name             # no directory shared between workers
+        work.mkdir(mode=0o700, parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "hetsched.runtime.main", "worker", "--scheduler", self.address,
-                "--gpu-type", gpu, "--work-dir", str(self.state_dir / "work"), "--name", name,
+                "--gpu-type", gpu, "--num-gpus", str(num_gpus), "--work-dir", str(work), "--name", name,
                 "--parent-pid", str(os.getpid())] + (["--emulate"] if self.emulate else [])
-        (self.state_dir / "work").mkdir(exist_ok=True)
-        return _spawn(argv, self.env, self.state_dir / f"worker-{name}.log")
+        if self.tls:
+            argv += ["--tls-ca", str(self.tls[2]), "--tls-server-name", "localhost"]
+        return _spawn(argv, self.worker_env, self.state_dir / f"worker-{name}.log")
+
+    def restart_worker(self, index: int) -> None:
+        """Start a killed worker again (same name and work directory, a new registration)."""
+        _stop(self.workers[index], signal.SIGKILL)
+        self.workers[index] = self._start_worker(*self.worker_args[index])
 
     def worker_children(self, index: int) -> list[int]:
         """PIDs of the job processes a worker runs (each in its own process group)."""
@@ -134,29 +179,47 @@ class LocalCluster:
             ids.append(self.stub.SubmitJob(req, timeout=10).job_id)
         return ids
 
-    def status(self) -> pd.DataFrame:
-        resp = self.stub.GetStatus(pb2.StatusRequest(), timeout=10)
-        return pd.DataFrame([{"job_id": j.job_id, "state": j.state, "steps_done": j.steps_done,
-                              "total_steps": j.total_steps, "attempts": j.attempts, "submitted_s": j.submitted_s,
-                              "finished_s": j.finished_s or None, "log_tail": j.log_tail} for j in resp.jobs])
+    def status(self, states: Iterable[str] = (), page_size: int = 1000) -> pd.DataFrame:
+        """Every job (or those in `states`), fetched page by page."""
+        rows, token = [], 0
+        for _ in range(1_000_000):
+            resp = self.stub.GetStatus(pb2.StatusRequest(page_size=page_size, page_token=token,
+                                                         states=list(states)), timeout=10)
+            rows += [{"job_id": j.job_id, "state": j.state, "steps_done": j.steps_done,
+                      "total_steps": j.total_steps, "attempts": j.attempts, "submitted_s": j.submitted_s,
+                      "finished_s": j.finished_s or None, "log_tail": j.log_tail} for j in resp.jobs]
+            token = resp.next_page_token
+            if token < 0:
+                break
+        return pd.DataFrame(rows, columns=["job_id", "state", "steps_done", "total_steps", "attempts",
+                                           "submitted_s", "finished_s", "log_tail"])
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per state (one small call, however many jobs)."""
+        return dict(self.stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10).counts)
 
     def info(self) -> dict:
-        resp = self.stub.GetStatus(pb2.StatusRequest(), timeout=10)
+        resp = self.stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)
         return {"workers": resp.workers, "rounds": resp.rounds, "now_s": resp.now_s,
                 "mean_round_overhead_s": resp.mean_round_overhead_s}
 
     def wait(self, timeout_s: float, poll_s: float = 0.5) -> pd.DataFrame:
         """Block until every job is completed or failed (bounded); returns the final status."""
         deadline = time.monotonic() + timeout_s
+        last_error = None
         while True:
             try:
-                frame = self.status()
-                if len(frame) and frame["state"].isin(["completed", "failed"]).all():
-                    return frame
-            except Exception:
-                pass                      # the scheduler may be restarting
+                counts = self.counts()
+                if counts and counts.keys() <= {"completed", "failed"}:
+                    return self.status()
+                last_error = None
+            except grpc.RpcError as exc:
+                if exc.code() not in TRANSIENT:   # a wrong token, a bug: say so now, not after the timeout
+                    raise
+                last_error = f"{exc.code().name}: {exc.details()}"    # the scheduler may be restarting
             if time.monotonic() > deadline:
-                raise TimeoutError(f"jobs not finished after {timeout_s} s")
+                raise TimeoutError(f"jobs not finished after {timeout_s} s" +
+                                   (f" (last error {last_error})" if last_error else ""))
             time.sleep(poll_s)
 
     def widget(self, refresh_s: float = 1.0):

@@ -5,9 +5,12 @@
         train_step(batch)
     sys.exit(0)   # the iterator has checkpointed; the worker reports the exit
 
-The iterator resumes from the last checkpoint, reports progress, asks for an extension when the lease's
-deadline comes, checkpoints and stops when the lease ends or the job is done. Without the scheduler's
-environment variables it simply runs `total_steps` steps (so the same script runs standalone).
+The iterator fetches the job's latest checkpoint from the scheduler and resumes from it, reports progress, asks
+for an extension when the lease's deadline comes, and checkpoints and stops when the lease ends or the job is
+done. Each checkpoint that `save` writes into `checkpoint_dir` is streamed to the scheduler before it counts as
+durable, so the job resumes with its weights on any worker. A multi-GPU job runs one iterator per rank: rank 0
+talks to the scheduler, and `sync(stop) -> stop` (an all-reduce the training script provides) makes every rank
+stop at the same step. Without the scheduler's environment the iterator simply runs `total_steps` steps.
 """
 
 from __future__ import annotations
@@ -15,50 +18,80 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-ENV = ("HETSCHED_SCHEDULER", "HETSCHED_TOKEN", "HETSCHED_JOB_ID", "HETSCHED_LEASE_ID", "HETSCHED_DEADLINE")
+ENV = ("HETSCHED_SCHEDULER", "HETSCHED_LEASE_TOKEN", "HETSCHED_JOB_ID", "HETSCHED_LEASE_ID", "HETSCHED_DEADLINE")
 
 
 class LeaseIterator:
     """Iterates `data` (cycled) until the lease or the job ends; checkpoints through user hooks."""
 
     def __init__(self, data: Iterable, *, total_steps: int, save: Callable[[int], None] | None = None,
-                 restore: Callable[[], int] | None = None, checkpoint_every: int = 50, report_every_s: float = 1.0):
+                 restore: Callable[[], int] | None = None, checkpoint_every: int = 50, report_every_s: float = 1.0,
+                 checkpoint_dir: str | None = None, sync: Callable[[bool], bool] | None = None):
         self._data = itertools.cycle(data) if not isinstance(data, Iterator) else data
         self.total_steps = int(os.environ.get("HETSCHED_TOTAL_STEPS", total_steps))
         self.save, self.checkpoint_every, self.report_every_s = save, checkpoint_every, report_every_s
         self.slowdown = float(os.environ.get("HETSCHED_SLOWDOWN", "1.0"))
+        self.rank = int(os.environ.get("HETSCHED_RANK", "0"))
+        self.world_size = int(os.environ.get("HETSCHED_WORLD_SIZE", "1"))
+        self.sync = sync if self.world_size > 1 else None
         self.managed = all(k in os.environ for k in ENV)
-        start = int(os.environ.get("HETSCHED_STEPS_DONE", "0"))
-        restored = restore() if restore is not None else 0
-        self.steps = self.checkpointed = max(start, restored or 0)
+        ckpt = checkpoint_dir or os.environ.get("HETSCHED_CHECKPOINT_DIR")
+        self.checkpoint_dir = Path(ckpt) if ckpt else None
         self.done = False            # True once the job finished all its steps
         self.stopped = False         # True once the lease ended (job may continue elsewhere later)
         self._seconds = 0.0
         self._last = None
         self._next_report = time.monotonic() + report_every_s
+        start = int(os.environ.get("HETSCHED_STEPS_DONE", "0"))
         if self.managed:
             from .auth import channel
             from .stubs import pb2, pb2_grpc
             self._pb2 = pb2
-            self._stub = pb2_grpc.SchedulerStub(channel(os.environ["HETSCHED_SCHEDULER"],
-                                                        os.environ["HETSCHED_TOKEN"]))
+            self._stub = pb2_grpc.SchedulerStub(channel(
+                os.environ["HETSCHED_SCHEDULER"], os.environ["HETSCHED_LEASE_TOKEN"], os.environ.get("HETSCHED_TLS_CA"),
+                scheme="Lease", server_name=os.environ.get("HETSCHED_TLS_SERVER_NAME")))
             self.job_id = int(os.environ["HETSCHED_JOB_ID"])
             self.lease_id = os.environ["HETSCHED_LEASE_ID"]
             self.deadline = float(os.environ["HETSCHED_DEADLINE"])
             self._clock_offset = 0.0
+            if self.checkpoint_dir is not None and restore is not None:
+                from .checkpoints import download
+                download(self._stub, pb2, self.job_id, self.lease_id, self.checkpoint_dir)
+        restored = restore() if restore is not None else 0
+        self.steps = self.checkpointed = self._start = max(start, restored or 0)
+        if self.managed and self.rank == 0:
             self._report(finished=False)         # syncs the clock and checks the lease is still current
 
     def __iter__(self) -> "LeaseIterator":
         return self
+
+    def resume_at(self, steps: int) -> None:
+        """Start counting from `steps` (a multi-GPU job's ranks adopt rank 0's checkpoint step)."""
+        self.steps = self.checkpointed = self._start = int(steps)
+
+    def rendezvous(self, address: str = "", timeout_s: float = 60.0) -> str:
+        """Multi-GPU jobs: rank 0 posts `address` (host:port of its torch.distributed store); every rank gets
+        it back (the others wait for it, bounded)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            resp = self._stub.Rendezvous(self._pb2.RendezvousRequest(job_id=self.job_id, lease_id=self.lease_id,
+                                                                     rank=self.rank, address=address), timeout=10)
+            if resp.address:
+                return resp.address
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"rank 0 of job {self.job_id} did not post its address in {timeout_s} s")
+            time.sleep(0.2)
 
     def _report(self, finished: bool) -> bool:
         """Tell the scheduler where we are; returns whether the lease goes on."""
         try:
             resp = self._stub.UpdateLease(self._pb2.UpdateLeaseRequest(
                 job_id=self.job_id, lease_id=self.lease_id, steps_done=self.steps,
-                steps_checkpointed=self.checkpointed, seconds=self._seconds, finished=finished), timeout=10)
+                steps_checkpointed=self.checkpointed, seconds=self._seconds, steps_run=self.steps - self._start,
+                finished=finished), timeout=10)
         except Exception:       # scheduler unreachable: stop safely; the job resumes from its checkpoint
             return False
         self._clock_offset = resp.now_s - time.time()
@@ -66,16 +99,34 @@ class LeaseIterator:
         return resp.keep_running
 
     def _checkpoint(self) -> None:
-        if self.save is not None and self.steps > self.checkpointed:
+        """Save (rank 0), stream the checkpoint to the scheduler, then count the steps as durable."""
+        if self.rank != 0 or self.steps <= self.checkpointed:
+            return
+        if self.save is not None:
             self.save(self.steps)
+            if self.managed and self.checkpoint_dir is not None:
+                from .checkpoints import upload
+                try:
+                    upload(self._stub, self._pb2, self.job_id, self.lease_id, self.steps, self.checkpoint_dir)
+                except Exception:     # not durable yet: the next checkpoint tries again
+                    return
         self.checkpointed = self.steps
 
     def _stop(self, finished: bool):
         self._checkpoint()
-        if self.managed:
+        if self.managed and self.rank == 0:
             self._report(finished=finished)
         self.done, self.stopped = finished, True
         raise StopIteration
+
+    def _lease_over(self) -> bool:
+        if not self.managed or self.rank != 0:
+            return False
+        clock = time.time() + self._clock_offset
+        if clock >= self.deadline or time.monotonic() >= self._next_report:
+            self._next_report = time.monotonic() + self.report_every_s
+            return not self._report(finished=False)
+        return False
 
     def __next__(self):
         now = time.monotonic()
@@ -90,14 +141,12 @@ class LeaseIterator:
                 self._checkpoint()
         if self.stopped:
             raise StopIteration
-        if self.steps >= self.total_steps:
-            self._stop(finished=True)
-        if self.managed:
-            clock = time.time() + self._clock_offset
-            if clock >= self.deadline or time.monotonic() >= self._next_report:
-                self._next_report = time.monotonic() + self.report_every_s
-                if not self._report(finished=False):
-                    self._stop(finished=False)
+        finished = self.steps >= self.total_steps
+        stop = finished or self._lease_over()
+        if self.sync is not None:
+            stop = self.sync(stop)        # every rank stops at the same step
+        if stop:
+            self._stop(finished=finished)
         batch = next(self._data)
         self._last = time.monotonic()
         return batch

@@ -12,29 +12,55 @@ import threading
 import time
 from pathlib import Path
 
+DEFAULT_PORT = 50551      # fixed: workers reconnect to a restarted scheduler
 
-def _token(args) -> str:
-    token = os.environ.get("HETSCHED_TOKEN") or (Path(args.token_file).read_text().strip() if args.token_file else "")
-    if not token:
-        from .auth import new_token
-        token = new_token()
-        print(f"generated token: {token}", file=sys.stderr)
-    return token
+
+def _secret(env: str, path: str | None, fallback: Path | None = None) -> str:
+    """A token from $ENV, from a file, or (scheduler only) from STATE_DIR, created 0600 when missing."""
+    from .auth import new_token, read_secret, write_secret
+
+    if os.environ.get(env):
+        return os.environ[env]
+    if path:
+        return read_secret(path)
+    if fallback is None:
+        raise SystemExit(f"error: no token: set ${env} or give --token-file")
+    if not fallback.exists():
+        write_secret(fallback, new_token())
+        logging.getLogger(__name__).info("wrote a new token to %s (mode 0600)", fallback)
+    return read_secret(fallback)
+
+
+def scheduler_credentials(args):
+    from .auth import Credentials
+
+    state = Path(args.state_dir)
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return Credentials(client=_secret("HETSCHED_CLIENT_TOKEN", args.client_token_file, state / "client.token"),
+                       worker=_secret("HETSCHED_WORKER_TOKEN", args.worker_token_file, state / "worker.token"))
 
 
 def add_scheduler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", required=True, help="SQLite state and the bound port are kept here")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
-    p.add_argument("--port", type=int, default=0, help="0 = any free port (written to STATE_DIR/port)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"fixed, so workers find a restarted scheduler (default {DEFAULT_PORT}; 0 = any free port, "
+                        f"written to STATE_DIR/port)")
     p.add_argument("--policy", default="max_min_fairness_perf")
     p.add_argument("--round", type=float, default=360.0, help="round length in seconds")
     p.add_argument("--throughputs", default="gavel_simulation")
-    p.add_argument("--token-file", default=None, help="file holding the shared token (or $HETSCHED_TOKEN)")
+    p.add_argument("--client-token-file", default=None,
+                   help="token of clients (submit, status); default $HETSCHED_CLIENT_TOKEN or STATE_DIR/client.token")
+    p.add_argument("--worker-token-file", default=None,
+                   help="token of workers; default $HETSCHED_WORKER_TOKEN or STATE_DIR/worker.token")
     p.add_argument("--worker-timeout", type=float, default=5.0)
     p.add_argument("--max-attempts", type=int, default=3)
     p.add_argument("--slowdowns", default="{}", help='JSON {"k80": 3.0, ...}: emulate GPU types on CPUs')
-    p.add_argument("--tls-key", default=None)
-    p.add_argument("--tls-cert", default=None)
+    p.add_argument("--seed", type=int, default=0, help="the policy's seed, as in the simulator")
+    p.add_argument("--tls-key", default=None, help="PEM private key: serve TLS")
+    p.add_argument("--tls-cert", default=None, help="PEM certificate chain: serve TLS")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow a non-loopback --host without TLS (credentials cross the network in clear)")
     p.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
 
 
@@ -43,21 +69,35 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu-type", required=True)
     p.add_argument("--num-gpus", type=int, default=1)
     p.add_argument("--work-dir", default=".")
-    p.add_argument("--token-file", default=None)
+    p.add_argument("--token-file", default=None, help="the worker token (or $HETSCHED_WORKER_TOKEN)")
+    p.add_argument("--tls-ca", default=None, help="PEM CA certificate: talk TLS to the scheduler")
+    p.add_argument("--tls-server-name", default=None, help="expected name in the scheduler's certificate")
+    p.add_argument("--advertise-host", default="127.0.0.1",
+                   help="address other machines reach this one at (multi-GPU jobs' rendezvous)")
     p.add_argument("--emulate", action="store_true", help="protocol only: jobs progress without processes")
     p.add_argument("--name", default="")
     p.add_argument("--parent-pid", type=int, default=None)
 
 
 def run_scheduler(args) -> int:
+    from hetsched.errors import HetschedError
+
     from .server import SchedulerServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    tls = (args.tls_key, args.tls_cert) if args.tls_key and args.tls_cert else None
-    server = SchedulerServer(args.state_dir, _token(args), args.policy, args.round, args.host, args.port,
-                             args.throughputs, worker_timeout_s=args.worker_timeout, max_attempts=args.max_attempts,
-                             slowdowns=json.loads(args.slowdowns), tls=tls)
-    port = server.start()
+    if bool(args.tls_key) != bool(args.tls_cert):
+        print("error: TLS needs both --tls-key and --tls-cert", file=sys.stderr)
+        return 2
+    tls = (args.tls_key, args.tls_cert) if args.tls_key else None
+    try:
+        server = SchedulerServer(args.state_dir, scheduler_credentials(args), args.policy, args.round, args.host,
+                                 args.port, args.throughputs, seed=args.seed, worker_timeout_s=args.worker_timeout,
+                                 max_attempts=args.max_attempts, slowdowns=json.loads(args.slowdowns), tls=tls,
+                                 insecure=args.insecure)
+        port = server.start()
+    except HetschedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     tmp = Path(args.state_dir) / "port.tmp"
     tmp.write_text(str(port))
     tmp.replace(Path(args.state_dir) / "port")
@@ -74,14 +114,24 @@ def run_worker(args) -> int:
     from .worker import Worker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    worker = Worker(args.scheduler, _token(args), args.gpu_type, args.num_gpus, args.work_dir,
-                    emulate=args.emulate, name=args.name)
+    worker = Worker(args.scheduler, _secret("HETSCHED_WORKER_TOKEN", args.token_file), args.gpu_type,
+                    args.num_gpus, args.work_dir, emulate=args.emulate, name=args.name, tls_ca=args.tls_ca,
+                    tls_server_name=args.tls_server_name, advertise_host=args.advertise_host)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    import grpc
+
     for attempt in range(600):          # the scheduler may still be starting: retry for up to a minute
         try:
             worker.register()
             break
-        except Exception:
+        except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED,
+                              grpc.StatusCode.PERMISSION_DENIED):
+                print(f"error: the scheduler refused this worker: {exc.details()}", file=sys.stderr)
+                return 2
+            if attempt % 50 == 0:
+                logging.getLogger(__name__).warning("scheduler %s not reachable yet (%s); retrying",
+                                                    args.scheduler, exc.code().name)
             time.sleep(0.1)
     worker.run(parent_pid=args.parent_pid)
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
+class DuplicateJob(ValueError):
+    """A job id that is already stored."""
+
+
 @dataclass
 class JobRow:
     job_id: int
@@ -47,7 +52,10 @@ class Store:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.path.parent, 0o700)           # state holds commands, logs and checkpoints: owner only
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))   # SQLite's -wal/-shm inherit the mode
+        os.chmod(self.path, 0o600)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -59,15 +67,31 @@ class Store:
             return self._db.execute(sql, args).fetchall()
 
     def add_job(self, job_type: str, scale_factor: int, total_steps: int, priority_weight: float, command: str,
-                submitted_s: float, job_id: int | None = None) -> int:
+                submitted_s: float, job_id: int | None = None) -> JobRow:
+        """Insert a queued job; raises `DuplicateJob` when the id is taken."""
         with self._lock:
             if job_id is None or job_id < 0:
                 row = self._db.execute("SELECT COALESCE(MAX(job_id), -1) + 1 FROM jobs").fetchone()
                 job_id = int(row[0])
-            self._db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, "
-                             "command, state, submitted_s) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)",
-                             (job_id, job_type, scale_factor, total_steps, priority_weight, command, submitted_s))
-        return job_id
+            try:
+                self._db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, "
+                                 "command, state, submitted_s) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)",
+                                 (job_id, job_type, scale_factor, total_steps, priority_weight, command, submitted_s))
+            except sqlite3.IntegrityError:
+                raise DuplicateJob(f"job_id: {job_id} already exists") from None
+        return JobRow(job_id, job_type, scale_factor, total_steps, priority_weight, command, "queued", 0, 0,
+                      submitted_s, None, "")
+
+    def page(self, after: int, limit: int, states: tuple[str, ...] = ()) -> list[JobRow]:
+        """Up to `limit` jobs with id >= `after`, in id order (keyset paging: stable while jobs are added)."""
+        sql, args = "SELECT * FROM jobs WHERE job_id >= ?", [after]
+        if states:
+            sql += f" AND state IN ({','.join('?' * len(states))})"
+            args += list(states)
+        return [JobRow(*r) for r in self._run(sql + " ORDER BY job_id LIMIT ?", (*args, limit))]
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._run("SELECT state, COUNT(*) FROM jobs GROUP BY state"))
 
     def jobs(self, states: tuple[str, ...] | None = None) -> list[JobRow]:
         sql = "SELECT * FROM jobs"
@@ -90,6 +114,13 @@ class Store:
         self._run("UPDATE jobs SET state = ?, finished_s = COALESCE(?, finished_s), "
                   "log_tail = COALESCE(?, log_tail), attempts = attempts + ? WHERE job_id = ?",
                   (state, finished_s, log_tail, attempts_delta, job_id))
+
+    def set_states(self, job_ids, state: str) -> None:
+        """Many jobs to one state in one transaction (a round's new leases)."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("UPDATE jobs SET state = ? WHERE job_id = ?", [(state, j) for j in job_ids])
+            self._db.execute("COMMIT")
 
     def meta(self, key: str, default: str | None = None) -> str | None:
         rows = self._run("SELECT value FROM meta WHERE key = ?", (key,))

@@ -1,6 +1,9 @@
-"""A worker: registers its GPUs, polls the scheduler for leases, runs each job as a subprocess, reports exits.
+"""A worker: registers its GPUs, polls the scheduler for leases, runs each leased rank as a subprocess, reports
+exits.
 
-`emulate=True` runs no process: a leased job "trains" at a fixed rate inside the worker (protocol load tests).
+A job gets only its lease's credential (never the worker's token) and the scheduler's address and CA. A command
+that cannot start (bad quoting, missing binary) fails that attempt with the error text; the worker goes on.
+`emulate=True` runs no process: a leased job "trains" at a fixed rate inside the worker (protocol and load tests).
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from pathlib import Path
 
 import grpc
 
-from .auth import channel
+from .auth import HEADER, channel
 from .stubs import pb2, pb2_grpc
 
 log = logging.getLogger(__name__)
 EMULATED_STEPS_PER_S = 200.0
+EMULATED_CHECKPOINT_EVERY = 50      # steps between an emulated job's checkpoints
+LAUNCH_FAILED = 127
+EXIT_RETRIES = 50
 
 
 @dataclass
@@ -31,25 +37,30 @@ class Running:
     log_path: Path | None
     started: float
     reported: float = 0.0
-    steps: int = 0
 
 
 class Worker:
     def __init__(self, address: str, token: str, gpu_type: str, num_gpus: int = 1, work_dir: str = ".",
-                 heartbeat_s: float = 0.3, emulate: bool = False, name: str = "", report_s: float = 0.2):
-        self.address, self.token, self.gpu_type, self.num_gpus = address, token, gpu_type, num_gpus
+                 heartbeat_s: float = 0.3, emulate: bool = False, name: str = "", report_s: float = 0.2,
+                 tls_ca: str | None = None, tls_server_name: str | None = None, advertise_host: str = "127.0.0.1"):
+        self.address, self.gpu_type, self.num_gpus = address, gpu_type, num_gpus
         self.work_dir = Path(work_dir)
         self.heartbeat_s, self.emulate, self.name, self.report_s = heartbeat_s, emulate, name, report_s
-        self.stub = pb2_grpc.SchedulerStub(channel(address, token))
+        self.tls_ca = str(Path(tls_ca).resolve()) if tls_ca else None
+        self.tls_server_name, self.advertise_host = tls_server_name, advertise_host
+        self.stub = pb2_grpc.SchedulerStub(channel(address, token, self.tls_ca, server_name=tls_server_name))
+        self._lease_stub = None               # emulated jobs report with their lease tokens
         self.worker_id: str | None = None
-        self.jobs: dict[int, Running] = {}
+        self.session = ""
+        self.jobs: dict[tuple[int, int], Running] = {}        # (job id, rank) -> process
+        self.unsent: list[tuple[object, int]] = []            # exit reports the scheduler has not acknowledged
         self._next_beat = 0.0
 
     # ---- protocol -----------------------------------------------------------------------------------
     def register(self) -> None:
         resp = self.stub.RegisterWorker(pb2.RegisterWorkerRequest(gpu_type=self.gpu_type, num_gpus=self.num_gpus,
                                                                   name=self.name), timeout=10)
-        self.worker_id = resp.worker_id
+        self.worker_id, self.session = resp.worker_id, resp.session
 
     def tick(self) -> None:
         """One pass: heartbeat when due, start/stop what the scheduler says, report exited jobs."""
@@ -59,57 +70,74 @@ class Worker:
             try:
                 self._beat()
             except grpc.RpcError as exc:
-                log.info("worker %s: scheduler unreachable (%s)", self.name, exc.code())
+                log.warning("worker %s: scheduler call failed (%s: %s)", self.name, exc.code().name, exc.details())
         self._poll()
+        self._send_exits()
 
     def _beat(self) -> None:
         if self.worker_id is None:
             self.register()
-        states = [pb2.JobState(job_id=j, lease_id=r.lease.lease_id, running=True) for j, r in self.jobs.items()]
-        resp = self.stub.Heartbeat(pb2.HeartbeatRequest(worker_id=self.worker_id, jobs=states), timeout=10)
+        states = [pb2.JobState(job_id=j, lease_id=r.lease.lease_id, running=True) for (j, _), r in self.jobs.items()]
+        resp = self.stub.Heartbeat(pb2.HeartbeatRequest(worker_id=self.worker_id, jobs=states,
+                                                        session=self.session), timeout=10)
         if not resp.known:          # the scheduler restarted: drop everything, jobs resume from checkpoints
-            for job_id in list(self.jobs):
-                self._kill(job_id)
-            self.jobs.clear()
+            for key in list(self.jobs):
+                self._kill(key)
+            self.unsent.clear()
             self.worker_id = None
             self.register()
             return
         for job_id in resp.stop:
-            self._kill(job_id)
-            self.jobs.pop(job_id, None)
+            for key in [k for k in self.jobs if k[0] == job_id]:
+                self._kill(key)
         for lease in resp.start:
             self._launch(lease)
 
     def _env(self, lease) -> dict[str, str]:
-        ckpt = self.work_dir / "checkpoints" / f"job={lease.job_id}"
-        ckpt.mkdir(parents=True, exist_ok=True)
-        return {**os.environ, "HETSCHED_SCHEDULER": self.address, "HETSCHED_TOKEN": self.token,
-                "HETSCHED_JOB_ID": str(lease.job_id), "HETSCHED_LEASE_ID": lease.lease_id,
-                "HETSCHED_DEADLINE": repr(lease.deadline_s), "HETSCHED_TOTAL_STEPS": str(lease.total_steps),
-                "HETSCHED_STEPS_DONE": str(lease.steps_done), "HETSCHED_CHECKPOINT_DIR": str(ckpt),
-                "HETSCHED_RANK": str(lease.rank), "HETSCHED_WORLD_SIZE": str(lease.world_size),
-                "HETSCHED_SLOWDOWN": repr(lease.slowdown), "HETSCHED_GPUS": ",".join(map(str, lease.local_gpus)),
-                "CUDA_VISIBLE_DEVICES": ",".join(map(str, lease.local_gpus))}
+        rank = f".rank={lease.rank}" if lease.rank else ""        # ranks on one worker never share files
+        ckpt = self.work_dir / "checkpoints" / f"job={lease.job_id}{rank}"
+        ckpt.mkdir(mode=0o700, parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_TOKEN")}   # no credential of ours leaks
+        env.update({"HETSCHED_SCHEDULER": self.address, "HETSCHED_LEASE_TOKEN": lease.lease_token,
+                    "HETSCHED_JOB_ID": str(lease.job_id), "HETSCHED_LEASE_ID": lease.lease_id,
+                    "HETSCHED_DEADLINE": repr(lease.deadline_s), "HETSCHED_TOTAL_STEPS": str(lease.total_steps),
+                    "HETSCHED_STEPS_DONE": str(lease.steps_done), "HETSCHED_CHECKPOINT_DIR": str(ckpt),
+                    "HETSCHED_RANK": str(lease.rank), "HETSCHED_WORLD_SIZE": str(lease.world_size),
+                    "HETSCHED_HOST": self.advertise_host,
+                    "HETSCHED_SLOWDOWN": repr(lease.slowdown), "HETSCHED_GPUS": ",".join(map(str, lease.local_gpus)),
+                    "CUDA_VISIBLE_DEVICES": ",".join(map(str, lease.local_gpus))})
+        if self.tls_ca:
+            env["HETSCHED_TLS_CA"] = self.tls_ca
+        if self.tls_server_name:
+            env["HETSCHED_TLS_SERVER_NAME"] = self.tls_server_name
+        return env
 
     def _launch(self, lease) -> None:
-        if lease.job_id in self.jobs:
-            self._kill(lease.job_id)
+        key = (lease.job_id, lease.rank)
+        if key in self.jobs:
+            self._kill(key)
         if self.emulate:
-            self.jobs[lease.job_id] = Running(lease, None, None, time.monotonic(), time.monotonic(),
-                                              int(lease.steps_done))
+            self.jobs[key] = Running(lease, None, None, time.monotonic(), time.monotonic())
             return
-        argv = shlex.split(lease.command)
-        if argv and argv[0] in ("python", "python3"):
-            argv[0] = sys.executable
-        log_path = self.work_dir / "logs" / f"job={lease.job_id}.lease={lease.lease_id}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("wb") as out:
-            proc = subprocess.Popen(argv, env=self._env(lease), stdout=out, stderr=subprocess.STDOUT,
-                                    cwd=self.work_dir, start_new_session=True)
-        self.jobs[lease.job_id] = Running(lease, proc, log_path, time.monotonic())
+        log_path = self.work_dir / "logs" / f"job={lease.job_id}.lease={lease.lease_id}.rank={lease.rank}.log"
+        try:
+            argv = shlex.split(lease.command)
+            if not argv:
+                raise ValueError("empty command")
+            if argv[0] in ("python", "python3"):
+                argv[0] = sys.executable
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with log_path.open("wb") as out:
+                proc = subprocess.Popen(argv, env=self._env(lease), stdout=out, stderr=subprocess.STDOUT,
+                                        cwd=self.work_dir, start_new_session=True)
+        except (ValueError, OSError) as exc:       # this attempt fails; the worker and its other jobs go on
+            log.warning("job %d: cannot launch %r: %s", lease.job_id, lease.command, exc)
+            self._report_exit(lease, LAUNCH_FAILED, f"launch failed: {type(exc).__name__}: {exc}")
+            return
+        self.jobs[key] = Running(lease, proc, log_path, time.monotonic())
 
-    def _kill(self, job_id: int) -> None:
-        run = self.jobs.get(job_id)
+    def _kill(self, key: tuple[int, int]) -> None:
+        run = self.jobs.pop(key, None)
         if run is None or run.proc is None:
             return
         try:
@@ -119,7 +147,7 @@ class Worker:
         run.proc.wait(timeout=10)
 
     def _poll(self) -> None:
-        for job_id, run in list(self.jobs.items()):
+        for key, run in list(self.jobs.items()):
             if run.proc is None:
                 code = self._emulated(run)
                 if code is None:
@@ -130,29 +158,53 @@ class Worker:
                 if code is None:
                     continue
                 tail = run.log_path.read_bytes()[-2000:].decode("utf-8", "replace")
-            self.jobs.pop(job_id)
+            self.jobs.pop(key)
+            self._report_exit(run.lease, code, tail)
+
+    def _report_exit(self, lease, code: int, tail: str) -> None:
+        self.unsent.append((pb2.ExitReport(worker_id=self.worker_id or "", job_id=lease.job_id,
+                                           lease_id=lease.lease_id, exit_code=code, log_tail=tail,
+                                           session=self.session), 0))
+        self._send_exits()
+
+    def _send_exits(self) -> None:
+        """Deliver exit reports; a transient failure retries at the next ticks (bounded)."""
+        keep = []
+        for report, tries in self.unsent:
             try:
-                self.stub.ReportExit(pb2.ExitReport(worker_id=self.worker_id or "", job_id=job_id,
-                                                    lease_id=run.lease.lease_id, exit_code=code, log_tail=tail),
-                                     timeout=10)
-            except grpc.RpcError:
-                pass
+                self.stub.ReportExit(report, timeout=10)
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and tries < EXIT_RETRIES:
+                    keep.append((report, tries + 1))
+                else:
+                    log.warning("exit of job %d not reported: %s", report.job_id, exc.code().name)
+        self.unsent = keep
+
+    def _lease_call(self, run: Running, request):
+        if self._lease_stub is None:
+            self._lease_stub = pb2_grpc.SchedulerStub(channel(self.address, None, self.tls_ca,
+                                                              server_name=self.tls_server_name))
+        return self._lease_stub.UpdateLease(request, timeout=10,
+                                            metadata=((HEADER, f"Lease {run.lease.lease_token}"),))
 
     def _emulated(self, run: Running) -> int | None:
         """Advance a protocol-only job; report like a LeaseIterator would. Returns an exit code when it ends."""
         now = time.monotonic()
         if now - run.reported < self.report_s:
             return None
-        rate = EMULATED_STEPS_PER_S / max(run.lease.slowdown, 1e-9)
-        steps = min(int(run.lease.total_steps), int(run.lease.steps_done + rate * (now - run.started)))
-        finished = steps >= run.lease.total_steps
+        lease = run.lease
+        rate = EMULATED_STEPS_PER_S / max(lease.slowdown, 1e-9)
+        start = int(lease.steps_done)
+        steps = start if lease.rank else min(int(lease.total_steps), int(start + rate * (now - run.started)))
+        finished = steps >= lease.total_steps
+        durable = steps if finished else max(start, steps // EMULATED_CHECKPOINT_EVERY * EMULATED_CHECKPOINT_EVERY)
         run.reported = now
         try:
-            resp = self.stub.UpdateLease(pb2.UpdateLeaseRequest(
-                job_id=run.lease.job_id, lease_id=run.lease.lease_id, steps_done=steps, steps_checkpointed=steps,
-                seconds=now - run.started, finished=finished), timeout=10)
+            resp = self._lease_call(run, pb2.UpdateLeaseRequest(
+                job_id=lease.job_id, lease_id=lease.lease_id, steps_done=steps, steps_checkpointed=durable,
+                seconds=now - run.started, steps_run=steps - start, finished=finished))
         except grpc.RpcError:
-            return 1
+            return 0            # as a LeaseIterator does: stop; the job resumes from its checkpoint
         return 0 if finished or not resp.keep_running else None
 
     def run(self, stop_after_s: float | None = None, parent_pid: int | None = None) -> None:
@@ -165,5 +217,5 @@ class Worker:
                 self.tick()
                 time.sleep(0.05)
         finally:
-            for job_id in list(self.jobs):
-                self._kill(job_id)
+            for key in list(self.jobs):
+                self._kill(key)

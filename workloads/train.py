@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -67,19 +68,55 @@ def main(argv=None) -> int:
         state = torch.load(ckpt)
         model.load_state_dict(state["model"])
         optim.load_state_dict(state["optim"])
+        print(f"restored weights from step {state['steps']}", flush=True)
         return int(state["steps"])
 
-    it = LeaseIterator(batches(make, min(args.batch_size, args.max_batch), args.data_dir, seed=0),
+    rank = int(os.environ.get("HETSCHED_RANK", "0"))
+    it = LeaseIterator(batches(make, min(args.batch_size, args.max_batch), args.data_dir, seed=rank),
                        total_steps=args.num_steps, save=save if ckpt else None, restore=restore,
                        checkpoint_every=20)
     print(f"resuming from step {it.steps}", flush=True)
+    net = model
+    if it.world_size > 1:
+        net = distributed(model, it)
+        print(f"rank {it.rank} of {it.world_size}: DDP over gloo", flush=True)
     for inputs, targets in it:
         optim.zero_grad()
-        loss = loss_fn(model(inputs), targets)
+        loss = loss_fn(net(inputs), targets)
         loss.backward()
         optim.step()
     print(f"steps {it.steps} of {it.total_steps}; {'done' if it.done else 'lease ended'}", flush=True)
+    if it.world_size > 1:
+        torch.distributed.destroy_process_group()
     return 0
+
+
+def distributed(model, it: LeaseIterator, timeout_s: float = 60.0):
+    """Join the job's process group (gloo: CPUs, or GPUs without NCCL) through the scheduler's rendezvous: rank
+    0 serves a TCPStore on a free port and posts its address. Returns the DDP-wrapped model; every rank stops at
+    the same step (the iterator's `sync` is an all-reduce of the stop flag)."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    wait = timedelta(seconds=timeout_s)
+    if it.rank == 0:
+        host = os.environ.get("HETSCHED_HOST", "127.0.0.1")
+        store = dist.TCPStore(host, 0, it.world_size, is_master=True, timeout=wait, wait_for_workers=False)
+        it.rendezvous(f"{host}:{store.port}", timeout_s)
+    else:
+        host, port = it.rendezvous("", timeout_s).rsplit(":", 1)
+        store = dist.TCPStore(host, int(port), it.world_size, is_master=False, timeout=wait)
+    dist.init_process_group("gloo", store=store, rank=it.rank, world_size=it.world_size, timeout=wait)
+    start = torch.tensor([it.steps])
+    dist.broadcast(start, 0)           # every rank resumes at rank 0's step (DDP broadcasts rank 0's weights)
+    it.resume_at(int(start.item()))
+
+    def sync(stop: bool) -> bool:
+        flag = torch.tensor([1 if stop else 0])
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+    it.sync = sync
+    return DistributedDataParallel(model)
 
 
 if __name__ == "__main__":

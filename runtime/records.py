@@ -1,0 +1,44 @@
+"""What the scheduler server remembers about each worker and each lease."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hetsched.errors import HetschedError
+
+
+class Denied(HetschedError):
+    """The caller does not own what it reports on (PERMISSION_DENIED)."""
+
+
+@dataclass
+class WorkerInfo:
+    worker_id: str
+    session: str
+    gpu_type: str
+    num_gpus: int
+    slowdown: float
+    last_seen: float
+    to_start: list = field(default_factory=list)     # Lease messages to hand out at the next heartbeat
+    to_stop: list = field(default_factory=list)      # job ids to kill at the next heartbeat
+    running: dict = field(default_factory=dict)      # job id -> lease id, as the worker last reported
+    orphans: dict = field(default_factory=dict)      # job id -> when it was first seen running without a lease
+
+
+@dataclass
+class LeaseInfo:
+    lease_id: str
+    job_id: int
+    token: str
+    parts: tuple[tuple[str, int], ...]                # (worker id, local GPU) of each rank
+    gpu_type: str
+    deadline: float
+    paired: bool = False
+    started_at: float | None = None                  # scheduler clock when its first process was handed out
+    told_stop: bool = False
+    failed: bool = False
+    rendezvous: str = ""
+
+    @property
+    def workers(self) -> set[str]:
+        return {w for w, _ in self.parts}

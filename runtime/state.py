@@ -1,0 +1,477 @@
+"""What the scheduler server knows, and the round: the same `Scheduler` core as the simulator, on the wall clock.
+
+Shortly before each round boundary the server credits the ending round to the core (time each lease really
+ran, steps measured), admits submitted jobs, plans the next round and turns the plan into leases. A lease is
+one process per leased GPU (rank r of k); a co-located pair gets a lease per member on the same GPU. A job
+placed on the same GPUs again keeps running (lease extension); otherwise its processes checkpoint and exit at the
+deadline, and the next lease starts once they are gone. Job state lives in SQLite; checkpoints in the
+scheduler's state directory. The core is built once and follows workers joining and leaving through
+`set_cluster`; the runtime calls only the core's public methods.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+import uuid
+
+import numpy as np
+
+from hetsched.cluster import ClusterSpec, Server
+from hetsched.core import Scheduler
+from hetsched.errors import HetschedError
+from hetsched.jobs import Job
+from hetsched.simulator import policy_for
+from hetsched.throughputs import ThroughputTable
+
+from . import validate
+from .checkpoints import CheckpointStore
+from .records import Denied, LeaseInfo, WorkerInfo
+from .store import JobRow, Store
+from .stubs import pb2
+
+log = logging.getLogger(__name__)
+LEASE_TOKENS_KEPT = 4          # per job: a process of an older lease may still report its last checkpoint
+
+
+class RuntimeState:
+    """Everything the server knows, guarded by one lock; RPC handlers and the round loop share it."""
+
+    def __init__(self, store: Store, policy: str, round_s: float, throughputs: ThroughputTable, seed: int = 0,
+                 worker_timeout_s: float = 5.0, max_attempts: int = 3, slowdowns: dict[str, float] | None = None,
+                 checkpoints: CheckpointStore | None = None):
+        self.lock = threading.RLock()
+        probe = policy_for(policy, seed)                 # unknown names fail here, before any worker joins
+        if getattr(probe, "resource_aware", False) or getattr(probe, "resource_mechanism", None):
+            raise HetschedError(f"policy {policy!r} places CPU cores and memory, but workers do not report them "
+                                f"yet: the runtime runs Gavel's and Shockwave's policies (Synergy's run in the "
+                                f"simulator)")
+        self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
+        self.seed, self.worker_timeout_s, self.max_attempts = seed, worker_timeout_s, max_attempts
+        self.slowdowns = slowdowns or {}
+        self.checkpoints = checkpoints
+        self.epoch = float(store.meta("epoch") or time.time())
+        store.set_meta("epoch", repr(self.epoch))
+        self.incarnation = uuid.uuid4().hex[:8]           # worker ids from an earlier server are unknown
+        self.workers: dict[str, WorkerInfo] = {}
+        self.gpu_owner: dict[int, tuple[str, int]] = {}
+        self.peak_gpus = 0
+        self.leases: dict[int, LeaseInfo] = {}           # job id -> its current lease
+        self.tokens: dict[str, LeaseInfo] = {}           # lease token -> lease (current and recent)
+        self.by_lease_id: dict[str, LeaseInfo] = {}
+        self.job_tokens: dict[int, list[str]] = {}       # job id -> its recent lease tokens, oldest first
+        self.running_on: dict[int, set[str]] = {}        # job id -> workers that report a process of it
+        self.live_steps: dict[int, int] = {}
+        self.credited: dict[int, int] = {}               # steps already credited to the core
+        self.finished_flag: set[int] = set()
+        self.active: dict[int, JobRow] = {}              # queued and running jobs
+        self.to_admit: list[int] = []
+        self._started: list[int] = []
+        self.core: Scheduler | None = None
+        self.plan: list[tuple[tuple[int, ...], int, float]] = []   # (job ids, type column, round start)
+        self.rounds = 0
+        self.overheads: list[float] = []
+        self._recover()
+
+    def now(self) -> float:
+        return time.time() - self.epoch
+
+    def _recover(self) -> None:
+        """A restart: whatever was running is queued again and resumes from its durable progress. A stored row
+        that no longer validates (an older server, a hand edit) is failed with the reason, never scheduled."""
+        for row in self.store.jobs(("queued", "running")):
+            try:
+                self._check_row(row, validate.MAX_SCALE_FACTOR, allow_unknown_type=True)
+            except validate.InvalidInput as exc:
+                log.warning("job %d: stored row is invalid (%s); marked failed", row.job_id, exc)
+                self.store.set_state(row.job_id, "failed", time.time(), f"invalid job: {exc}")
+                continue
+            if row.state == "running":
+                self.store.set_state(row.job_id, "queued")
+                row.state = "queued"
+            self.active[row.job_id] = row
+            self.to_admit.append(row.job_id)
+
+    def _check_row(self, row: JobRow, max_scale_factor: int, allow_unknown_type: bool) -> None:
+        validate.job_fields(self.table, job_id=row.job_id, job_type=row.job_type, scale_factor=row.scale_factor,
+                            total_steps=row.total_steps, priority_weight=row.priority_weight, command=row.command,
+                            allow_unknown_type=allow_unknown_type, max_scale_factor=max_scale_factor)
+
+    # ---- clients ----------------------------------------------------------------------------------------
+    def submit(self, req) -> int:
+        """Validate, store and queue a job (raises InvalidInput / DuplicateJob)."""
+        with self.lock:
+            priority = req.priority_weight if req.priority_weight != 0 else 1.0
+            validate.job_fields(self.table, job_id=req.job_id, job_type=req.job_type,
+                                scale_factor=req.scale_factor, total_steps=req.total_steps,
+                                priority_weight=priority, command=req.command,
+                                allow_unknown_type=req.allow_unknown_type,
+                                max_scale_factor=self.peak_gpus or validate.MAX_SCALE_FACTOR)
+            row = self.store.add_job(req.job_type, req.scale_factor, req.total_steps, priority, req.command,
+                                     time.time(), req.job_id if req.job_id >= 0 else None)
+            self.active[row.job_id] = row
+            self.to_admit.append(row.job_id)
+            return row.job_id
+
+    def status(self, req) -> pb2.StatusResponse:
+        size = min(req.page_size or 500, 5000)
+        states = tuple(req.states)
+        bad = [s for s in states if s not in ("queued", "running", "completed", "failed")]
+        if bad or size < 0 or req.page_token < 0:
+            raise validate.InvalidInput(f"states: queued, running, completed or failed, got {bad}" if bad else
+                                        "page_size and page_token: must be >= 0")
+        rows = self.store.page(req.page_token, size + 1, states)
+        with self.lock:
+            jobs = [pb2.JobStatus(job_id=r.job_id, state=r.state,
+                                  steps_done=max(r.steps_done, self.live_steps.get(r.job_id, 0)),
+                                  total_steps=r.total_steps, attempts=r.attempts, submitted_s=r.submitted_s,
+                                  finished_s=r.finished_s or 0.0, log_tail=r.log_tail) for r in rows[:size]]
+            recent = self.overheads[-200:]
+            return pb2.StatusResponse(jobs=jobs, workers=len(self.workers), rounds=self.rounds, now_s=self.now(),
+                                      mean_round_overhead_s=float(np.mean(recent)) if recent else 0.0,
+                                      next_page_token=rows[size].job_id if len(rows) > size else -1,
+                                      counts=self.store.counts())
+
+    # ---- workers ----------------------------------------------------------------------------------------
+    def register(self, gpu_type: str, num_gpus: int, name: str) -> tuple[str, str]:
+        validate.worker_fields(self.table, gpu_type=gpu_type, num_gpus=num_gpus, name=name)
+        with self.lock:
+            worker_id = f"{self.incarnation}-{len(self.workers)}-{uuid.uuid4().hex[:6]}"
+            session = secrets.token_urlsafe(24)
+            self.workers[worker_id] = WorkerInfo(worker_id, session, gpu_type, num_gpus,
+                                                 self.slowdowns.get(gpu_type, 1.0), time.time())
+            self._cluster_changed()
+            return worker_id, session
+
+    def worker(self, worker_id: str, session: str) -> WorkerInfo | None:
+        """The registered worker, if the session proves the caller is it (None: unknown, register again)."""
+        info = self.workers.get(worker_id)
+        if info is not None and not secrets.compare_digest(info.session, session):
+            raise Denied(f"worker {worker_id}: wrong session")
+        return info
+
+    def _cluster_changed(self) -> None:
+        """Workers joined or left: new capacities for the same core (jobs and time received stay)."""
+        order = sorted(self.workers)
+        self.gpu_owner = {}
+        for w in order:
+            for local in range(self.workers[w].num_gpus):
+                self.gpu_owner[len(self.gpu_owner)] = (w, local)      # the placer numbers GPUs server by server
+        if not order:
+            return
+        cluster = ClusterSpec.from_servers([Server(self.workers[w].gpu_type, self.workers[w].num_gpus)
+                                            for w in order])
+        self.peak_gpus = max(self.peak_gpus, cluster.num_gpus)
+        if self.core is None:
+            policy = policy_for(self.policy_name, self.seed)
+            core = getattr(policy, "core_class", None) or Scheduler     # Shockwave's planner is a core of its own
+            # No recompute gate on the wall clock (Gavel's physical mode recomputes whenever a reset is pending).
+            self.core = core(cluster, policy, self.table, round_s=self.round_s, min_reset_interval_s=0.0,
+                             seed=self.seed, gpu_types=tuple(self.table.gpu_types))
+        else:
+            self.core.set_cluster(cluster)
+
+    def heartbeat(self, req) -> pb2.HeartbeatResponse:
+        with self.lock:
+            info = self.worker(req.worker_id, req.session)
+            if info is None:
+                return pb2.HeartbeatResponse(known=False, now_s=self.now())
+            if len(req.jobs) > validate.MAX_JOBS_PER_HEARTBEAT:
+                raise validate.InvalidInput(f"jobs: at most {validate.MAX_JOBS_PER_HEARTBEAT} per heartbeat")
+            info.last_seen = time.time()
+            running = {j.job_id: j.lease_id for j in req.jobs if j.running}
+            for job_id in info.running.keys() - running.keys():
+                self._not_running(job_id, info.worker_id)
+            for job_id in running.keys() - info.running.keys():
+                self.running_on.setdefault(job_id, set()).add(info.worker_id)
+            info.running = running
+            start, info.to_start = info.to_start, []
+            stop, info.to_stop = info.to_stop, []
+            # A process without a current lease exits by itself at its next lease update; kill it if it hangs.
+            now, grace = self.now(), self.round_s + 3.0
+            for job_id, lease_id in info.running.items():
+                lease = self.leases.get(job_id)
+                if lease is not None and lease.lease_id == lease_id and info.worker_id in lease.workers:
+                    info.orphans.pop(job_id, None)
+                    overdue = now > lease.deadline + grace
+                else:
+                    overdue = now - info.orphans.setdefault(job_id, now) > grace
+                if overdue and job_id not in stop:
+                    stop.append(job_id)
+            for msg in start:
+                lease = self.leases.get(msg.job_id)
+                if lease is not None and lease.lease_id == msg.lease_id and lease.started_at is None:
+                    lease.started_at = now
+            return pb2.HeartbeatResponse(known=True, start=start, stop=stop, now_s=now)
+
+    def report_exit(self, req) -> None:
+        with self.lock:
+            info = self.worker(req.worker_id, req.session)
+            lease = self.by_lease_id.get(req.lease_id)
+            if info is None or lease is None or lease.job_id != req.job_id or info.worker_id not in lease.workers:
+                raise Denied(f"lease {req.lease_id!r} of job {req.job_id} was not issued to this worker")
+            info.running.pop(req.job_id, None)
+            self._not_running(req.job_id, info.worker_id)
+            row = self.active.get(req.job_id)
+            if row is None:
+                return                                    # completed or failed already
+            current = self.leases.get(req.job_id) is lease
+            if current:
+                self.leases.pop(req.job_id)
+            if current and (req.exit_code != 0 or req.job_id in self.finished_flag):
+                self._stop_ranks(lease, info.worker_id)             # a clean stop: the other ranks exit by themselves
+            tail = req.log_tail[-4000:]
+            if req.job_id in self.finished_flag and req.exit_code == 0:
+                self._finish(req.job_id, "completed", tail)
+            elif req.exit_code != 0:
+                self._attempt_failed(lease, row, f"exit code {req.exit_code}", tail)
+            elif current and not lease.told_stop and self.now() < lease.deadline:
+                done = max(self.live_steps.get(req.job_id, 0), row.steps_done)
+                self._attempt_failed(lease, row, f"exited with code 0 after {done} of {row.total_steps} steps "
+                                                 f"while its lease was running", tail)
+            elif current and row.state == "running":           # a lease that ended: waiting for the next one
+                row.state = "queued"
+                self.store.set_state(req.job_id, "queued")
+
+    def _not_running(self, job_id: int, worker_id: str) -> None:
+        on = self.running_on.get(job_id)
+        if on is not None:
+            on.discard(worker_id)
+            if not on:
+                self.running_on.pop(job_id)
+
+    def _stop_ranks(self, lease: LeaseInfo, except_worker: str) -> None:
+        for w in lease.workers - {except_worker}:
+            if w in self.workers:
+                self.workers[w].to_stop.append(lease.job_id)
+
+    def _attempt_failed(self, lease: LeaseInfo, row: JobRow, reason: str, tail: str) -> None:
+        if lease.failed:
+            return                                        # one attempt, however many ranks report it
+        lease.failed = True
+        row.attempts += 1
+        tail = f"{tail}\n[hetsched] attempt {row.attempts} failed: {reason}"[-4000:]
+        if row.attempts >= self.max_attempts:
+            log.warning("job %d failed %d times (%s); giving up", row.job_id, row.attempts, reason)
+            self.store.set_state(row.job_id, "failed", time.time(), tail, attempts_delta=1)
+            self._drop(row.job_id)
+        else:
+            self.store.set_state(row.job_id, "queued", log_tail=tail, attempts_delta=1)
+            row.state = "queued"
+
+    # ---- jobs (lease-token callers) -----------------------------------------------------------------------
+    def lease_for(self, token: str, job_id: int, lease_id: str) -> LeaseInfo:
+        lease = self.tokens.get(token)
+        if lease is None or lease.job_id != job_id or lease.lease_id != lease_id:
+            raise Denied(f"this credential does not hold lease {lease_id!r} of job {job_id}")
+        return lease
+
+    def update_lease(self, req, token: str) -> pb2.UpdateLeaseResponse:
+        with self.lock:
+            lease = self.lease_for(token, req.job_id, req.lease_id)
+            now = self.now()
+            row = self.active.get(req.job_id)
+            if row is None:
+                return pb2.UpdateLeaseResponse(keep_running=False, deadline_s=now, now_s=now)
+            validate.progress_fields(steps_done=req.steps_done, steps_checkpointed=req.steps_checkpointed,
+                                     seconds=req.seconds, steps_run=req.steps_run, total_steps=row.total_steps)
+            self.live_steps[req.job_id] = max(self.live_steps.get(req.job_id, 0), int(req.steps_done))
+            if req.steps_checkpointed > row.steps_done:
+                row.steps_done = int(req.steps_checkpointed)
+                self.store.set_progress(req.job_id, row.steps_done)
+            current = self.leases.get(req.job_id) is lease
+            if current and not lease.paired and req.seconds > 0 and req.steps_run > 0 and self.core is not None:
+                self.core.observe_rate(req.job_id, lease.gpu_type, req.steps_run / req.seconds)
+            if req.finished:
+                self.finished_flag.add(req.job_id)
+            elif current and now < lease.deadline:
+                return pb2.UpdateLeaseResponse(keep_running=True, deadline_s=lease.deadline, now_s=now)
+            lease.told_stop = True
+            return pb2.UpdateLeaseResponse(keep_running=False, deadline_s=now, now_s=now)
+
+    def rendezvous(self, req, token: str) -> str:
+        with self.lock:
+            lease = self.lease_for(token, req.job_id, req.lease_id)
+            if req.rank == 0 and req.address:
+                if len(req.address) > validate.MAX_NAME:
+                    raise validate.InvalidInput(f"address: at most {validate.MAX_NAME} characters")
+                lease.rendezvous = req.address
+            return lease.rendezvous
+
+    def checkpoint_put(self, token: str, job_id: int, lease_id: str, steps: int, chunks) -> None:
+        with self.lock:
+            self.lease_for(token, job_id, lease_id)
+            row = self.active.get(job_id)
+        if row is None or self.checkpoints is None:
+            return
+        if not 0 <= steps <= row.total_steps:
+            raise validate.InvalidInput(f"steps: 0..{row.total_steps}, got {steps}")
+        self.checkpoints.put(job_id, chunks)          # outside the lock: uploads must not stall rounds
+        with self.lock:
+            if steps > row.steps_done:
+                row.steps_done = steps
+                self.store.set_progress(job_id, steps)
+
+    def checkpoint_get(self, token: str, job_id: int, lease_id: str):
+        with self.lock:
+            self.lease_for(token, job_id, lease_id)
+        return self.checkpoints.get(job_id) if self.checkpoints is not None else iter(())
+
+    # ---- completion ---------------------------------------------------------------------------------------
+    def _finish(self, job_id: int, state: str, log_tail: str = "") -> None:
+        row = self.active[job_id]
+        self.store.set_progress(job_id, row.total_steps if state == "completed" else row.steps_done)
+        self.store.set_state(job_id, state, time.time(), log_tail[-4000:])
+        self._drop(job_id)
+
+    def _drop(self, job_id: int) -> None:
+        if self.core is not None and job_id in self.core.jobs:
+            self.core.remove_job(job_id)
+        self.leases.pop(job_id, None)
+        self.active.pop(job_id, None)
+        self.live_steps.pop(job_id, None)
+        self.credited.pop(job_id, None)
+        self.finished_flag.discard(job_id)
+        for token in self.job_tokens.pop(job_id, []):
+            self.by_lease_id.pop(self.tokens.pop(token).lease_id, None)
+        if self.checkpoints is not None:
+            self.checkpoints.drop(job_id)
+
+    # ---- rounds ---------------------------------------------------------------------------------------------
+    def expire_workers(self) -> None:
+        dead = [w for w, info in self.workers.items() if time.time() - info.last_seen > self.worker_timeout_s]
+        for w in dead:
+            log.warning("worker %s stopped answering; re-queueing its jobs", w)
+            for job_id in self.workers.pop(w).running:
+                self._not_running(job_id, w)
+            for job_id, lease in list(self.leases.items()):
+                if w in lease.workers:
+                    self.leases.pop(job_id)
+                    self.live_steps.pop(job_id, None)      # progress since the last checkpoint is lost
+                    self._stop_ranks(lease, w)
+                    row = self.active.get(job_id)
+                    if row is not None:
+                        row.state = "queued"
+                        self.store.set_state(job_id, "queued")
+        if dead:
+            self._cluster_changed()
+
+    def _admit(self) -> None:
+        pending, self.to_admit = self.to_admit, []
+        for job_id in pending:
+            row = self.active.get(job_id)
+            if row is None or job_id in self.core.jobs:
+                continue
+            job = Job(job_id=row.job_id, arrival_time_s=max(0.0, row.submitted_s - self.epoch),
+                      job_type=row.job_type, scale_factor=row.scale_factor, total_steps=float(row.total_steps),
+                      priority_weight=row.priority_weight, command=row.command)
+            done = max(self.live_steps.get(job_id, 0), row.steps_done)
+            try:
+                self.core.add_job(job, remaining_steps=max(1.0, row.total_steps - done))
+            except Exception as exc:                     # one bad job never stops a round
+                log.warning("job %d cannot be scheduled (%s); marked failed", job_id, exc)
+                self.store.set_state(job_id, "failed", time.time(), f"cannot be scheduled: {exc}")
+                self.active.pop(job_id, None)
+                continue
+            self.credited[job_id] = done
+
+    def _credit(self, round_end: float) -> None:
+        """The ending round's accounting through the core's `credit`: the time each planned lease really ran
+        (none for a lease that never started) and the steps its jobs reported."""
+        core, rows = self.core, []
+        for members, w, round_start in self.plan:
+            e = core.entry_of(members)
+            if e is None:
+                continue
+            ran = 0.0
+            for job_id in members:
+                lease = self.leases.get(job_id)
+                if lease is not None and lease.started_at is not None:
+                    ran = max(ran, round_end - max(round_start, lease.started_at))
+            steps = [0.0, 0.0]
+            for i, job_id in enumerate(members):
+                done = max(self.live_steps.get(job_id, 0), self.active[job_id].steps_done)
+                steps[i] = float(done - self.credited.get(job_id, done))
+                self.credited[job_id] = done
+            rows.append((e, w, steps, min(max(ran, 0.0), self.round_s)))
+        if rows:
+            e, w, steps, ran = zip(*rows)
+            core.credit(np.array(e), np.array(w), np.array(steps), np.array(ran))
+            for members in (core.entries[i] for i in e):
+                for job_id in members:
+                    if core.remaining[core.slot[job_id]] < 1.0:    # done only when the job says so
+                        core.set_remaining(job_id, 1.0)
+        if hasattr(core, "round_done"):
+            core.round_done()
+
+    def round(self, deadline: float) -> None:
+        """Credit the ending round, admit new jobs, plan the next one and issue leases ending at `deadline`."""
+        start = time.perf_counter()
+        with self.lock:
+            self.expire_workers()
+            if self.core is None or not self.workers:
+                return
+            self._admit()
+            now = self.now()
+            self._credit(now)
+            plan = self.core.plan(now)
+            self.plan = self._issue(plan, deadline, now)
+            self.rounds += 1
+        self.overheads.append(time.perf_counter() - start)
+
+    def _issue(self, plan, deadline: float, now: float) -> list:
+        """Leases for the plan's assignments; returns the assignments that run (for the next credit)."""
+        planned, running, self._started = set(), [], []
+        gpu_type_names = self.core.gpu_types
+        for a in plan.assignments:
+            parts = tuple(self.gpu_owner[g] for g in a.gpus)            # rank r runs on (worker, local GPU)
+            issued = False
+            for job_id in a.job_ids:                                    # a pair: both members on the same GPUs
+                planned.add(job_id)
+                old = self.leases.get(job_id)
+                if old is not None and old.parts == parts:
+                    old.deadline = deadline                              # extension: the processes keep running
+                    issued = True
+                    continue
+                if job_id in self.running_on:
+                    continue                       # start once the old processes have checkpointed and exited
+                if old is not None and old.started_at is None:
+                    for w in old.workers & self.workers.keys():
+                        pending = self.workers[w].to_start
+                        pending[:] = [m for m in pending if m.lease_id != old.lease_id]
+                self._lease(self.active[job_id], parts, gpu_type_names[a.gpu_type], deadline,
+                            paired=len(a.job_ids) > 1)
+                issued = True
+            if issued:
+                running.append((a.job_ids, a.gpu_type, now))
+        forgotten = []
+        for job_id, lease in list(self.leases.items()):
+            if job_id not in planned and lease.started_at is None:
+                self.leases.pop(job_id)            # never launched: just forget it
+                row = self.active.get(job_id)
+                if row is not None and row.state == "running":
+                    row.state = "queued"
+                    forgotten.append(job_id)
+        self.store.set_states(self._started, "running")          # one transaction per round
+        self.store.set_states(forgotten, "queued")
+        return running
+
+    def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, paired: bool) -> None:
+        lease = LeaseInfo(uuid.uuid4().hex[:12], row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
+                          paired)
+        recent = self.job_tokens.setdefault(row.job_id, [])
+        while len(recent) >= LEASE_TOKENS_KEPT:
+            self.by_lease_id.pop(self.tokens.pop(recent.pop(0)).lease_id, None)
+        recent.append(lease.token)
+        self.tokens[lease.token] = self.by_lease_id[lease.lease_id] = self.leases[row.job_id] = lease
+        for rank, (worker_id, local) in enumerate(parts):
+            self.workers[worker_id].to_start.append(pb2.Lease(
+                lease_id=lease.lease_id, job_id=row.job_id, job_type=row.job_type, command=row.command,
+                local_gpus=[local], deadline_s=deadline, total_steps=row.total_steps, steps_done=row.steps_done,
+                rank=rank, world_size=len(parts), slowdown=self.workers[worker_id].slowdown,
+                lease_token=lease.token))
+        if row.state != "running":
+            row.state = "running"
+            self._started.append(row.job_id)

@@ -1,0 +1,83 @@
+"""Checks at the runtime's boundary: nothing that could stall a round is ever stored.
+
+Each check raises `InvalidInput` naming the field and what is allowed; the server answers INVALID_ARGUMENT.
+The same checks run on stored rows at recovery, so a row written by an older server is failed, not scheduled.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+
+from hetsched.errors import HetschedError
+from hetsched.throughputs import JobKey, ThroughputTable
+
+MAX_GPUS_PER_WORKER = 64
+MAX_SCALE_FACTOR = 64            # when no worker has registered yet
+MAX_STEPS = 10**12
+MAX_JOB_ID = 2**53
+MAX_JOB_TYPE = 200
+MAX_COMMAND = 4096
+MAX_NAME = 128
+MAX_JOBS_PER_HEARTBEAT = 4096
+
+
+class InvalidInput(HetschedError):
+    """A request field outside what is allowed."""
+
+
+def _string(field: str, value: str, limit: int, empty_ok: bool = False) -> str:
+    if not empty_ok and not value.strip():
+        raise InvalidInput(f"{field}: must not be empty")
+    if len(value) > limit:
+        raise InvalidInput(f"{field}: at most {limit} characters, got {len(value)}")
+    if "\x00" in value:
+        raise InvalidInput(f"{field}: must not contain NUL characters")
+    return value
+
+
+def job_fields(table: ThroughputTable, *, job_id: int, job_type: str, scale_factor: int, total_steps: int,
+               priority_weight: float, command: str, allow_unknown_type: bool, max_scale_factor: int) -> None:
+    """A submitted (or stored) job; raises InvalidInput for the first bad field."""
+    if not -1 <= job_id <= MAX_JOB_ID:
+        raise InvalidInput(f"job_id: -1 (assign one) or 0..{MAX_JOB_ID}, got {job_id}")
+    _string("job_type", job_type, MAX_JOB_TYPE)
+    if not 1 <= scale_factor <= max_scale_factor:
+        raise InvalidInput(f"scale_factor: 1..{max_scale_factor} (GPUs in the cluster), got {scale_factor}")
+    if not allow_unknown_type and JobKey(job_type, scale_factor) not in table:
+        known = table.job_types
+        hint = "" if job_type in known else f"; e.g. {known[:3]}"
+        raise InvalidInput(f"job_type: {job_type!r} at scale factor {scale_factor} is not in the throughput table "
+                           f"{table.name!r}{hint} (set allow_unknown_type to run it at a default rate)")
+    if not 0 < total_steps <= MAX_STEPS:
+        raise InvalidInput(f"total_steps: 1..{MAX_STEPS}, got {total_steps}")
+    if not (math.isfinite(priority_weight) and priority_weight > 0):
+        raise InvalidInput(f"priority_weight: a finite number > 0, got {priority_weight}")
+    _string("command", command, MAX_COMMAND)
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise InvalidInput(f"command: not a valid shell word list ({exc})") from None
+    if not argv:
+        raise InvalidInput("command: must name a program")
+
+
+def worker_fields(table: ThroughputTable, *, gpu_type: str, num_gpus: int, name: str) -> None:
+    _string("name", name, MAX_NAME, empty_ok=True)
+    if gpu_type not in table.gpu_types:
+        raise InvalidInput(f"gpu_type: {gpu_type!r} is not in the throughput table {table.name!r}; "
+                           f"allowed: {list(table.gpu_types)}")
+    if not 1 <= num_gpus <= MAX_GPUS_PER_WORKER:
+        raise InvalidInput(f"num_gpus: 1..{MAX_GPUS_PER_WORKER}, got {num_gpus}")
+
+
+def progress_fields(*, steps_done: int, steps_checkpointed: int, seconds: float, steps_run: int,
+                    total_steps: int) -> None:
+    for field, value in (("steps_done", steps_done), ("steps_checkpointed", steps_checkpointed),
+                         ("steps_run", steps_run)):
+        if not 0 <= value <= total_steps:
+            raise InvalidInput(f"{field}: 0..{total_steps} (the job's total steps), got {value}")
+    if steps_checkpointed > steps_done:
+        raise InvalidInput(f"steps_checkpointed: at most steps_done ({steps_done}), got {steps_checkpointed}")
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise InvalidInput(f"seconds: a finite number >= 0, got {seconds}")

@@ -1,0 +1,96 @@
+"""The runtime drives the core through its public methods: capacity changes keep history, measured rates are
+per process, only leases that ran are credited, and the policy is seeded as in the simulator."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from runtime_helpers import RESNET
+
+from hetsched import ClusterSpec, Job
+from hetsched.core import Scheduler
+from hetsched.runtime.state import RuntimeState
+from hetsched.runtime.store import Store
+from hetsched.runtime.stubs import pb2
+from hetsched.simulator import policy_for
+from hetsched.throughputs import load_throughputs
+
+TABLE = load_throughputs("gavel_simulation")
+
+
+def test_set_cluster_keeps_jobs_and_time_received():
+    core = Scheduler(ClusterSpec.parse("v100=1"), policy_for("max_min_fairness_perf", 0), TABLE, round_s=60,
+                     gpu_types=("k80", "p100", "v100"))
+    for i in range(3):
+        core.add_job(Job(i, 0.0, RESNET, 1, 1000))
+    plan = core.plan(0.0)
+    assert core.capacity.tolist() == [0, 0, 1] and len(plan.assignments) == 1
+    core.credit(plan.entry, plan.gpu_type, np.zeros((len(plan.entry), 2)), np.full(len(plan.entry), 60.0))
+    received = core.t.copy()
+    core.set_cluster(ClusterSpec.parse("v100=1,k80=2"))
+    assert core.capacity.tolist() == [2, 0, 1]
+    np.testing.assert_array_equal(core.t, received)           # nothing rebuilt
+    plan = core.plan(60.0)
+    assert sorted(core.gpu_types[a.gpu_type] for a in plan.assignments) == ["k80", "k80", "v100"]
+
+
+def test_observe_rate_moves_the_entry_throughput():
+    core = Scheduler(ClusterSpec.parse("v100=1"), policy_for("max_min_fairness_perf", 0), TABLE)
+    core.add_job(Job(0, 0.0, RESNET, 1, 1000))
+    w = core.gpu_types.index("v100")
+    table_rate = core.tput[core.slot[0], w]
+    core.observe_rate(0, "v100", 2 * table_rate)
+    e = core.entry_of((0,))
+    assert core.etput[e, w, 0] == core.tput[core.slot[0], w] == 1.5 * table_rate
+    core.observe_rate(0, "v100", float("nan"))                # ignored, not stored
+    assert core.tput[core.slot[0], w] == 1.5 * table_rate
+
+
+def _state(tmp_path, policy="max_min_fairness_perf", seed=0):
+    return RuntimeState(Store(tmp_path / "s.sqlite"), policy, 10.0, TABLE, seed=seed)
+
+
+def _submit(state, job_id, total_steps=10_000):
+    return state.submit(pb2.SubmitJobRequest(job_id=job_id, job_type=RESNET, scale_factor=1,
+                                             total_steps=total_steps, priority_weight=1, command="emulated"))
+
+
+def test_workers_joining_keep_the_core_and_its_seed(tmp_path):
+    state = _state(tmp_path, "fifo", seed=7)
+    state.register("v100", 1, "a")
+    core = state.core
+    assert core.policy._rng.getstate() == random.Random(7).getstate()       # seeded as in the simulator
+    for i in range(3):
+        _submit(state, i)
+    state.round(state.now() + 10)
+    state.register("k80", 2, "b")
+    assert state.core is core and core.capacity.sum() == 3
+    state.round(state.now() + 10)
+    leased = {lease.job_id for info in state.workers.values() for lease in info.to_start}
+    assert leased == {0, 1, 2}
+
+
+def test_measured_rate_counts_this_process_only_and_unstarted_leases_get_no_time(tmp_path):
+    state = _state(tmp_path)
+    worker_id, session = state.register("v100", 1, "a")
+    _submit(state, 0)
+    state.round(state.now() + 10)
+    core, credited = state.core, []
+    real_credit = core.credit
+    core.credit = lambda e, w, steps, ran: credited.append(ran.tolist()) or real_credit(e, w, steps, ran)
+    state.round(state.now() + 10)                  # the lease was never handed out: no time received
+    assert credited == [[0.0]]
+    lease = state.workers[worker_id].to_start[0]
+    state.heartbeat(pb2.HeartbeatRequest(worker_id=worker_id, session=session))
+    w = core.gpu_types.index("v100")
+    table_rate = core.tput[core.slot[0], w]
+    # A resumed process: 5,000 steps in all, 2 * table_rate of them in its one second.
+    state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=lease.lease_id, steps_done=5000,
+                                              steps_checkpointed=5000, seconds=1.0,
+                                              steps_run=int(2 * table_rate)), lease.lease_token)
+    expected = 0.5 * int(2 * table_rate) + 0.5 * table_rate          # steps_run / seconds, not 5,000 / 1
+    assert abs(core.tput[core.slot[0], w] - expected) < 1e-9
+    state.round(state.now() + 10)
+    assert credited[-1][0] > 0                                             # now it ran: credited
+    assert core.remaining[core.slot[0]] == 5000

@@ -1,0 +1,219 @@
+"""The runtime under bad input, bad commands and forged reports: every case names its failure mode from issue 13.
+In-process scheduler and workers on 127.0.0.1; every loop is bounded."""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+from runtime_helpers import CLIENT, WORKER, drive, job_states, rpc_code, scheduler, stub, submit
+
+from hetsched.runtime.stubs import pb2
+from hetsched.runtime.worker import Worker
+
+INVALID, EXISTS, DENIED = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS,
+                           grpc.StatusCode.PERMISSION_DENIED)
+
+
+@pytest.mark.parametrize("fields, field", [
+    (dict(job_type=""), "job_type"),
+    (dict(job_type="NoSuchModel (batch size 3)"), "job_type"),
+    (dict(total_steps=-5), "total_steps"),
+    (dict(total_steps=0), "total_steps"),
+    (dict(priority_weight=-1.0), "priority_weight"),
+    (dict(priority_weight=math.inf), "priority_weight"),
+    (dict(priority_weight=math.nan), "priority_weight"),
+    (dict(scale_factor=0), "scale_factor"),
+    (dict(scale_factor=3), "scale_factor"),          # the cluster has 2 GPUs
+    (dict(command="python3 -c 'unbalanced"), "command"),
+    (dict(command="   "), "command"),
+    (dict(command="x" * 5000), "command"),
+    (dict(job_type="y" * 500), "job_type"),
+    (dict(job_id=-7), "job_id"),
+])
+def test_bad_submissions_are_rejected_and_rounds_go_on(tmp_path, fields, field):
+    with scheduler(tmp_path) as (server, address):
+        client = stub(address, CLIENT)
+        worker = Worker(address, WORKER, "v100", num_gpus=2, emulate=True, heartbeat_s=0.05, report_s=0.05)
+        worker.register()
+        code, details = rpc_code(lambda: submit(client, **fields))
+        assert code == INVALID and details.startswith(field), (code, details)
+        assert not any(ord(c) < 32 and c != "\n" for c in details)
+        job = submit(client, total_steps=40, command="emulated").job_id       # the cluster still schedules
+        drive([worker], lambda: job_states(client)[job].state == "completed", 30, "completion")
+        assert set(job_states(client)) == {job}                                # nothing bad was stored
+
+
+def test_duplicate_ids_unknown_types_and_bad_workers(tmp_path):
+    with scheduler(tmp_path) as (server, address):
+        client, workers = stub(address, CLIENT), stub(address, WORKER)
+        assert submit(client, job_id=5).job_id == 5
+        code, details = rpc_code(lambda: submit(client, job_id=5))
+        assert code == EXISTS and "5" in details
+        assert submit(client, job_type="MyModel (batch size 8)", allow_unknown_type=True).job_id == 6
+        for gpu, n in (("a100", 1), ("v100", 0), ("v100", 65)):
+            code, details = rpc_code(lambda: workers.RegisterWorker(
+                pb2.RegisterWorkerRequest(gpu_type=gpu, num_gpus=n), timeout=10))
+            assert code == INVALID and details.split(":")[0] in ("gpu_type", "num_gpus"), details
+        assert server.state.workers == {}
+
+
+def test_invalid_stored_row_is_failed_at_recovery_not_scheduled(tmp_path):
+    with scheduler(tmp_path) as (server, address):
+        submit(stub(address, CLIENT), job_id=0, total_steps=30, command="emulated")
+    db = sqlite3.connect(tmp_path / "scheduler.sqlite")
+    db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, command, state, "
+               "submitted_s) VALUES (1, '', 1, -5, -1, 'x', 'queued', 0)")
+    db.commit()
+    db.close()
+    with scheduler(tmp_path) as (server, address):
+        client = stub(address, CLIENT)
+        worker = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=0.05)
+        drive([worker], lambda: job_states(client)[0].state == "completed", 30, "completion")
+        bad = job_states(client)[1]
+        assert bad.state == "failed" and "invalid job: job_type" in bad.log_tail
+
+
+def test_launch_errors_and_early_exits_fail_the_attempt_not_the_worker(tmp_path):
+    with scheduler(tmp_path, max_attempts=2) as (server, address):
+        client = stub(address, CLIENT)
+        worker = Worker(address, WORKER, "v100", work_dir=str(tmp_path / "w"), heartbeat_s=0.05)
+        (tmp_path / "w").mkdir()
+        missing = submit(client, job_id=0, command="/nonexistent/hetsched-binary --x").job_id
+        early = submit(client, job_id=1, command=f"{sys.executable} -c pass").job_id
+        drive([worker], lambda: all(j.state == "failed" for j in job_states(client).values()), 60, "failures")
+        jobs = job_states(client)
+        assert jobs[missing].attempts == 2 and "launch failed: FileNotFoundError" in jobs[missing].log_tail
+        assert jobs[early].attempts == 2 and "exited with code 0 after 0 of 100 steps" in jobs[early].log_tail
+        # The same worker still runs jobs; an unbalanced quote reaching it (an older row) fails that attempt only.
+        lease = pb2.Lease(lease_id="x", job_id=9, command="python3 -c 'unbalanced", local_gpus=[0])
+        worker._launch(lease)
+        assert worker.unsent == [] and (9, 0) not in worker.jobs
+        ok = submit(client, job_id=2, total_steps=30, command="emulated").job_id
+        worker.emulate = True
+        drive([worker], lambda: job_states(client)[ok].state == "completed", 30, "completion")
+
+
+def test_roles_and_forged_reports(tmp_path):
+    with scheduler(tmp_path, round_s=30.0) as (server, address):
+        client, anon = stub(address, CLIENT), stub(address, "not-a-token")
+        wstub = stub(address, WORKER)
+        assert rpc_code(lambda: anon.GetStatus(pb2.StatusRequest(), timeout=5))[0] == \
+            grpc.StatusCode.UNAUTHENTICATED
+        # Each role may call only its own RPCs.
+        assert rpc_code(lambda: client.RegisterWorker(pb2.RegisterWorkerRequest(gpu_type="v100", num_gpus=1),
+                                                      timeout=5))[0] == DENIED
+        assert rpc_code(lambda: submit(wstub))[0] == DENIED
+        assert rpc_code(lambda: wstub.UpdateLease(pb2.UpdateLeaseRequest(job_id=0), timeout=5))[0] == DENIED
+        a = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=10.0)
+        b = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=10.0)
+        a.register()
+        b.register()
+        for i in range(2):
+            submit(client, job_id=i, total_steps=10_000, command="emulated")
+        server.state.round(server.state.now() + 30)
+        drive([a, b], lambda: len(a.jobs) == 1 and len(b.jobs) == 1, 10, "leases")
+        (job_a, _), run_a = next(iter(a.jobs.items()))
+        (job_b, _), run_b = next(iter(b.jobs.items()))
+        as_job_a = stub(address, run_a.lease.lease_token, scheme="Lease")
+        # A job cannot report on another job's lease, submit jobs, or read the status.
+        forged = pb2.UpdateLeaseRequest(job_id=job_b, lease_id=run_b.lease.lease_id, steps_done=9999,
+                                        steps_checkpointed=9999, finished=True)
+        assert rpc_code(lambda: as_job_a.UpdateLease(forged, timeout=5))[0] == DENIED
+        assert rpc_code(lambda: submit(as_job_a))[0] == DENIED
+        assert rpc_code(lambda: as_job_a.GetStatus(pb2.StatusRequest(), timeout=5))[0] == DENIED
+        # Its own lease, but more steps than the job has: rejected, not stored.
+        own = pb2.UpdateLeaseRequest(job_id=job_a, lease_id=run_a.lease.lease_id, steps_done=99_999)
+        assert rpc_code(lambda: as_job_a.UpdateLease(own, timeout=5))[0] == INVALID
+        # A worker cannot report exits for another worker's lease, nor with another worker's id.
+        exit_b = pb2.ExitReport(worker_id=a.worker_id, session=a.session, job_id=job_b,
+                                lease_id=run_b.lease.lease_id, exit_code=1)
+        assert rpc_code(lambda: a.stub.ReportExit(exit_b, timeout=5))[0] == DENIED
+        impersonate = pb2.ExitReport(worker_id=b.worker_id, session=a.session, job_id=job_b,
+                                     lease_id=run_b.lease.lease_id, exit_code=1)
+        assert rpc_code(lambda: a.stub.ReportExit(impersonate, timeout=5))[0] == DENIED
+        jobs = job_states(client)
+        assert {j.state for j in jobs.values()} == {"running"} and all(j.steps_done < 9999 for j in jobs.values())
+        assert all(j.attempts == 0 for j in jobs.values())
+        # What a job process would see: its lease token, never the worker's or a client's.
+        env = a._env(run_a.lease)
+        assert env["HETSCHED_LEASE_TOKEN"] == run_a.lease.lease_token
+        assert WORKER not in env.values() and CLIENT not in env.values()
+        assert not any(k.endswith("_TOKEN") and k != "HETSCHED_LEASE_TOKEN" for k in env)
+        assert b.stub.Heartbeat(pb2.HeartbeatRequest(worker_id=b.worker_id, session=b.session), timeout=5).known
+        assert rpc_code(lambda: b.stub.Heartbeat(pb2.HeartbeatRequest(worker_id=b.worker_id, session="guess"),
+                                                 timeout=5))[0] == DENIED
+    assert stat.S_IMODE(os.stat(tmp_path).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(tmp_path / "scheduler.sqlite").st_mode) == 0o600
+
+
+def test_one_scheduler_per_state_directory(tmp_path):
+    env = {**os.environ, "HETSCHED_CLIENT_TOKEN": CLIENT, "HETSCHED_WORKER_TOKEN": WORKER}
+    argv = [sys.executable, "-m", "hetsched.runtime.main", "scheduler", "--state-dir", str(tmp_path), "--port", "0"]
+    first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "port").exists():
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert f"another scheduler (pid {first.pid}) is serving" in second.stderr
+        assert first.poll() is None
+    finally:
+        first.terminate()
+        first.wait(timeout=20)
+    # Tokens the scheduler made itself are owner-only files, and never printed.
+    env.pop("HETSCHED_CLIENT_TOKEN")
+    out = subprocess.run(argv[:-2] + ["--port", "0", "--round", "0"], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and "round length" in out.stderr
+    token = (tmp_path / "client.token").read_text()
+    assert stat.S_IMODE(os.stat(tmp_path / "client.token").st_mode) == 0o600 and token not in out.stderr
+
+
+def test_non_loopback_without_tls_needs_insecure(tmp_path):
+    from hetsched.errors import HetschedError
+    from hetsched.runtime.auth import Credentials
+    from hetsched.runtime.server import SchedulerServer
+    with pytest.raises(HetschedError, match="--insecure"):
+        SchedulerServer(str(tmp_path), Credentials(CLIENT, WORKER), host="0.0.0.0")
+
+
+def test_status_pages_and_filters(tmp_path):
+    with scheduler(tmp_path, round_s=60.0) as (server, address):
+        client = stub(address, CLIENT)
+        for i in range(25):
+            submit(client, job_id=i, command="emulated")
+        server.state.store.set_state(3, "failed")
+        seen, token, pages = [], 0, 0
+        while token >= 0:
+            resp = client.GetStatus(pb2.StatusRequest(page_size=10, page_token=token), timeout=5)
+            seen += [j.job_id for j in resp.jobs]
+            token, pages = resp.next_page_token, pages + 1
+        assert seen == list(range(25)) and pages == 3
+        assert dict(resp.counts) == {"queued": 24, "failed": 1}
+        failed = client.GetStatus(pb2.StatusRequest(states=["failed"]), timeout=5)
+        assert [j.job_id for j in failed.jobs] == [3]
+        code, details = rpc_code(lambda: client.GetStatus(pb2.StatusRequest(states=["lost"]), timeout=5))
+        assert code == INVALID and "states" in details
+
+
+def test_wait_raises_rpc_errors_at_once(tmp_path):
+    from types import SimpleNamespace
+
+    from hetsched.runtime.launch import LocalCluster
+    with scheduler(tmp_path) as (server, address):
+        handle = SimpleNamespace(stub=stub(address, "a-wrong-token"))
+        handle.counts = lambda: LocalCluster.counts(handle)
+        start = time.monotonic()
+        with pytest.raises(grpc.RpcError) as info:
+            LocalCluster.wait(handle, timeout_s=60, poll_s=0.1)
+        assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED and time.monotonic() - start < 10
