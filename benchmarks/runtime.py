@@ -20,17 +20,26 @@ import time
 from pathlib import Path
 
 from hetsched.runtime.auth import channel
+from hetsched.runtime.replay import emulated_throughputs
 from hetsched.runtime.stubs import pb2, pb2_grpc
 from hetsched.runtime.worker import Worker
 
 CLIENT, WORKER = "bench-client-token", "bench-worker-token"
+JOB_TYPE = "ResNet-18 (batch size 32)"
 
 
-def measure(workers: int, jobs: int, rounds: int, round_s: float) -> dict:
+def measure(workers: int, jobs: int, rounds: int, round_s: float, throughputs: str = "emulated") -> dict:
     state = Path(tempfile.mkdtemp(prefix="hetsched-bench-"))
     env = {**os.environ, "HETSCHED_CLIENT_TOKEN": CLIENT, "HETSCHED_WORKER_TOKEN": WORKER}
+    # A calibrated cluster: the table holds the rates the emulated workers run at (as replay.py does), so the
+    # measured rates confirm the table instead of re-solving the policy every round.
+    table = throughputs
+    if throughputs == "emulated":
+        table = state / "emulated_throughputs.parquet"
+        emulated_throughputs([JOB_TYPE]).write(table)
     proc = subprocess.Popen([sys.executable, "-m", "hetsched.runtime.main", "scheduler", "--state-dir", str(state),
-                             "--port", "0", "--round", repr(round_s), "--worker-timeout", "60"], env=env,
+                             "--port", "0", "--round", repr(round_s), "--worker-timeout", "60",
+                             "--throughputs", str(table)], env=env,
                             stdout=subprocess.DEVNULL, stderr=open(state / "scheduler.log", "wb"))
     try:
         deadline = time.monotonic() + 60
@@ -46,7 +55,7 @@ def measure(workers: int, jobs: int, rounds: int, round_s: float) -> dict:
             w.register()
         client = pb2_grpc.SchedulerStub(channel(address, CLIENT))
         for i in range(jobs):
-            client.SubmitJob(pb2.SubmitJobRequest(job_id=i, job_type="ResNet-18 (batch size 32)", scale_factor=1,
+            client.SubmitJob(pb2.SubmitJobRequest(job_id=i, job_type=JOB_TYPE, scale_factor=1,
                                                   total_steps=10**9, priority_weight=1, command="emulated"),
                              timeout=10)
         status = lambda: client.GetStatus(pb2.StatusRequest(page_size=1), timeout=30)  # noqa: E731
@@ -66,7 +75,7 @@ def measure(workers: int, jobs: int, rounds: int, round_s: float) -> dict:
         n = end.rounds - start.rounds
         # mean_round_overhead_s averages the last 200 rounds; recover the mean of the measured ones.
         total = end.mean_round_overhead_s * min(end.rounds, 200) - start.mean_round_overhead_s * min(start.rounds, 200)
-        return {"workers": workers, "jobs": jobs, "rounds": n, "running_jobs": running,
+        return {"workers": workers, "jobs": jobs, "throughputs": throughputs, "rounds": n, "running_jobs": running,
                 "mean_round_ms": round(1000 * total / max(n, 1), 1)}
     finally:
         proc.terminate()
@@ -79,9 +88,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--round", type=float, default=2.0)
+    parser.add_argument("--throughputs", default="emulated",
+                        help="'emulated' (the workers' own rates: a calibrated cluster) or a table name; with "
+                             "gavel_simulation every first measurement of a job moves its rate and re-solves")
     args = parser.parse_args()
     for w in (int(x) for x in args.workers.split(",")):
-        row = measure(w, args.jobs, args.rounds, args.round)
+        row = measure(w, args.jobs, args.rounds, args.round, args.throughputs)
         row["goal_ms"], row["ratio_to_goal"] = 50.0, round(row["mean_round_ms"] / 50.0, 2)
         print(json.dumps(row), flush=True)
 

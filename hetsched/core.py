@@ -232,15 +232,20 @@ class Scheduler(JobSlots):
         """Resynchronise a job's remaining steps with progress measured outside the core (the runtime)."""
         self.remaining[self.slot[job_id]] = float(steps)
 
+    RATE_CHANGE = 0.05      # a measured rate this far (relative) from the one in use triggers a recompute
+
     def observe_rate(self, job_id: int, gpu_type: str, steps_per_s: float, weight: float = 0.5) -> None:
-        """A measured isolated rate on `gpu_type` moves the job's throughput toward it (exponential average);
-        the allocation follows at the next recompute."""
+        """A measured isolated rate on `gpu_type` moves the job's throughput toward it (exponential average).
+        The allocation is recomputed at the next plan when the rate moved by more than RATE_CHANGE: steady
+        measurements do not re-solve the policy every round."""
         if gpu_type not in self.gpu_types or not np.isfinite(steps_per_s) or steps_per_s <= 0:
             return
         s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
         old = self.tput[s, w]
         new = steps_per_s if old <= 0 or self.key_row[s] < 0 and old == 1.0 else \
             weight * steps_per_s + (1 - weight) * old
+        if old > 0 and abs(new - old) <= self.RATE_CHANGE * old:
+            return
         self.tput[s, w] = self.tput_spread[s, w] = new
         e = self._entry_index.get((job_id,))
         if e is not None:
