@@ -160,10 +160,14 @@ class SchedulerServer:
             raise HetschedError(f"round length must be > 0 s, got {round_s}")
         self.state_dir = Path(state_dir)
         self._lock_fd = lock_state_dir(self.state_dir)
-        self.store = Store(self.state_dir / "scheduler.sqlite")
-        self.state = RuntimeState(self.store, policy, round_s, load_throughputs(throughputs), seed,
-                                  worker_timeout_s, max_attempts, slowdowns,
-                                  CheckpointStore(self.state_dir / "checkpoints"))
+        try:
+            self.store = Store(self.state_dir / "scheduler.sqlite")
+            self.state = RuntimeState(self.store, policy, round_s, load_throughputs(throughputs), seed,
+                                      worker_timeout_s, max_attempts, slowdowns,
+                                      CheckpointStore(self.state_dir / "checkpoints"))
+        except BaseException:
+            os.close(self._lock_fd)         # a bad policy or table must not keep the directory locked
+            raise
         self.host, self.port, self.credentials, self.tls = host, port, credentials, tls
         self._stop = threading.Event()
         self._grpc = None

@@ -209,8 +209,14 @@ class RuntimeState:
     def report_exit(self, req) -> None:
         with self.lock:
             info = self.worker(req.worker_id, req.session)
+            if info is None:
+                raise Denied(f"worker {req.worker_id!r} is not registered")
             lease = self.by_lease_id.get(req.lease_id)
-            if info is None or lease is None or lease.job_id != req.job_id or info.worker_id not in lease.workers:
+            if lease is None:                 # a lease of a finished job (its last ranks exiting): no effect
+                info.running.pop(req.job_id, None)
+                self._not_running(req.job_id, info.worker_id)
+                return
+            if lease.job_id != req.job_id or info.worker_id not in lease.workers:
                 raise Denied(f"lease {req.lease_id!r} of job {req.job_id} was not issued to this worker")
             info.running.pop(req.job_id, None)
             self._not_running(req.job_id, info.worker_id)

@@ -139,6 +139,9 @@ def test_roles_and_forged_reports(tmp_path):
         impersonate = pb2.ExitReport(worker_id=b.worker_id, session=a.session, job_id=job_b,
                                      lease_id=run_b.lease.lease_id, exit_code=1)
         assert rpc_code(lambda: a.stub.ReportExit(impersonate, timeout=5))[0] == DENIED
+        unknown = pb2.ExitReport(worker_id=a.worker_id, session=a.session, job_id=job_b, lease_id="nope",
+                                 exit_code=1)
+        a.stub.ReportExit(unknown, timeout=5)          # an unknown lease (a finished job's rank): no effect
         jobs = job_states(client)
         assert {j.state for j in jobs.values()} == {"running"} and all(j.steps_done < 9999 for j in jobs.values())
         assert all(j.attempts == 0 for j in jobs.values())
@@ -185,6 +188,9 @@ def test_non_loopback_without_tls_needs_insecure(tmp_path):
     from hetsched.runtime.server import SchedulerServer
     with pytest.raises(HetschedError, match="--insecure"):
         SchedulerServer(str(tmp_path), Credentials(CLIENT, WORKER), host="0.0.0.0")
+    with pytest.raises(HetschedError):
+        SchedulerServer(str(tmp_path), Credentials(CLIENT, WORKER), policy="no_such_policy")
+    SchedulerServer(str(tmp_path), Credentials(CLIENT, WORKER)).stop()      # the failed one left no lock behind
 
 
 def test_status_pages_and_filters(tmp_path):
