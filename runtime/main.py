@@ -98,9 +98,8 @@ def run_scheduler(args) -> int:
     except HetschedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    tmp = Path(args.state_dir) / "port.tmp"
-    tmp.write_text(str(port))
-    tmp.replace(Path(args.state_dir) / "port")
+    from .auth import write_secret
+    write_secret(Path(args.state_dir) / "port", str(port))       # atomic, 0600 like every state file
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     while not stop.wait(0.5):

@@ -64,13 +64,15 @@ def test_checkpoint_travels_to_a_worker_that_shares_no_directory(tmp_path):
     assert not list((tmp_path / "work" / other / "checkpoints").glob("job=0/*.tmp"))
 
 
-def test_multi_gpu_job_trains_with_ddp_across_two_workers(tmp_path):
-    with launch_local_cluster("2:0:0", tmp_path, round_s=8.0) as cluster:
+@pytest.mark.parametrize("gpus_per_worker", [1, 2])
+def test_multi_gpu_job_trains_with_ddp(tmp_path, gpus_per_worker):
+    """Two ranks: across two one-GPU workers, or on one two-GPU worker."""
+    with launch_local_cluster("2:0:0", tmp_path, round_s=8.0, gpus_per_worker=gpus_per_worker) as cluster:
         cluster.submit([Job(0, 0.0, RESNET, 2, 60)])
         final = cluster.wait(240)
         assert final["state"].tolist() == ["completed"], final
     logs = _logs(tmp_path, 0)
-    assert len(logs) == 2, logs.keys()                        # one rank on each worker
+    assert len(logs) == 3 - gpus_per_worker, logs.keys()      # the workers that ran a rank
     text = "\n".join(logs.values())
     assert "rank 0 of 2: DDP over gloo" in text and "rank 1 of 2: DDP over gloo" in text
     assert text.count("steps 60 of 60; done") == 2            # both ranks stopped at the same step

@@ -166,6 +166,7 @@ def test_one_scheduler_per_state_directory(tmp_path):
         while not (tmp_path / "port").exists():
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
+        assert stat.S_IMODE(os.stat(tmp_path / "port").st_mode) == 0o600
         second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
         assert second.returncode == 2
         assert f"another scheduler (pid {first.pid}) is serving" in second.stderr
