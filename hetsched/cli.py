@@ -198,7 +198,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     start = time.process_time()
     table = load_throughputs(args.throughputs)
-    cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server)
+    cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server,
+                               prices_per_hour=_parse_prices(args.prices))
     if args.round is not None and not args.round > 0:
         raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
     jobs = _jobs_for_simulation(args, table, cluster)
@@ -218,19 +219,65 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.jobs_out:
         result.jobs_frame().to_csv(args.jobs_out, index=False)
     row = summary(result)
+    if not row["num_jobs"]:
+        raise HetschedError(f"simulate: no job finished inside the measured window "
+                            f"({args.window or 'all jobs'}); nothing to report")
     row["cpu_s"] = time.process_time() - start
+    row = _with_hours(row)
+    row["config"] = {"policy": args.policy, "resolved_policy": result.policy, "cluster": str(cluster),
+                     "prices_per_hour": dict(cluster.prices_per_hour), "throughputs": args.throughputs,
+                     "round_s": config.round_for(policy), "seed": config.seed, "window": args.window,
+                     "rules": system or "gavel", "trace": str(args.trace) if args.trace else None,
+                     "generate": args.generate}
     if args.json:
-        print(json.dumps(row))
+        print(json.dumps(_json_ready(row), allow_nan=False))
     else:
         for key, value in row.items():
             print(f"{key:>16}: {value:.6g}" if isinstance(value, float) else f"{key:>16}: {value}")
     return 0
 
 
+def _parse_prices(text: str | None) -> dict[str, float]:
+    """`v100=2.48,p100=1.46,k80=0.45` ($/h per GPU)."""
+    if not text:
+        return {}
+    out = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise HetschedError(f"--prices: expected TYPE=DOLLARS_PER_HOUR[,...], got {part!r}") from None
+    return out
+
+
+def _with_hours(row: dict) -> dict:
+    """Every `*_s` duration gets an `*_h` twin beside it."""
+    out = {}
+    for key, value in row.items():
+        out[key] = value
+        if key.endswith("_s") and key != "cpu_s" and isinstance(value, (int, float)):
+            out[key[:-2] + "_h"] = value / 3600.0
+    return out
+
+
+def _json_ready(value):
+    """Valid JSON: NaN and infinities (undefined metrics, saturated runs) become null."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hetsched", description=__doc__.splitlines()[0].split(": ", 1)[-1]
                                      if __doc__ else None)
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"hetsched {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     from .traces import FORMATS, GENERATORS
@@ -275,9 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("input", type=Path, help=".json (Gavel/Shockwave layout), .parquet or .csv")
     tp.add_argument("output", type=Path, help=".parquet or .csv")
     tp.set_defaults(func=_cmd_convert_throughputs)
-    sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream")
+    sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     sim.add_argument("--policy", required=True,
-                     help="policy name: Gavel's (max_min_fairness_perf, ...) or Synergy's (FIFO+tune, LAS+fair, ...)")
+                     help="policy name: Gavel's (max_min_fairness_perf, ...), Synergy's (FIFO+tune, LAS+fair, ...) "
+                          "or an alias (gavel, las, themis, ossp, mst, ...)")
+    sim.add_argument("--prices", default=None, metavar="TYPE=USD,...",
+                     help="$/h per GPU for the cost policies, e.g. v100=2.48,p100=1.46,k80=0.45")
     sim.add_argument("--cluster", default="36:36:36",
                      help="V100:P100:K80 counts, 'type=n,...', or a Synergy .ini file")
     sim.add_argument("--gpus-per-server", default=None, help="V:P:K GPUs per server (default 1:1:1)")

@@ -157,10 +157,38 @@ def register_policy(name: str, factory: Callable[..., Policy], description: str 
     DESCRIPTIONS[name] = description or (factory.__doc__ or "").strip().splitlines()[0]
 
 
+#: The papers' names for the registry's policies (case-insensitive on the command line and in `make_policy`).
+ALIASES = {
+    "las": "max_min_fairness",                    # Gavel's heterogeneity-agnostic LAS baseline
+    "gavel": "max_min_fairness_perf",             # Gavel's heterogeneity-aware LAS
+    "gavel_ss": "max_min_fairness_packed",        # ... with space sharing
+    "themis": "finish_time_fairness",
+    "gavel_ftf": "finish_time_fairness_perf",
+    "ossp": "min_total_duration",                 # Shockwave's name for the makespan baseline
+    "makespan": "min_total_duration_perf",
+    "mst": "max_sum_throughput_perf",
+    "gandiva-fair": "gandiva_fair",
+}
+
+
+def resolve_policy_name(name: str) -> str:
+    """The registry name for `name` or one of its aliases (unknown names come back unchanged)."""
+    return ALIASES.get(name.lower(), name)
+
+
+def _did_you_mean(name: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name.lower(), [*POLICIES, *ALIASES], n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
+
+
 def make_policy(name: str, **params) -> Policy:
-    """A new policy object by registry name (Gavel's names included), e.g. `make_policy("max_min_fairness_perf")`."""
+    """A new policy object by registry name (Gavel's names included) or alias (`gavel`, `las`, `themis`, ...),
+    e.g. `make_policy("max_min_fairness_perf")`."""
     from . import catalog  # noqa: F401  (registers every policy)
 
+    name = resolve_policy_name(name)
     base, _, arg = name.partition("=")
     if base in POLICIES and arg and base.endswith("_alpha"):
         params.setdefault("alpha", float(arg))
@@ -175,7 +203,8 @@ def make_policy(name: str, **params) -> Policy:
         resource = parse_resource_policy(name, **params)
         if resource is not None:
             return resource
-        raise HetschedError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}, and Synergy's "
+        raise HetschedError(f"unknown policy {name!r}{_did_you_mean(name)} Known: {', '.join(sorted(POLICIES))}; "
+                            f"aliases: {', '.join(sorted(ALIASES))}; and Synergy's "
                             f"ORDERING[+fair|+tune|+opt][+place] (e.g. FIFO+tune)") from None
     return factory(**params)
 

@@ -29,8 +29,10 @@ class MaxSumThroughput(Policy):
         if not self.normalize_by_cost:
             return np.ones(view.num_types)
         prices = view.prices if view.prices is not None else np.zeros(view.num_types)
-        if np.any(prices <= 0):
-            log.warning("policy %s: no price for some GPU types; treating them as cost 1", self.name)
+        if np.any(prices <= 0) and not getattr(self, "_warned_prices", False):
+            self._warned_prices = True             # once per run, not once per round
+            log.warning("policy %s: no price for some GPU types; treating them as cost 1 (give --prices)",
+                        self.name)
         return np.where(prices > 0, 1.0 / np.where(prices > 0, prices, 1.0), 1.0)
 
     def _objective_vector(self, view: PolicyView, poly) -> np.ndarray:

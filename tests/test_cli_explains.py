@@ -1,0 +1,74 @@
+"""The CLI explains itself (issue 15, item 5): defaults in --help, aliases and "did you mean", the configuration
+echoed in the JSON with hours beside seconds, strictly valid JSON, clear errors, prices for the cost policies."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from hetsched import __version__
+from hetsched.cli import _json_ready, main
+
+SMALL = ["--generate", "gavel", "--static", "--num-jobs", "12", "--cluster", "2:2:2", "--json"]
+
+
+def _strict(text: str) -> dict:
+    def reject(name):
+        raise ValueError(f"invalid JSON constant {name}")
+    return json.loads(text, parse_constant=reject)
+
+
+def test_version_and_defaults_in_help(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"hetsched {__version__}"
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 36:36:36)" in text and "(default: gavel_simulation)" in text and "(default: auto)" in text
+
+
+def test_alias_runs_and_the_json_echoes_its_configuration(capsys):
+    assert main(["simulate", "--policy", "gavel", *SMALL]) == 0
+    row = _strict(capsys.readouterr().out)
+    assert row["policy"] == "max_min_fairness_perf"
+    assert row["config"] == {"policy": "gavel", "resolved_policy": "max_min_fairness_perf",
+                             "cluster": "v100=2,p100=2,k80=2", "prices_per_hour": {},
+                             "throughputs": "gavel_simulation", "round_s": 360.0, "seed": 0, "window": None,
+                             "rules": "gavel", "trace": None, "generate": "gavel"}
+    assert row["avg_jct_h"] == pytest.approx(row["avg_jct_s"] / 3600)
+    assert row["makespan_h"] == pytest.approx(row["makespan_s"] / 3600)
+
+
+def test_typos_get_a_suggestion(capsys):
+    assert main(["simulate", "--policy", "themsi", *SMALL]) == 2
+    assert "did you mean 'themis'?" in capsys.readouterr().err
+
+
+def test_empty_window_and_bad_round_are_errors(capsys):
+    args = ["simulate", "--policy", "las", "--generate", "gavel", "--jobs-per-hour", "1", "--cluster", "2:2:2"]
+    assert main([*args, "--num-jobs", "5", "--window", "10:12"]) == 2
+    assert "no job finished inside the measured window (10:12)" in capsys.readouterr().err
+    assert main([*args, "--num-jobs", "5", "--round", "0"]) == 2
+    assert "--round must be positive" in capsys.readouterr().err
+
+
+def test_undefined_metrics_are_null_not_nan():
+    row = _json_ready({"a": float("nan"), "b": float("inf"), "c": {"d": -float("inf")}, "e": 1.5})
+    assert json.dumps(row, allow_nan=False) == '{"a": null, "b": null, "c": {"d": null}, "e": 1.5}'
+
+
+def test_prices_reach_the_cost_policies_with_one_warning(capsys, caplog):
+    policy = ["--policy", "max_sum_throughput_normalized_by_cost_perf"]
+    with caplog.at_level(logging.WARNING):
+        assert main(["simulate", *policy, *SMALL]) == 0
+    unpriced = _strict(capsys.readouterr().out)
+    assert unpriced["total_cost"] == 0.0
+    assert sum("no price" in r.getMessage() for r in caplog.records) == 1
+    assert main(["simulate", *policy, *SMALL, "--prices", "v100=2.48,p100=1.46,k80=0.45"]) == 0
+    priced = _strict(capsys.readouterr().out)
+    assert priced["total_cost"] > 0 and priced["config"]["prices_per_hour"]["k80"] == 0.45
+    assert main(["simulate", *policy, *SMALL, "--prices", "v100=cheap"]) == 2
+    assert "--prices: expected TYPE=DOLLARS_PER_HOUR" in capsys.readouterr().err
