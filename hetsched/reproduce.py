@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import html
+import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
@@ -33,6 +35,16 @@ class NotebookRun:
     out_dir: Path
     seconds: float
     error: str | None = None
+    preset: str = ""
+    finished: str = ""            # UTC, ISO 8601
+    version: str = ""
+
+MANIFEST = "runs.json"           # every figure ever run into this folder; `--only` updates its own entries
+
+
+def _quiet_kernel() -> list[str]:
+    """Kernel arguments: its "TCP without encryption" warning (loopback only here) would break the progress bar."""
+    return ["--IPKernelApp.log_level=ERROR"]
 
 
 def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | None = None,
@@ -40,18 +52,37 @@ def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | Non
     """Execute one notebook into `out_root/<name>/` (executed copy + its figure files)."""
     import papermill as pm
 
+    from . import __version__
+
     out_dir = (out_root / path.stem).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    params = {"preset": preset, "out_dir": str(out_dir), **(parameters or {})}
+    params = {"preset": preset, "out_dir": str(out_dir),
+              "cache_dir": str((out_root / ".cache").resolve()), **(parameters or {})}
     start = time.perf_counter()
     error = None
     try:
         pm.execute_notebook(str(path), str(out_dir / path.name), parameters=params, cwd=str(path.parent),
-                            kernel_name="python3", progress_bar=False, execution_timeout=timeout_s)
+                            kernel_name="python3", progress_bar=False, execution_timeout=timeout_s,
+                            extra_arguments=_quiet_kernel())
     except pm.PapermillExecutionError as exc:
         error = f"{exc.ename}: {exc.evalue}"
         log.error("%s failed: %s", path.name, error)
-    return NotebookRun(path.stem, out_dir, time.perf_counter() - start, error)
+    return NotebookRun(path.stem, out_dir, time.perf_counter() - start, error, preset,
+                       datetime.now(timezone.utc).isoformat(timespec="seconds"), __version__)
+
+
+def _record(out_root: Path, runs: Sequence[NotebookRun]) -> list[NotebookRun]:
+    """Merge `runs` into the folder's manifest; returns every recorded run, in notebook order."""
+    path = out_root / MANIFEST
+    known = json.loads(path.read_text()) if path.exists() else {}
+    for run in runs:
+        known[run.name] = {**asdict(run), "out_dir": str(run.out_dir.relative_to(out_root.resolve()))}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+    tmp.replace(path)
+    order = {p.stem: i for i, p in enumerate(figure_notebooks())}
+    return [NotebookRun(**{**row, "out_dir": out_root.resolve() / row["out_dir"]})
+            for row in sorted(known.values(), key=lambda r: (order.get(r["name"], len(order)), r["name"]))]
 
 
 def write_index(out_root: Path, runs: Sequence[NotebookRun]) -> Path:
@@ -63,7 +94,9 @@ def write_index(out_root: Path, runs: Sequence[NotebookRun]) -> Path:
         rel = run.out_dir.relative_to(out_root.resolve())
         parts.append(f"<figure><h2>{html.escape(run.name)}</h2>")
         parts.append(f"<p><a href='{rel}/{run.name}.ipynb'>executed notebook</a> · "
-                     f"<a href='{rel}/results.csv'>results.csv</a> · {run.seconds:.1f} s</p>")
+                     f"<a href='{rel}/results.csv'>results.csv</a> · {run.seconds:.1f} s · "
+                     f"preset <b>{html.escape(run.preset or '?')}</b> · {html.escape(run.finished or '?')} · "
+                     f"hetsched {html.escape(run.version or '?')}</p>")
         if run.error:
             parts.append(f"<p class='err'>failed: {html.escape(run.error)}</p>")
         for png in sorted(run.out_dir.glob("*.png")):
@@ -91,5 +124,5 @@ def reproduce(preset: str = "quick", only: Sequence[str] | None = None, out: str
     runs = []
     for path in tqdm(notebooks, desc=f"notebooks ({preset})", unit="nb"):
         runs.append(run_notebook(path, out_root, preset, parameters))
-    write_index(out_root, runs)
+    write_index(out_root, _record(out_root, runs))          # figures of earlier calls stay in the index
     return runs

@@ -327,7 +327,8 @@ jobs = [j.with_(total_steps=float(rng.integers(300, 1500)), arrival_time_s=float
         for i, j in enumerate(base)]
 simulated = simulate(jobs, ClusterSpec.parse(cluster), policy, emulated_throughputs([j.job_type for j in jobs]),
                      round_s=round_s).jobs_frame().set_index("job_id")["jct_s"]
-real = run_on_local_cluster(jobs, cluster, tempfile.mkdtemp(dir=out), policy=policy, round_s=round_s)
+with tempfile.TemporaryDirectory(dir=out) as state_dir:      # the runtime's state is removed afterwards
+    real = run_on_local_cluster(jobs, cluster, state_dir, policy=policy, round_s=round_s)
 results = real.rename(columns={"jct_s": "jct_runtime_s"}).set_index("job_id")
 results["jct_sim_s"] = simulated
 results["ratio"] = results["jct_runtime_s"] / results["jct_sim_s"]

@@ -107,3 +107,8 @@ def test_notebook_outputs(runs, name):
     assert np.isfinite(numeric.to_numpy()).all()
     jct = [c for c in results if c.startswith("avg_jct")]
     assert (results[jct].to_numpy() > 0).all()       # inf marks a saturated point; never NaN or <= 0
+
+
+def test_runtime_notebook_leaves_no_state_behind(runs):
+    out, _ = runs
+    assert not [p.name for p in (out / "runtime_vs_simulation").iterdir() if p.is_dir()]
