@@ -124,5 +124,23 @@ def reproduce(preset: str = "quick", only: Sequence[str] | None = None, out: str
     runs = []
     for path in tqdm(notebooks, desc=f"notebooks ({preset})", unit="nb"):
         runs.append(run_notebook(path, out_root, preset, parameters))
-    write_index(out_root, _record(out_root, runs))          # figures of earlier calls stay in the index
+    recorded = _record(out_root, runs)
+    write_index(out_root, recorded)                       # figures of earlier calls stay in the index
+    write_results_table(out_root, recorded)
     return runs
+
+
+def write_results_table(out_root: Path, runs: Sequence[NotebookRun]) -> Path | None:
+    """`results.parquet`: every figure's `results.csv` in one tidy table, with `figure` and `preset` columns."""
+    import pandas as pd
+
+    frames = [pd.read_csv(run.out_dir / "results.csv").assign(figure=run.name, preset=run.preset)
+              for run in runs if (run.out_dir / "results.csv").exists()]
+    if not frames:
+        return None
+    table = pd.concat(frames, ignore_index=True, sort=False)
+    for col in table.columns[table.dtypes == object]:
+        table[col] = table[col].astype("string")            # columns that mix numbers and labels across figures
+    path = out_root / "results.parquet"
+    table.to_parquet(path, index=False)
+    return path

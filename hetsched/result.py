@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from .errors import HetschedError
 from .jobs import Job
+
+META_KEY = "hetsched.result"
+RESULT_FORMAT = 1
+
+
+def _side_file(path: Path, name: str) -> Path:
+    return path.with_name(f"{path.stem}.{name}.parquet")
 
 if TYPE_CHECKING:
     from .core import RoundPlan, Scheduler
@@ -75,6 +85,62 @@ class Result:
                 row[f"seconds_on_{g}"] = r.gpu_seconds.get(g, 0.0)
             rows.append(row)
         return pd.DataFrame(rows).sort_values("job_id").reset_index(drop=True)
+
+    # ---- persistence ---------------------------------------------------------------------------------
+    def to_parquet(self, path: str | Path) -> Path:
+        """Write the run to `path` (the per-job table; run-level fields in the file's metadata). A timeline and
+        Shockwave's batch-size switches, when present, go beside it as `<stem>.timeline.parquet` and
+        `<stem>.adaptations.parquet`. `Result.read_parquet(path)` gives back an equal Result."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = Path(path)
+        meta = {"policy": self.policy, "gpu_types": list(self.gpu_types), "num_gpus": self.num_gpus,
+                "makespan_s": self.makespan_s, "busy_gpu_seconds": self.busy_gpu_seconds,
+                "window": list(self.window) if self.window else None, "num_rounds": self.num_rounds,
+                "num_recomputes": self.num_recomputes, "resource_stats": self.resource_stats,
+                "switches_logged": self.switches_logged, "format": RESULT_FORMAT}
+        frame = self.jobs_frame().drop(columns=["jct_s", "in_window"])
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: json.dumps(meta)})
+        pq.write_table(table, path)
+        for name, extra in (("timeline", self.timeline), ("adaptations", self.adaptations)):
+            side = _side_file(path, name)
+            if extra is not None:
+                pd.DataFrame(extra).to_parquet(side, index=False)
+            else:
+                side.unlink(missing_ok=True)
+        return path
+
+    @classmethod
+    def read_parquet(cls, path: str | Path) -> "Result":
+        import pyarrow.parquet as pq
+
+        path = Path(path)
+        table = pq.read_table(path)
+        raw = (table.schema.metadata or {}).get(META_KEY.encode())
+        if raw is None:
+            raise HetschedError(f"{path}: not a hetsched Result file (no {META_KEY!r} metadata)")
+        meta = json.loads(raw)
+        gpu_types = tuple(meta["gpu_types"])
+        jobs = {}
+        for row in table.to_pandas().to_dict("records"):
+            deadline = row["deadline_s"]
+            jobs[int(row["job_id"])] = JobRecord(
+                int(row["job_id"]), row["job_type"], int(row["scale_factor"]), float(row["priority_weight"]),
+                float(row["arrival_time_s"]), float(row["total_steps"]),
+                None if deadline is None or deadline != deadline else float(deadline),
+                float(row["start_time_s"]), float(row["finish_time_s"]), float(row["steps_done"]),
+                float(row["cost"]), {g: float(row[f"seconds_on_{g}"]) for g in gpu_types
+                                     if row[f"seconds_on_{g}"]}, float(row["isolated_s"]))
+        timeline = _side_file(path, "timeline")
+        adaptations = _side_file(path, "adaptations")
+        return cls(meta["policy"], gpu_types, int(meta["num_gpus"]), jobs, float(meta["makespan_s"]),
+                   float(meta["busy_gpu_seconds"]), tuple(meta["window"]) if meta["window"] else None,
+                   int(meta["num_rounds"]), int(meta["num_recomputes"]),
+                   {k: v.to_numpy() for k, v in pd.read_parquet(timeline).items()} if timeline.exists() else None,
+                   meta["resource_stats"], pd.read_parquet(adaptations) if adaptations.exists() else None,
+                   int(meta["switches_logged"]))
 
     def timeline_frame(self) -> pd.DataFrame:
         """One row per job per round: start, end, GPU type, GPUs, steps, and the partner when co-located."""

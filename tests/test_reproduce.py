@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
+
 from hetsched import __version__
 from hetsched.cli import main
 
@@ -20,4 +22,7 @@ def test_only_runs_keep_each_other_and_record_their_preset(tmp_path, capsys):
     assert set(manifest) == {"makespan_static", "fig12_policy_runtime"}
     assert all(r["preset"] == "tiny" and r["finished"].startswith("20") for r in manifest.values())
     assert list((out / ".cache").glob("*.json"))                  # the sweep cache lives under --out
+    tidy = pd.read_parquet(out / "results.parquet")                 # one table of every figure's results
+    assert set(tidy["figure"]) == set(manifest) and set(tidy["preset"]) == {"tiny"}
+    assert len(tidy) == sum(len(pd.read_csv(out / name / "results.csv")) for name in manifest)
     assert "TCP without encryption" not in capsys.readouterr().err
