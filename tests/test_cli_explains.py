@@ -42,6 +42,12 @@ def test_alias_runs_and_the_json_echoes_its_configuration(capsys):
     assert row["makespan_h"] == pytest.approx(row["makespan_s"] / 3600)
 
 
+def test_aliases_do_not_shadow_synergys_orderings():
+    from hetsched.policies import make_policy
+    assert make_policy("las").name == "max_min_fairness"
+    assert make_policy("LAS").name != "max_min_fairness"          # Synergy's LAS ordering
+
+
 def test_typos_get_a_suggestion(capsys):
     assert main(["simulate", "--policy", "themsi", *SMALL]) == 2
     assert "did you mean 'themis'?" in capsys.readouterr().err

@@ -157,7 +157,8 @@ def register_policy(name: str, factory: Callable[..., Policy], description: str 
     DESCRIPTIONS[name] = description or (factory.__doc__ or "").strip().splitlines()[0]
 
 
-#: The papers' names for the registry's policies (case-insensitive on the command line and in `make_policy`).
+#: The papers' names for the registry's policies, lower case. Exact match: upper-case `LAS`, `FIFO`, `FTF`, ...
+#: are Synergy's orderings, a different family (`las` is Gavel's LAS).
 ALIASES = {
     "las": "max_min_fairness",                    # Gavel's heterogeneity-agnostic LAS baseline
     "gavel": "max_min_fairness_perf",             # Gavel's heterogeneity-aware LAS
@@ -173,7 +174,7 @@ ALIASES = {
 
 def resolve_policy_name(name: str) -> str:
     """The registry name for `name` or one of its aliases (unknown names come back unchanged)."""
-    return ALIASES.get(name.lower(), name)
+    return ALIASES.get(name, name)
 
 
 def _did_you_mean(name: str) -> str:
