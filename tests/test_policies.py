@@ -283,9 +283,16 @@ def test_allox_matches_the_full_assignment(gavel_table):
     full = np.concatenate([(q + 1) * p for q in range(view.num_jobs)], axis=1)
     r, c = linear_sum_assignment(full)
     best = full[r, c].sum()
-    # Total completion time of the collapsed solution, rebuilt from the jobs that run first on each worker.
-    first = {int(np.argmax(alloc.x[i])) for i in np.flatnonzero(alloc.x.sum(axis=1))}
-    assert first <= set(workers.tolist())
+    # The jobs AlloX starts now must be those an independent solver of the full assignment starts: on each
+    # worker, the job in its highest occupied position (column q * workers + w holds position q of worker w).
+    position, worker = np.divmod(c, len(workers))
+    expected = set()
+    for w in range(len(workers)):
+        on_w = np.flatnonzero(worker == w)
+        if len(on_w):
+            expected.add((int(r[on_w[np.argmax(position[on_w])]]), int(workers[w])))
+    started = {(int(i), int(np.argmax(alloc.x[i]))) for i in np.flatnonzero(alloc.x.sum(axis=1))}
+    assert started == expected
     depth = [-(-view.num_jobs // int(f)) for f in view.capacity]
     cols = [(w, q) for w in range(len(workers)) for q in range(1, depth[workers[w]] + 1)]
     collapsed = np.array([[(q) * p[i, w] for w, q in cols] for i in range(view.num_jobs)])
