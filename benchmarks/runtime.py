@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from hetsched.runtime.auth import channel
+from hetsched.runtime.launch import wait_for_port
 from hetsched.runtime.replay import emulated_throughputs
 from hetsched.runtime.stubs import pb2, pb2_grpc
 from hetsched.runtime.worker import Worker
@@ -42,12 +43,7 @@ def measure(workers: int, jobs: int, rounds: int, round_s: float, throughputs: s
                              "--throughputs", str(table)], env=env,
                             stdout=subprocess.DEVNULL, stderr=open(state / "scheduler.log", "wb"))
     try:
-        deadline = time.monotonic() + 60
-        while not (state / "port").exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((state / "scheduler.log").read_text()[-2000:])
-            time.sleep(0.05)
-        address = f"127.0.0.1:{(state / 'port').read_text()}"
+        address = wait_for_port(state, proc)
         types = ["v100", "p100", "k80"]
         fleet = [Worker(address, WORKER, types[i % 3], emulate=True, heartbeat_s=1.0, report_s=1.0, name=f"w{i}")
                  for i in range(workers)]

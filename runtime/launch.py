@@ -37,6 +37,18 @@ def _spawn(argv: list[str], env: dict, log_path: Path) -> subprocess.Popen:
         return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def wait_for_port(state_dir: Path, proc: subprocess.Popen, timeout_s: float = 60.0) -> str:
+    """The loopback address a scheduler process wrote to STATE_DIR/port (bounded; its log if it died)."""
+    port_file = Path(state_dir) / "port"
+    deadline = time.monotonic() + timeout_s
+    while not port_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            log = Path(state_dir) / "scheduler.log"
+            raise RuntimeError("scheduler did not start:\n" + (log.read_text()[-3000:] if log.exists() else ""))
+        time.sleep(0.05)
+    return f"127.0.0.1:{port_file.read_text().strip()}"
+
+
 def _stop(proc: subprocess.Popen | None, sig=signal.SIGTERM, timeout: float = 10) -> None:
     if proc is None or proc.poll() is not None:
         return
@@ -119,12 +131,7 @@ class LocalCluster:
         # The first start takes any free port; a restart keeps it, so workers find the scheduler again.
         argv += ["--port", self.address.rsplit(":", 1)[1] if self.address else "0"]
         self.scheduler = _spawn(argv, self.scheduler_env, self.state_dir / "scheduler.log")
-        deadline = time.monotonic() + 60
-        while not port_file.exists():
-            if self.scheduler.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("scheduler did not start:\n" + (self.state_dir / "scheduler.log").read_text()[-3000:])
-            time.sleep(0.05)
-        self.address = f"127.0.0.1:{port_file.read_text().strip()}"
+        self.address = wait_for_port(self.state_dir, self.scheduler)
         self.stub = pb2_grpc.SchedulerStub(self._channel(self.client_token))
         if hasattr(self, "_finalizer"):
             self._finalizer.detach()

@@ -14,6 +14,7 @@ import pytest
 from hetsched import Job
 from hetsched.runtime import launch_local_cluster
 from hetsched.runtime.auth import Credentials, channel
+from hetsched.runtime.launch import wait_for_port
 from hetsched.runtime.server import SchedulerServer
 from hetsched.runtime.stubs import pb2, pb2_grpc
 from hetsched.runtime.worker import Worker
@@ -96,12 +97,7 @@ def test_load_200_emulated_workers_2000_jobs(tmp_path):
                              "--port", "0", "--round", "1.0", "--worker-timeout", "10"], env=env,
                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "scheduler.log", "wb"))
     try:
-        port_file = tmp_path / "port"
-        deadline = time.monotonic() + 60
-        while not port_file.exists():
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.05)
-        address = f"127.0.0.1:{port_file.read_text()}"
+        address = wait_for_port(tmp_path, proc)
         types = ["v100", "p100", "k80"]
         workers = [Worker(address, "load-worker", types[i % 3], emulate=True, heartbeat_s=1.0, report_s=0.5,
                           name=f"w{i}") for i in range(200)]

@@ -15,6 +15,7 @@ import grpc
 import pytest
 from runtime_helpers import CLIENT, WORKER, drive, job_states, rpc_code, scheduler, stub, submit
 
+from hetsched.runtime.launch import wait_for_port
 from hetsched.runtime.stubs import pb2
 from hetsched.runtime.worker import Worker
 
@@ -162,10 +163,7 @@ def test_one_scheduler_per_state_directory(tmp_path):
     argv = [sys.executable, "-m", "hetsched.runtime.main", "scheduler", "--state-dir", str(tmp_path), "--port", "0"]
     first = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "port").exists():
-            assert first.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for_port(tmp_path, first)
         assert stat.S_IMODE(os.stat(tmp_path / "port").st_mode) == 0o600
         second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
         assert second.returncode == 2
