@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from .errors import HetschedError
+from .names import display_name, vocabulary_frame
 
 
 def _parse_split(text: str) -> tuple[float, float, float]:
@@ -224,7 +225,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                             f"({args.window or 'all jobs'}); nothing to report")
     row["cpu_s"] = time.process_time() - start
     row = _with_hours(row)
-    row["config"] = {"policy": args.policy, "resolved_policy": result.policy, "cluster": str(cluster),
+    row["config"] = {"policy": args.policy, "resolved_policy": result.policy,
+                     "policy_name": display_name(result.policy), "cluster": str(cluster),
                      "prices_per_hour": dict(cluster.prices_per_hour), "throughputs": args.throughputs,
                      "round_s": config.round_for(policy), "seed": config.seed, "window": args.window,
                      "rules": system or "gavel", "trace": str(args.trace) if args.trace else None,
@@ -374,6 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_worker_args(wrk)
     wrk.set_defaults(func=run_worker)
 
+    pol = sub.add_parser("policies", help="list every policy: registry name, the papers' name, aliases")
+    pol.set_defaults(func=_cmd_policies)
     rep = sub.add_parser("reproduce", help="run the figure notebooks with papermill into an output folder")
     rep.add_argument("--preset", choices=("tiny", "quick", "paper"), default="quick")
     rep.add_argument("--only", nargs="+", metavar="NAME", help="notebook names (default: all)")
@@ -381,6 +385,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")
     rep.set_defaults(func=_cmd_reproduce)
     return parser
+
+
+def _cmd_policies(_args) -> int:
+    frame = vocabulary_frame()
+    widths = {c: max(len(c), int(frame[c].str.len().max())) for c in ("policy", "name", "aliases")}
+    for row in [{c: c for c in frame.columns}] + frame.to_dict("records"):
+        print("  ".join(str(row[c]).ljust(w) for c, w in widths.items()) + "  " + row["description"])
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -60,6 +61,8 @@ def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | Non
               "cache_dir": str((out_root / ".cache").resolve()), **(parameters or {})}
     start = time.perf_counter()
     error = None
+    batch = os.environ.get("HETSCHED_BATCH")
+    os.environ["HETSCHED_BATCH"] = "1"            # the kernel inherits it: text summaries, no widget bars
     try:
         pm.execute_notebook(str(path), str(out_dir / path.name), parameters=params, cwd=str(path.parent),
                             kernel_name="python3", progress_bar=False, execution_timeout=timeout_s,
@@ -67,6 +70,9 @@ def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | Non
     except pm.PapermillExecutionError as exc:
         error = f"{exc.ename}: {exc.evalue}"
         log.error("%s failed: %s", path.name, error)
+    finally:
+        if batch is None:
+            os.environ.pop("HETSCHED_BATCH", None)
     return NotebookRun(path.stem, out_dir, time.perf_counter() - start, error, preset,
                        datetime.now(timezone.utc).isoformat(timespec="seconds"), __version__)
 
@@ -101,6 +107,8 @@ def write_index(out_root: Path, runs: Sequence[NotebookRun]) -> Path:
             parts.append(f"<p class='err'>failed: {html.escape(run.error)}</p>")
         for png in sorted(run.out_dir.glob("*.png")):
             parts.append(f"<img src='{rel}/{png.name}' alt='{html.escape(run.name)}'>")
+            if png.with_suffix(".html").exists():      # the same chart, interactive, with Vega inlined (offline)
+                parts.append(f"<p><a href='{rel}/{png.stem}.html'>{png.stem}: interactive</a></p>")
         parts.append("</figure>")
     index = out_root / "index.html"
     index.write_text("\n".join(parts))

@@ -14,6 +14,8 @@ import hashlib
 import json
 import logging
 import math
+import os
+import time
 from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
 from pathlib import Path
@@ -21,6 +23,8 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 from tqdm.auto import tqdm
+
+from .errors import HetschedError
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 4      # 2: unit-pair space sharing, CPU timeouts; 3: Synergy runs, rounds start after idle gaps;
@@ -67,8 +71,6 @@ class RunConfig:
 
 def run_one(config: RunConfig) -> dict:
     """Simulate one config; returns its summary row (JSON-ready)."""
-    import time
-
     from .cluster import ClusterSpec
     from .metrics import summary
     from .simulator import SimulationConfig, SimulationError, policy_for, simulate
@@ -137,7 +139,6 @@ def _jobs(config: RunConfig, table):
                                multi_gpu=config.multi_gpu, ratio=ratio)
         return islice(gen, config.num_jobs) if config.num_jobs else iter(gen)
     if config.generator != "gavel":
-        from .errors import HetschedError
         raise HetschedError(f"sweep: unknown generator {config.generator!r} (gavel or synergy)")
     static = config.jobs_per_hour is None
     gen = GavelGenerator(seed=config.seed, static=static, multi_gpu=config.multi_gpu,
@@ -184,7 +185,11 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
     # Longest runs first, for better packing on workers: Gavel's are its lowest rates (the artifact's sweeps
     # order them so too); Synergy's merged rounds make its highest rates the longest.
     todo.sort(key=lambda c: -(c.jobs_per_hour or 0.0) if c.generator == "synergy" else (c.jobs_per_hour or 0.0))
-    bar = tqdm(total=len(todo), desc="simulations", disable=not progress or not todo)
+    # Under `hetsched reproduce` (HETSCHED_BATCH=1) a saved notebook would keep a widget bar's first frame
+    # ("0/50"); there, one line at the end says what ran.
+    batch = bool(os.environ.get("HETSCHED_BATCH"))
+    bar = tqdm(total=len(todo), desc="simulations", disable=batch or not progress or not todo)
+    started = time.perf_counter()
     if todo and (use_dask or dask_address):
         from dask.distributed import Client, LocalCluster, as_completed
 
@@ -211,7 +216,57 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
             rows[row["key"]] = row
             bar.update()
     bar.close()
+    if batch and progress:
+        print(f"simulations: {len(todo)} run, {len(configs) - len(todo)} from the cache, "
+              f"{time.perf_counter() - started:.1f} s", flush=True)
     return pd.DataFrame([rows[c.key()] for c in configs])
+
+
+def parse_window(window) -> tuple[int, int] | None:
+    """A measured job window from a papermill/CLI parameter: None, (start, end), [start, end] or "start:end"."""
+    if window is None or window == "":
+        return None
+    try:
+        start, end = (window.split(":") if isinstance(window, str) else window)
+        start, end = int(start), int(end)
+    except (TypeError, ValueError):
+        raise HetschedError(f"window: expected START:END job indices (e.g. 600:800), got {window!r}") from None
+    if not 0 <= start < end:
+        raise HetschedError(f"window: need 0 <= START < END, got {start}:{end}")
+    return start, end
+
+
+def repoint(configs: Iterable[RunConfig], *, cluster: str | None = None, window=None,
+            throughputs: str | None = None, round_s: float | None = None) -> list[RunConfig]:
+    """The same runs on another cluster, job window, throughput table or round length (None keeps each run's).
+
+    Continuous arrival rates scale with the cluster's GPU count, so a preset's load (and its paper-equivalent
+    rates) carries over to the new cluster; a run's original cluster and rate stay in its labels. Runs
+    labelled `reference` (an artifact's stored case) keep their own setup."""
+    from .cluster import ClusterSpec
+
+    window = parse_window(window)
+    if round_s is not None and not float(round_s) > 0:
+        raise HetschedError(f"round_s: must be positive seconds, got {round_s!r}")
+    new_gpus = ClusterSpec.load(cluster).num_gpus if cluster else None
+    out = []
+    for c in configs:
+        changes: dict = {}
+        if "reference" in dict(c.labels):
+            out.append(c)
+            continue
+        if cluster and cluster != c.cluster:
+            changes["cluster"] = cluster
+            if c.jobs_per_hour is not None and not c.trace:
+                changes["jobs_per_hour"] = c.jobs_per_hour * new_gpus / ClusterSpec.load(c.cluster).num_gpus
+        if window is not None:
+            changes["window"] = window
+        if throughputs:
+            changes["throughputs"] = throughputs
+        if round_s is not None:
+            changes["round_s"] = float(round_s)
+        out.append(c.with_(**changes) if changes else c)
+    return out
 
 
 def grid(base: RunConfig, **axes: Sequence) -> list[RunConfig]:

@@ -20,22 +20,35 @@ dask_address = None           # scheduler address of an existing Dask cluster; N
 use_dask = True
 cache_dir = "../outputs/.cache"'''
 
+# Papermill parameters that re-point a sweep (hetsched.sweep.repoint); None keeps the preset's.
+REPOINT_PARAMS = '''cluster = None                # e.g. "24:12:12" or "16x8/24/500"; continuous rates scale with its GPU count
+window = None                 # measured jobs, e.g. "600:800"
+throughputs = None            # a table in data/throughputs (e.g. "gavel_physical") or a .json/.parquet file
+round_s = None                # round length in seconds (Gavel 360, Synergy 300, Shockwave 120 by default)'''
+RUN_PLAIN = "run = lambda cfgs: sweep(cfgs, cache_dir"
+RUN_REPOINTED = ("run = lambda cfgs: sweep(repoint(cfgs, cluster=cluster, window=window, throughputs=throughputs, "
+                 "round_s=round_s),\n                          cache_dir")
+
 SETUP = '''from pathlib import Path
 import numpy as np, pandas as pd
-from hetsched.sweep import sweep
-from hetsched.plots import lines, cdf, save_figure
+from hetsched.sweep import sweep, repoint
+from hetsched.plots import lines, cdf, publish
 from hetsched.experiments import continuous as C
 from hetsched.experiments.compare import paper_table, side_by_side
 out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
 run = lambda cfgs: sweep(cfgs, cache_dir=cache_dir, dask_address=dask_address, use_dask=use_dask)'''
 
 
-def notebook(name: str, title: str, params: str, cells: list[tuple[str, str]]) -> None:
+def notebook(name: str, title: str, params: str, cells: list[tuple[str, str]], repoint: bool = True) -> None:
+    """A figure notebook; `repoint`: its sweep takes the cluster/window/throughputs/round_s parameters."""
     nb = nbf.v4.new_notebook()
-    p = nbf.v4.new_code_cell(COMMON_PARAMS.format(name=name) + ("\n" + params if params else ""))
+    head = COMMON_PARAMS.format(name=name) + ("\n" + REPOINT_PARAMS if repoint else "")
+    p = nbf.v4.new_code_cell(head + ("\n" + params if params else ""))
     p.metadata["tags"] = ["parameters"]
     nb.cells = [nbf.v4.new_markdown_cell(title), p]
     for kind, text in cells:
+        if kind == "code" and repoint:
+            text = text.replace(RUN_PLAIN, RUN_REPOINTED)
         nb.cells.append(nbf.v4.new_markdown_cell(text) if kind == "md" else nbf.v4.new_code_cell(text))
     _write(nb, name)
 
@@ -49,6 +62,7 @@ def _write(nb, name: str) -> None:
 
 
 def continuous_notebook(name, title, kind, policies, extra, paper, what, ratios, ftf=False):
+    paper_name = "gavel_fig8_las_single" if kind == "single" else "gavel_fig9_las_multi"
     cells = [
         ("code", SETUP),
         ("code", f'''runs = C.configs("{kind}", preset, policies + extra_policies, rates=rates, seeds=seeds)
@@ -57,27 +71,26 @@ cols = ["policy", "paper_rate", "seed", "jobs_per_hour", "cluster", "avg_jct_h",
         "saturated", "timed_out"]
 results[cols].to_csv(out / "results.csv", index=False)
 results.pivot_table(index="paper_rate", columns="policy", values="avg_jct_h").round(2)'''),
-        ("code", '''main = results[results["policy"].isin(policies)]
+        ("code", f'''main = results[results["policy"].isin(policies)]
+paper = paper_table("{paper_name}").rename(columns={{"rate_jobs_per_h": "paper_rate"}})
 chart = lines(main, "paper_rate", "avg_jct_h", "policy", "Average JCT vs input rate",
-              "input job rate (jobs/h, paper-equivalent)", "average JCT (hours)", y_max=100)
+              "input job rate (jobs/h, paper-equivalent)", "average JCT (hours)", y_max=100, reference=paper)
 rate_cdf = sorted(main["paper_rate"].unique())[len(main["paper_rate"].unique()) * 2 // 3]
 jobs = C.per_job_jcts(main[main["seed"] == main["seed"].min()], paper_rate=rate_cdf)
-chart = chart | cdf(jobs, "jct_h", "policy", f"JCT CDF at {rate_cdf} jobs/h", "JCT (hours)")
-save_figure(chart, out)
-chart'''),
+chart = chart | cdf(jobs, "jct_h", "policy", f"JCT CDF at {{rate_cdf}} jobs/h", "JCT (hours)")
+publish(chart, out, preset, results)
+'''),
     ]
     if ftf:
         cells.append(("code", '''fair = C.rho(results)
 fair.to_csv(out / "rho.csv", index=False)
 rho_chart = cdf(fair[fair["paper_rate"] == rate_cdf], "rho", "policy",
                 f"Finish-time fairness rho at {rate_cdf} jobs/h", "rho = JCT / JCT under isolated")
-save_figure(rho_chart, out, "rho")
+publish(rho_chart, out, preset, results, "rho")
 fair.groupby(["policy", "paper_rate"])["rho"].mean().unstack().round(2)'''))
     cells += [
         ("md", "## Next to the artifact's stored numbers\n\n" + paper),
-        ("code", f'''paper = paper_table("{'gavel_fig8_las_single' if kind == 'single' else 'gavel_fig9_las_multi'}")
-paper = paper.rename(columns={{"rate_jobs_per_h": "paper_rate"}})
-cmp = side_by_side(results[results["seed"] == 0].replace([np.inf], np.nan), paper, ["paper_rate", "policy"],
+        ("code", '''cmp = side_by_side(results[results["seed"] == 0].replace([np.inf], np.nan), paper, ["paper_rate", "policy"],
                    "avg_jct_h", "avg_jct_h")
 cmp.to_csv(out / "comparison.csv", index=False)
 cmp.round(3)'''),
@@ -146,12 +159,12 @@ def build_more() -> None:
 results["makespan_h"] = results["makespan_s"] / 3600
 results[["policy", "paper_num_jobs", "num_jobs", "seed", "cluster", "makespan_h", "utilization"]].to_csv(
     out / "results.csv", index=False)
+paper = paper_table("gavel_makespan_static").rename(columns={"num_jobs": "paper_num_jobs"})
 chart = lines(results, "paper_num_jobs", "makespan_h", "policy", "Makespan of static traces",
-              "number of jobs (paper-equivalent)", "makespan (hours)")
-save_figure(chart, out)
-chart"""),
-              ("code", """paper = paper_table("gavel_makespan_static").rename(columns={"num_jobs": "paper_num_jobs"})
-cmp = side_by_side(results, paper, ["paper_num_jobs", "policy"], "makespan_h", "makespan_h")
+              "number of jobs (paper-equivalent)", "makespan (hours)", reference=paper)
+publish(chart, out, preset, results)
+"""),
+              ("code", """cmp = side_by_side(results, paper, ["paper_num_jobs", "policy"], "makespan_h", "makespan_h")
 cmp.to_csv(out / "comparison.csv", index=False)
 big = results["paper_num_jobs"].max()
 m = results[results["paper_num_jobs"] == big].groupby("policy")["makespan_h"].mean()
@@ -176,12 +189,12 @@ wide["makespan_reduction"] = wide["min_total_duration"] / wide["min_total_durati
 wide.to_csv(out / "results.csv", index=False)
 chart = lines(wide.assign(series="agnostic / aware"), "v100_fraction", "makespan_reduction", "series",
               "Makespan reduction from heterogeneity awareness", "fraction of V100s", "agnostic / aware makespan")
-save_figure(chart, out)
+publish(chart, out, preset, results)
 wide.round(3)"""),
               ("md", "**What this shows.** With only V100s there is nothing to gain (ratio 1.0); the gain is "
                      "largest when a minority of the GPUs are fast (the artifact: 1.4-1.7x at 10-50 % V100s, "
                      "spec s.8.5). **Differences:** the artifact's job counts for this sweep are not recorded; we "
-                     "use the preset's count (stated above).")])
+                     "use the preset's count (stated above).")], repoint=False)
 
     notebook("fig11_hierarchical", "# Fig. 11: hierarchical (multi-level) fairness\n\n3 K80 + 3 P100 + 3 V100; three "
              "entities with weights 1:2:3; a job arrives every 4 timesteps (18 jobs); job weights alternate 1 and "
@@ -200,7 +213,7 @@ chart = (lines(totals, "timestep", "normalized_throughput", "policy", "Total nor
                "timestep", "sum of normalised throughput")
          | lines(shares, "timestep", "share", "entity", "Share per entity (heterogeneity-aware)", "timestep",
                  "fraction of total"))
-save_figure(chart, out)
+publish(chart, out, preset, results)
 end = totals[totals["timestep"] == totals["timestep"].max()].set_index("policy")["normalized_throughput"]
 pd.DataFrame([{"aware": end["max_min_fairness_water_filling_perf"], "agnostic": end["max_min_fairness_water_filling"],
                "ratio": end["max_min_fairness_water_filling_perf"] / end["max_min_fairness_water_filling"],
@@ -209,7 +222,7 @@ pd.DataFrame([{"aware": end["max_min_fairness_water_filling_perf"], "agnostic": 
                      "1:2:3 split between entities and reaches a higher total effective throughput than the "
                      "agnostic one (the artifact: about 10.5 vs 9.0, 1.16x). **Differences:** job types are drawn "
                      "from our seeded RNG (the artifact's draw is not recorded), so totals differ; the bottleneck "
-                     "test uses LP duals instead of the artifact's MILP (same lexicographic optimum).")])
+                     "test uses LP duals instead of the artifact's MILP (same lexicographic optimum).")], repoint=False)
 
     notebook("fig12_policy_runtime", "# Fig. 12: policy solve time vs number of jobs\n\nN single-GPU jobs on N/4 GPUs of "
              "each type; CPU seconds of one allocation (median of trials). Quick: up to 1024 jobs, 1 trial.",
@@ -220,11 +233,10 @@ pd.DataFrame([{"aware": end["max_min_fairness_water_filling_perf"], "agnostic": 
 trials = 3 if preset == "paper" else 1
 results = M.policy_runtimes(load_throughputs(), policies, sizes, trials)
 results.to_csv(out / "results.csv", index=False)
-paper = paper_table("gavel_fig12_runtime").assign(source="artifact")
-both = pd.concat([results.assign(source="hetsched"), paper[paper["num_jobs"] <= max(sizes)]])
-chart = lines(both, "num_jobs", "seconds", "policy", "Policy runtime", "number of jobs", "seconds", log=True,
-              dash="source")
-save_figure(chart, out)
+paper = paper_table("gavel_fig12_runtime")
+chart = lines(results, "num_jobs", "seconds", "policy", "Policy runtime", "number of jobs", "seconds", log=True,
+              reference=paper[paper["num_jobs"] <= max(sizes)])
+publish(chart, out, preset, results)
 cmp = side_by_side(results, paper, ["num_jobs", "policy"], "seconds", "seconds")
 cmp["speedup"] = 1 / cmp["ratio"]
 cmp.to_csv(out / "comparison.csv", index=False)
@@ -232,22 +244,22 @@ cmp.round(4)"""),
               ("md", "**What this shows.** Solve time grows slowly with the number of jobs: the LPs are built "
                      "vectorised over classes of identical jobs, and space sharing is modelled per pair of job "
                      "types, so the packed problem no longer grows with the square of the jobs (the artifact's "
-                     "cannot be built at 1024). The artifact's times are read off its plots (+-1.5x).")])
+                     "cannot be built at 1024). The artifact's times are read off its plots (+-1.5x).")], repoint=False)
 
-    mech = """base = C.configs("single", preset, ["max_min_fairness_perf"], rates=rates, seeds=seeds)
+    mech = """base = C.configs("single", preset, policies, rates=rates, seeds=seeds)
 variants = [c.with_(ideal=True, labels=c.labels + (("mechanism", "ideal"),)) for c in base]
 for r in round_lengths:
     variants += [c.with_(round_s=float(r), labels=c.labels + (("mechanism", f"rounds of {r} s"),)) for c in base]
 results = C.tidy(run(variants))
 results[["policy", "mechanism", "paper_rate", "seed", "avg_jct_h", "saturated"]].to_csv(out / "results.csv", index=False)
-chart = lines(results, "paper_rate", "avg_jct_h", "mechanism", "Gavel LAS: round-based mechanism vs ideal",
+chart = lines(results, "paper_rate", "avg_jct_h", "mechanism", "Round-based mechanism vs ideal",
               "input job rate (jobs/h, paper-equivalent)", "average JCT (hours)", y_max=100)
-save_figure(chart, out)
+publish(chart, out, preset, results)
 results.pivot_table(index="paper_rate", columns="mechanism", values="avg_jct_h").round(2)"""
     notebook("fig13_mechanism", "# Fig. 13: the round-based mechanism vs an ideal fluid allocation, and round length"
              "\n\n`max_min_fairness_perf` on continuous single-GPU traces with 360/720/1440/2880-s rounds and the "
              "ideal (exact fluid) mechanism. Quick preset: 12:12:12, rates scaled by 1/3.",
-             "round_lengths = [360, 720, 1440, 2880]",
+             'policies = ["max_min_fairness_perf"]\nround_lengths = [360, 720, 1440, 2880]',
              [("code", SETUP), ("code", mech),
               ("md", "**What this shows.** The round-based mechanism tracks the ideal allocation closely below "
                      "saturation, and round length hardly matters until the highest rates, where long rounds "
@@ -262,7 +274,7 @@ results = C.tidy(run(base + est))
 results[["variant", "paper_rate", "seed", "avg_jct_h", "saturated"]].to_csv(out / "results.csv", index=False)
 chart = lines(results, "paper_rate", "avg_jct_h", "variant", "Space sharing with estimated throughputs (4:4:4)",
               "input job rate (jobs/h)", "average JCT (hours)", y_max=100)
-save_figure(chart, out)
+publish(chart, out, preset, results)
 results.pivot_table(index="paper_rate", columns="variant", values="avg_jct_h").round(2)"""
     notebook("throughput_estimation", "# Throughput estimation for space sharing\n\nGavel with space sharing using oracle "
              "co-location throughputs, using estimates (16 reference job types, 20 % of cells profiled, matrix "
@@ -282,7 +294,7 @@ chart = (lines(results, "paper_rate", "total_cost", "policy", "Total cost ($, GC
                "input job rate (jobs/h, paper-equivalent)", "dollars")
          | lines(results, "paper_rate", "slo_violations", "policy", "SLO violations (window jobs)",
                  "input job rate (jobs/h, paper-equivalent)", "jobs"))
-save_figure(chart, out)
+publish(chart, out, preset, results)
 results.pivot_table(index="paper_rate", columns="policy", values=["total_cost", "slo_violations"]).round(1)"""
     notebook("cost_slo", "# Cost and SLO policies\n\nMaximum total throughput, throughput per dollar, and throughput "
              "per dollar subject to SLOs, next to Gavel's LAS, on continuous single-GPU traces with Gavel's "
@@ -336,7 +348,7 @@ results = results.reset_index()
 results.to_csv(out / "results.csv", index=False)
 chart = cdf(results.assign(policy=policy), "ratio", "policy", "Runtime vs simulation: per-job JCT ratio",
             "JCT on the local runtime / JCT in the simulator")
-save_figure(chart, out)
+publish(chart, out, preset, results)
 results["ratio"].describe().round(3)"""
     notebook("runtime_vs_simulation", "# Runtime vs simulation\n\nThe same small trace runs on a local emulated "
              "heterogeneous cluster (the gRPC scheduler and one worker process per GPU; GPU types are emulated by "
@@ -348,7 +360,7 @@ results["ratio"].describe().round(3)"""
                      "virtual clock on the same jobs: lease start latency (heartbeats), checkpoint/stop at lease "
                      "ends and real timing noise spread the ratios around 1 (the paper: Gavel within about "
                      "[0.8, 1.25] for 98 % of jobs with 6-minute rounds; our rounds are seconds long, so the fixed "
-                     "latencies weigh more).")])
+                     "latencies weigh more).")], repoint=False)
 
 
 if __name__ == "__main__":

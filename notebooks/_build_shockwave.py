@@ -6,8 +6,8 @@ from _build import notebook
 
 SETUP = '''from pathlib import Path
 import numpy as np, pandas as pd
-from hetsched.sweep import sweep
-from hetsched.plots import relative_bars, lines, save_figure
+from hetsched.sweep import sweep, repoint
+from hetsched.plots import relative_bars, lines, publish
 from hetsched.experiments import shockwave as W
 out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
 run = lambda cfgs: sweep(cfgs, cache_dir=cache_dir, dask_address=dask_address, use_dask=use_dask)
@@ -21,7 +21,7 @@ results[COLS].to_csv(out / "results.csv", index=False)
 rel = W.relative(results)
 chart = relative_bars(rel, f"Shockwave's canonical comparison: {W.SETUPS[setup].gpus} V100s, "
                            f"bar labels relative to Shockwave ({preset_note})")
-save_figure(chart, out)
+publish(chart, out, preset, results)
 results.set_index("label")[COLS[3:]].round(3)'''
 
 COMPARE = '''cmp = W.compare_reference(results)
@@ -44,7 +44,8 @@ def build_shockwave() -> None:
                      "Shockwave's planner is a MILP under a time limit and gap, so its numbers depend on the solver "
                      "(the artifact itself gave 24,197 / 24,498 / 24,457 s with Gurobi / HiGHS / SCIP)."),
               ("code", COMPARE),
-              ("md", "**What this shows.** Shockwave finishes the trace about 1.3x sooner than the fair "
+              ("md", "The Shockwave paper's \"Gavel\" bar is Gavel's LAS policy; on V100s only, LAS and Gavel coincide, so "
+                     "hetsched's one vocabulary calls it LAS.\n\n**What this shows.** Shockwave finishes the trace about 1.3x sooner than the fair "
                      "schedulers (Themis, Gavel, Gandiva-Fair, AlloX) while keeping almost every job within 5 % of "
                      "its fair finish time; OSSP matches its makespan but leaves most jobs unfair.")])
 
@@ -61,12 +62,12 @@ rel["setup"] = rel["setup"].map(lambda s: f"{W.SETUPS[s].gpus} GPUs")
 import altair as alt
 chart = alt.vconcat(*[relative_bars(g, f"{s}, bar labels relative to Shockwave ({preset_note})")
                       for s, g in rel.groupby("setup", sort=False)])
-save_figure(chart, out)
+publish(chart, out, preset, results)
 results.pivot_table(index="label", columns="setup", values=["makespan_s", "avg_jct_s", "worst_ftf_rho",
                                                             "unfair_pct"]).round(2)'''),
               ("md", "**What this shows.** The gap between Shockwave and the fair schedulers persists as the "
                      "cluster and the load grow; the planner's solve stays small because it plans rounds per job, "
-                     "not per job and round (see the issue note for its time per solve).")])
+                     "not per job and round (see the issue note for its time per solve).")], repoint=False)
 
     notebook("shockwave_adaptation", "# Dynamic adaptation: batch size per epoch, planned vs actual\n\n"
              "Shockwave's planner predicts each job's batch-size schedule from an oracle profile (Accordion: "
@@ -90,12 +91,12 @@ chart = alt.Chart(frame).mark_line(interpolate="step-after").encode(
     x=alt.X("epoch:Q"), y=alt.Y("batch_size:Q", scale=alt.Scale(type="log", base=2), title="batch size"),
     color=alt.Color("source:N"), strokeDash="source:N").properties(width=260, height=160).facet(
     facet=alt.Facet("job:N", title=None), columns=2).resolve_scale(x="independent")
-save_figure(chart, out)
+publish(chart, out, preset, None, cluster=f"v100={s.gpus}", trace=s.trace)
 (result.adaptations.groupby("job_id").size().describe(), len(result.adaptations))'''),
               ("md", "**What this shows.** Accordion jobs switch to the large batch size earlier than the "
                      "profile assumes (no 30 % rule at runtime), so the planner's remaining-time prediction is "
                      "pessimistic for them; its calibration (epoch times rescaled when measured and predicted "
-                     "samples differ by more than 40 %) absorbs part of that.")])
+                     "samples differ by more than 40 %) absorbs part of that.")], repoint=False)
 
 
 def build_shockwave_hetero() -> None:
@@ -111,7 +112,7 @@ results[COLS + ["cluster_types"]].to_csv(out / "results.csv", index=False)
 rel = W.relative(results)
 chart = relative_bars(rel, f"Dynamic adaptation on {W.HETERO[preset][1]} (V100:P100:K80), bar labels relative "
                            f"to Shockwave ({preset_note})")
-save_figure(chart, out)
+publish(chart, out, preset, results)
 headline = results.set_index("label")[["makespan_s", "avg_jct_s", "worst_ftf_rho", "unfair_pct", "cpu_s"]]
 headline.to_csv(out / "headline.csv")
 headline.round(3)'''),

@@ -8,8 +8,8 @@ PARAMS = '''loads = None                  # None: the preset's paper-equivalent 
 
 SETUP = '''from pathlib import Path
 import numpy as np, pandas as pd
-from hetsched.sweep import sweep
-from hetsched.plots import lines, cdf, save_figure
+from hetsched.sweep import sweep, repoint
+from hetsched.plots import lines, cdf, publish
 from hetsched.experiments import synergy as Y
 out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
 run = lambda cfgs: sweep(cfgs, cache_dir=cache_dir, dask_address=dask_address, use_dask=use_dask)
@@ -30,11 +30,18 @@ top = sorted(sweep_rows["paper_rate"].unique())[-2]
 jobs = Y.per_job_jcts(sweep_rows[sweep_rows["mechanism"].isin(["fair", "tune"])], paper_rate=top)
 chart = (chart | cdf(jobs, "jct_h", "policy", f"JCT CDF at {{top}} jobs/h", "JCT (hours)")).resolve_scale(
     color="independent")
-save_figure(chart, out)
+publish(chart, out, preset, sweep_rows)
 sweep_rows.pivot_table(index="paper_rate", columns="policy", values="avg_jct_h").round(2)'''
 
 REFERENCE = '''cmp = Y.compare_reference(results)
 cmp.to_csv(out / "comparison.csv", index=False)
+import altair as alt
+cases = cmp.assign(case=cmp["case"] + " · " + cmp["policy"] + " · " + cmp["metric"])
+base = alt.Chart(cases, title="The artifact's stored cases: ours (bar) and the artifact's (black tick)").encode(
+    y=alt.Y("case:N", title=None, sort=None), tooltip=["case", "artifact", "ours", "ratio"])
+publish((base.mark_bar(color="#3182bd").encode(x=alt.X("ours:Q", title="value"))
+         + base.mark_tick(color="black", thickness=2, size=14).encode(x="artifact:Q")).properties(width=360),
+        out, preset, None, name="reference", runs="fixed setups: 128 GPUs at 9 jobs/h, 32 GPUs at 1.5 jobs/h")
 cmp'''
 
 GAIN = '''gains = pd.concat([Y.gain(sweep_rows, f"{o}+tune", f"{o}+fair").assign(ordering=o)
@@ -58,12 +65,12 @@ cpu_chart = lines(at_ideal, "cpus_per_gpu", "relative_throughput", "model",
 mem_chart = lines(frame[frame["cpus_per_gpu"] == 24], "mem_gb_per_gpu", "relative_throughput", "model",
                   "Throughput vs memory per GPU (24 CPUs)", "GB per GPU", "relative throughput")
 chart = cpu_chart | mem_chart
-save_figure(chart, out)
+publish(chart, out, preset, None, profiles=f"CPU:GPU ratio {ratio}")
 frame.groupby("model")[["ideal_cpus", "ideal_mem_gb", "speedup"]].first()'''),
               ("md", "**What this shows.** Image and speech models speed up by up to 2.9x with more CPU "
                      "(data loading and augmentation) and memory (caching); language models need less than the "
                      "GPU-proportional share. That asymmetry is what Synergy exploits. **Source:** the artifact's "
-                     "hand-transcribed profiles (`data/resources/`, provenance in `data/README.md`).")])
+                     "hand-transcribed profiles (`data/resources/`, provenance in `data/README.md`).")], repoint=False)
 
     notebook("synergy_single_gpu", "# Synergy: average JCT vs load, single-GPU jobs (Fig. 8)\n\nFIFO, SRTF, "
              "LAS and FTF with GPU-proportional allocation (`+fair`), Synergy-TUNE (`+tune`) and Synergy-OPT "
@@ -111,7 +118,7 @@ chart = (lines(results.assign(series=results["policy"] + " " + results["split"])
                y_max=60)
          | lines(gains, "paper_rate", "speedup", "series", "TUNE / fair speedup by split", "load (jobs/h)",
                  "fair JCT / TUNE JCT"))
-save_figure(chart, out)
+publish(chart, out, preset, results)
 gains.to_csv(out / "headline.csv", index=False)
 gains.pivot_table(index="paper_rate", columns="series", values="speedup").round(2)'''),
               ("md", "**What this shows.** With 70 % language jobs (1 CPU, 20 GB) TUNE has the most to give "
@@ -130,7 +137,7 @@ gains = pd.concat([Y.gain(results[results["cpus_per_gpu"] == r], f"{o}+tune", f"
 gains["series"] = gains["ordering"] + " " + gains["cpus_per_gpu"].astype(str) + " CPUs/GPU"
 chart = lines(gains, "paper_rate", "speedup", "series", f"TUNE / fair speedup vs CPU:GPU ratio ({preset_note})",
               "load (jobs/h)", "fair JCT / TUNE JCT")
-save_figure(chart, out)
+publish(chart, out, preset, results)
 gains.to_csv(out / "headline.csv", index=False)
 gains.pivot_table(index="paper_rate", columns="series", values="speedup").round(2)'''),
               ("md", "**What this shows.** The more CPUs each GPU gets by default, the less there is to gain "
@@ -149,7 +156,7 @@ chart = (lines(results, "paper_rate", "avg_jct_h", "policy", f"Average JCT ({pre
                "load (jobs/h, paper-equivalent)", "average JCT (hours)", y_max=100)
          | lines(results, "paper_rate", "avg_gpu_alloc_pct", "policy", "GPUs allocated (%)",
                  "load (jobs/h, paper-equivalent)", "GPU allocation (%)"))
-save_figure(chart, out)
+publish(chart, out, preset, results)
 results.pivot_table(index="paper_rate", columns="policy", values=["avg_jct_h", "avg_gpu_alloc_pct"]).round(1)'''),
               ("md", "**What this shows.** Greedy multi-resource packing (DRF, Tetris without TUNE) leaves GPUs "
                      "idle when CPUs run out, so JCTs grow quickly with load; with TUNE the same orderings never "
@@ -167,12 +174,12 @@ results[["trace", "policy", "ordering", "mechanism", "cluster", "avg_jct_h", "jc
          "avg_gpu_alloc_pct", "avg_cpu_alloc_pct", "avg_mem_alloc_pct"]].to_csv(out / "results.csv", index=False)
 static = results[results["trace"] == "static_100"][["policy", "mechanism", "makespan_h"]]
 dynamic = results[results["trace"] == "dynamic_srtf"][["policy", "mechanism", "avg_jct_h"]]
-import altair as alt
-chart = (alt.Chart(static, title="Static trace: makespan (h)").mark_bar().encode(
-             x=alt.X("policy:N", sort=None), y="makespan_h:Q", color="mechanism:N")
-         | alt.Chart(dynamic, title="Dynamic trace: average JCT (h)").mark_bar().encode(
-             x=alt.X("policy:N", sort=None), y="avg_jct_h:Q", color="mechanism:N"))
-save_figure(chart, out)
+from hetsched.plots import grouped_bars
+chart = (grouped_bars(static.assign(trace="static, 100 jobs"), "trace", "makespan_h", "policy",
+                      "Static trace: makespan", "makespan (hours)")
+         | grouped_bars(dynamic.assign(trace="dynamic"), "trace", "avg_jct_h", "policy",
+                        "Dynamic trace: average JCT", "average JCT (hours)"))
+publish(chart, out, preset, results)
 results.pivot_table(index="policy", columns="trace", values=["makespan_h", "avg_jct_h"]).round(2)'''),
               ("md", "**What this shows.** On the testbed's traces TUNE shortens both the static makespan and "
                      "the dynamic average JCT against GPU-proportional allocation, as in the paper's physical "
@@ -194,7 +201,7 @@ results[["variant", "policy", "paper_rate", "seed", "jobs_per_hour", "cluster", 
          "utilization", "saturated"]].to_csv(out / "results.csv", index=False)
 chart = lines(results, "paper_rate", "avg_jct_h", "variant", f"Average JCT ({preset_note.split(':')[0]})",
               "load (jobs/h, scaled to Gavel's 108 GPUs)", "average JCT (hours)", y_max=80)
-save_figure(chart, out)
+publish(chart, out, preset, results)
 table = results.pivot_table(index="paper_rate", columns="variant", values="avg_jct_h")
 table.round(2)'''),
               ("code", '''both = "Gavel + TUNE (heterogeneity-aware TUNE)"

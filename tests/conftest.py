@@ -30,3 +30,20 @@ def gavel_table():
     from hetsched import load_throughputs
 
     return load_throughputs("gavel_simulation")
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory):
+    """Every figure notebook executed once at the tiny preset: (output folder, {name: NotebookRun}).
+    HETSCHED_NOTEBOOK_RUNS=DIR reuses a finished `hetsched reproduce --preset tiny --out DIR` (while iterating)."""
+    from hetsched.reproduce import NotebookRun, reproduce
+
+    reuse = os.environ.get("HETSCHED_NOTEBOOK_RUNS")
+    if reuse:
+        import json
+        rows = json.loads((Path(reuse) / "runs.json").read_text())
+        assert all(r["preset"] == "tiny" for r in rows.values()), "HETSCHED_NOTEBOOK_RUNS: not a tiny-preset run"
+        return Path(reuse), {n: NotebookRun(**{**r, "out_dir": Path(reuse) / r["out_dir"]}) for n, r in rows.items()}
+    out = tmp_path_factory.mktemp("outputs")
+    params = {"use_dask": False, "cache_dir": str(out / "cache")}   # the sweep's Dask path: test_sweep.py
+    return out, {r.name: r for r in reproduce("tiny", None, out, params)}

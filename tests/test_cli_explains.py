@@ -34,7 +34,7 @@ def test_alias_runs_and_the_json_echoes_its_configuration(capsys):
     assert main(["simulate", "--policy", "gavel", *SMALL]) == 0
     row = _strict(capsys.readouterr().out)
     assert row["policy"] == "max_min_fairness_perf"
-    assert row["config"] == {"policy": "gavel", "resolved_policy": "max_min_fairness_perf",
+    assert row["config"] == {"policy": "gavel", "resolved_policy": "max_min_fairness_perf", "policy_name": "Gavel",
                              "cluster": "v100=2,p100=2,k80=2", "prices_per_hour": {},
                              "throughputs": "gavel_simulation", "round_s": 360.0, "seed": 0, "window": None,
                              "rules": "gavel", "trace": None, "generate": "gavel"}
@@ -78,3 +78,10 @@ def test_prices_reach_the_cost_policies_with_one_warning(capsys, caplog):
     assert priced["total_cost"] > 0 and priced["config"]["prices_per_hour"]["k80"] == 0.45
     assert main(["simulate", *policy, *SMALL, "--prices", "v100=cheap"]) == 2
     assert "--prices: expected TYPE=DOLLARS_PER_HOUR" in capsys.readouterr().err
+
+
+def test_policies_lists_the_papers_names(capsys):
+    assert main(["policies"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "Gavel w/ SS" in lines["max_min_fairness_packed"] and "gavel_ss" in lines["max_min_fairness_packed"]
+    assert "Themis" in lines["finish_time_fairness"] and "Synergy-TUNE" in lines["FIFO+tune"]

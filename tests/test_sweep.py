@@ -1,6 +1,7 @@
 """hetsched.sweep: the same rows with and without Dask, and a cache keyed by the config hash."""
 
 import pandas as pd
+import pytest
 
 from hetsched.sweep import RunConfig, grid, sweep
 
@@ -42,3 +43,24 @@ def test_paper_preset_carries_the_timeout():
     from hetsched.experiments.continuous import PAPER_TIMEOUT_S, configs
     assert {c.timeout_s for c in configs("single", "paper", ["allox"])} == {PAPER_TIMEOUT_S}
     assert {c.timeout_s for c in configs("single", "quick", ["allox"])} == {None}
+
+
+def test_repoint_moves_runs_and_keeps_the_load():
+    from hetsched.errors import HetschedError
+    from hetsched.experiments import continuous as C
+    from hetsched.sweep import repoint
+
+    base = C.configs("single", "quick", ["max_min_fairness_perf"])               # 12:12:12, rates x 1/3
+    moved = C.configs("single", "quick", ["max_min_fairness_perf"], cluster="24:12:12", window="100:200",
+                      throughputs="gavel_physical", round_s=720)
+    assert [c.jobs_per_hour * 36 / 48 for c in moved] == pytest.approx([c.jobs_per_hour for c in base])
+    assert {(c.cluster, c.window, c.throughputs, c.round_s) for c in moved} == {
+        ("24:12:12", (100, 200), "gavel_physical", 720.0)}
+    assert dict(moved[0].labels)["paper_rate"] == dict(base[0].labels)["paper_rate"]
+    reference = base[0].with_(labels=(("reference", "stored"),))
+    assert repoint([reference], cluster="4:4:4") == [reference]
+    for bad in ("12", "9:3", "a:b"):
+        with pytest.raises(HetschedError, match="window"):
+            repoint(base, window=bad)
+    with pytest.raises(HetschedError, match="round_s"):
+        repoint(base, round_s=0)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..sweep import RunConfig
+from ..sweep import RunConfig, repoint
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,10 @@ PRESETS: dict[str, dict[str, Preset]] = {
 
 
 def configs(kind: str, preset: str, policies: list[str], *, rates: tuple[float, ...] | None = None,
-            seeds: tuple[int, ...] | None = None, **fields) -> list[RunConfig]:
-    """Runs for each policy x paper-equivalent rate x seed; extra RunConfig fields apply to all."""
+            seeds: tuple[int, ...] | None = None, cluster: str | None = None, window=None,
+            throughputs: str | None = None, round_s: float | None = None, **fields) -> list[RunConfig]:
+    """Runs for each policy x paper-equivalent rate x seed; extra RunConfig fields apply to all. `cluster`,
+    `window`, `throughputs` and `round_s` replace the preset's (rates scale with the cluster, see `repoint`)."""
     p = PRESETS[kind][preset]
     out = []
     for policy in policies:
@@ -65,7 +67,7 @@ def configs(kind: str, preset: str, policies: list[str], *, rates: tuple[float, 
                                      window=p.window, multi_gpu=kind == "multi", max_rounds=p.max_rounds,
                                      timeout_s=p.timeout_s,
                                      labels=(("paper_rate", rate), ("preset", preset)), **fields))
-    return out
+    return repoint(out, cluster=cluster, window=window, throughputs=throughputs, round_s=round_s)
 
 
 def tidy(results: pd.DataFrame) -> pd.DataFrame:

@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 
 from ..adaptation.profile import epoch_profile
+from ..names import display_name
 from ..sweep import RunConfig
 from ..throughputs import data_dir, load_throughputs
 
 #: The seven policies of the canonical figure, with its labels (spec s.7.2), in its order.
-POLICIES = {"shockwave": "Shockwave", "min_total_duration": "OSSP", "finish_time_fairness": "Themis",
-            "max_min_fairness": "Gavel", "allox": "AlloX", "max_sum_throughput_perf": "MST",
-            "gandiva_fair": "Gandiva-Fair"}
+POLICIES = {p: display_name(p) for p in ("shockwave", "min_total_duration", "finish_time_fairness",
+                                         "max_min_fairness", "allox", "max_sum_throughput_perf", "gandiva_fair")}
 METRICS = {"makespan_s": "Makespan (s)", "avg_jct_s": "Average JCT (s)", "worst_ftf_rho": "Worst FTF (rho)",
            "unfair_pct": "Unfair job fraction (%)"}
 
@@ -120,7 +120,9 @@ def adaptation_frame(result, job_ids, throughputs: str = "shockwave_tacc") -> pd
         bs = int(profile.batch_sizes[0])
         switches = events[events["job_id"] == job_id].sort_values("time_s")
         marks = list(zip(switches["epoch"].tolist(), switches["new_batch_size"].tolist()))
-        for e in range(profile.epochs):
+        # The runtime rounds partial epochs up at each switch, so a job can run (and switch) past the profile.
+        epochs = max([profile.epochs] + [e + 1 for e, _ in marks])
+        for e in range(epochs):
             while marks and marks[0][0] <= e:
                 bs = marks.pop(0)[1]
             rows.append({"job_id": job_id, "epoch": e, "batch_size": bs, "source": "actual (runtime)"})
@@ -130,9 +132,8 @@ def adaptation_frame(result, job_ids, throughputs: str = "shockwave_tacc") -> pd
 
 
 #: Beyond the artifact (V100s only): the same dynamic-adaptation streams on Gavel's V100/P100/K80 cluster.
-HETERO_POLICIES = {"shockwave": "Shockwave", "shockwave_agnostic": "Shockwave, type-agnostic plan",
-                   "finish_time_fairness_perf": "Gavel FTF (heterogeneity-aware)",
-                   "max_min_fairness_perf": "Gavel LAS (heterogeneity-aware)", "max_min_fairness": "LAS"}
+HETERO_POLICIES = {p: display_name(p) for p in ("shockwave", "shockwave_agnostic", "finish_time_fairness_perf",
+                                                "max_min_fairness_perf", "max_min_fairness")}
 HETERO = {"paper": (Setup("shockwave_460_10_1.csv", 108, "gavel_simulation", "tacc_32gpus"), "36:36:36"),
           "quick": (Setup("shockwave_120_40_25.csv", 36, "gavel_simulation", "tacc_32gpus"), "12:12:12"),
           "tiny": (Setup("shockwave_120_40_25.csv", 12, "gavel_simulation", "tacc_32gpus", num_jobs=40), "4:4:4")}

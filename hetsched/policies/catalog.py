@@ -14,15 +14,20 @@ from .throughput_sum import MaxSumThroughput
 from .water_filling import WaterFilling
 
 _VARIANTS = {"": dict(heterogeneity_aware=False), "_perf": {}, "_packed": dict(packing=True)}
+_HOW = {"": "heterogeneity-agnostic", "_perf": "heterogeneity-aware", "_packed": "heterogeneity-aware, space sharing"}
 
 for suffix, kw in _VARIANTS.items():
-    register_policy(f"max_min_fairness{suffix}", MaxMinFairness, f"LAS{suffix}", **kw)
-    register_policy(f"max_min_fairness_water_filling{suffix}", WaterFilling, f"hierarchical LAS{suffix}", **kw)
-    register_policy(f"finish_time_fairness{suffix}", FinishTimeFairness, f"FTF (Themis){suffix}", **kw)
+    how = _HOW[suffix]
+    register_policy(f"max_min_fairness{suffix}", MaxMinFairness,
+                    f"Least attained service: max-min fair normalised throughput ({how})", **kw)
+    register_policy(f"max_min_fairness_water_filling{suffix}", WaterFilling,
+                    f"Hierarchical max-min fairness over entities, by water filling ({how})", **kw)
+    register_policy(f"finish_time_fairness{suffix}", FinishTimeFairness,
+                    f"Finish-time fairness: minimise the worst JCT / isolated JCT ({how})", **kw)
     # Agnostic makespan keeps the artifacts' 5 % bisection (Shockwave's OSSP baseline depends on its point).
-    register_policy(f"min_total_duration{suffix}", MinTotalDuration, f"makespan{suffix}",
+    register_policy(f"min_total_duration{suffix}", MinTotalDuration, f"Minimise the makespan ({how})",
                     **kw, **({"bisection": True} if suffix == "" else {}))
-    register_policy(f"fifo{suffix}", FIFO, f"FIFO{suffix}", **kw)
+    register_policy(f"fifo{suffix}", FIFO, f"First in, first out ({how})", **kw)
 
 register_policy("max_sum_throughput_perf", MaxSumThroughput, "max total throughput")
 register_policy("max_sum_throughput_normalized_by_cost_perf", MaxSumThroughput,

@@ -1,0 +1,86 @@
+"""Chart helpers: saturated points drawn as such, the artifact's numbers beside ours, bounded data, offline output."""
+
+import base64
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hetsched.plots import CDF_POINTS, VEGA_MIME, _offline_bundle, cdf, lines, publish
+
+
+def _layers(chart) -> list[dict]:
+    return chart.to_dict()["layer"]
+
+
+def _frame():
+    rows = [dict(policy=p, rate=r, seed=s, jct=r * k, saturated=False)
+            for p, k in (("max_min_fairness", 3.0), ("max_min_fairness_perf", 1.0)) for r in (1, 2, 3) for s in (0, 1)]
+    rows.append(dict(policy="max_min_fairness", rate=4, seed=0, jct=np.inf, saturated=True))
+    rows.append(dict(policy="max_min_fairness", rate=4, seed=1, jct=20.0, saturated=False))
+    return pd.DataFrame(rows)
+
+
+def test_a_saturated_point_is_a_marker_not_a_value():
+    chart = lines(_frame(), "rate", "jct", "policy", "t", "x", "y", y_max=50)
+    line, flagged = _layers(chart)[0], _layers(chart)[-1]
+    drawn = pd.DataFrame(chart.to_dict()["datasets"][line["data"]["name"]])
+    assert set(drawn["policy"]) == {"LAS", "Gavel"}                   # the papers' names
+    assert 4 not in set(drawn["rate"])                                  # one seed saturated: not on the line
+    marks = pd.DataFrame(chart.to_dict()["datasets"][flagged["data"]["name"]])
+    assert marks[["rate", "jct", "state"]].values.tolist() == [[4, 50, "saturated"]]
+    assert drawn.loc[(drawn["rate"] == 2) & (drawn["policy"] == "LAS"), "jct"].item() == 6.0   # mean of seeds
+
+
+def test_nan_costs_of_a_saturated_run_are_not_drawn_as_zero():
+    frame = pd.DataFrame([dict(policy="max_min_fairness_perf", rate=1, cost=3.0, saturated=False),
+                          dict(policy="max_min_fairness_perf", rate=2, cost=np.nan, saturated=True)])
+    chart = lines(frame, "rate", "cost", "policy", "t", "x", "y")
+    marks = pd.DataFrame(chart.to_dict()["datasets"][_layers(chart)[-1]["data"]["name"]])
+    assert marks["state"].tolist() == ["saturated"] and marks["cost"].item() > 3.0     # at the top, flagged
+
+
+def test_reference_numbers_are_drawn_only_for_the_policies_shown():
+    ref = pd.DataFrame([dict(policy=p, rate=r, jct=1.5 * r) for p in ("max_min_fairness_perf", "fifo") for r in (1, 2)])
+    chart = lines(_frame(), "rate", "jct", "policy", "t", "x", "y", reference=ref)
+    dashed = [l for l in _layers(chart) if isinstance(l["mark"], dict) and l["mark"].get("strokeDash")]
+    assert len(dashed) == 1
+    drawn = pd.DataFrame(chart.to_dict()["datasets"][dashed[0]["data"]["name"]])
+    assert set(drawn["policy"]) == {"Gavel"}
+    legend = _layers(chart)[0]["encoding"]["color"]["legend"]["values"]
+    assert "FIFO" not in legend
+
+
+def test_concatenated_charts_share_one_colour_scale():
+    jobs = pd.DataFrame({"jct": [1.0, 2.0, 3.0], "policy": ["fifo", "fifo", "max_min_fairness"]})
+    both = (lines(_frame(), "rate", "jct", "policy", "t", "x", "y") | cdf(jobs, "jct", "policy", "c", "x")).to_dict()
+    scales = [both["hconcat"][0]["layer"][0]["encoding"]["color"]["scale"], both["hconcat"][1]["encoding"]["color"]["scale"]]
+    assert scales[0] == scales[1]
+    fifo = scales[0]["domain"].index("FIFO")
+    assert scales[0]["range"][fifo] == "#bcbd22"
+
+
+def test_cdf_of_many_jobs_stays_small():
+    jobs = pd.DataFrame({"jct": np.random.default_rng(0).exponential(5.0, 50_000), "policy": "fifo"})
+    data = pd.DataFrame(next(iter(cdf(jobs, "jct", "policy", "t", "x").to_dict()["datasets"].values())))
+    assert len(data) == CDF_POINTS and data["cdf"].is_monotonic_increasing and data["cdf"].iloc[-1] == 1.0
+
+
+def test_offline_bundle_and_published_files(tmp_path):
+    chart = lines(_frame(), "rate", "jct", "policy", "t", "x", "y")
+    bundle = _offline_bundle(chart.to_dict())
+    assert set(bundle) == {VEGA_MIME, "image/png", "text/plain"}
+    assert base64.b64decode(bundle["image/png"])[:4] == b"\x89PNG"
+    assert bundle[VEGA_MIME]["$schema"].endswith("vega/v5.json") and bundle[VEGA_MIME]["marks"]
+    published = publish(chart, tmp_path, "quick", _frame().assign(cluster="12:12:12"))
+    assert published.to_dict()["title"]["subtitle"].startswith("quick preset · cluster 12:12:12 · seeds 0, 1")
+    html = (tmp_path / "figure.html").read_text()
+    assert "<script src=\"http" not in html and "vega" in html
+    assert (tmp_path / "figure.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("rows", [6_000, 60_000])
+def test_large_frames_never_raise(rows):
+    import altair as alt
+    frame = pd.DataFrame({"x": np.arange(rows), "y": np.arange(rows) % 7})
+    alt.Chart(frame).mark_point().encode(x="x", y="y").to_dict()     # altair's 5,000-row limit is off
