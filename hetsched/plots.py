@@ -27,14 +27,15 @@ CDF_POINTS = 300                                                   # at most thi
 VEGA_MIME = "application/vnd.vega.v5+json"                         # JupyterLab's built-in Vega renderer
 
 
-def _offline_bundle(spec: dict, **_metadata) -> dict:
-    """Compiled Vega for JupyterLab (rendered offline, interactive) and a PNG fallback for everything else."""
+def _offline_bundle(spec: dict, **_metadata) -> tuple[dict, dict]:
+    """Compiled Vega for JupyterLab (rendered offline, interactive, as SVG) and a PNG fallback for the rest."""
     import vl_convert as vlc
 
     vega = vlc.vegalite_to_vega(spec)
     vega["$schema"] = "https://vega.github.io/schema/vega/v5.json"   # what Lab's renderer declares it reads
     png = base64.b64encode(vlc.vegalite_to_png(spec, scale=1)).decode()
-    return {VEGA_MIME: vega, "image/png": png, "text/plain": "<hetsched chart: Vega, with a PNG fallback>"}
+    bundle = {VEGA_MIME: vega, "image/png": png, "text/plain": "<hetsched chart: Vega, with a PNG fallback>"}
+    return bundle, {VEGA_MIME: {"embed_options": {"renderer": "svg"}}}
 
 
 alt.renderers.register("hetsched", _offline_bundle)

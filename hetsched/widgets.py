@@ -1,14 +1,17 @@
 """ipywidgets to explore a cluster and a policy without writing code (notebooks/explore.ipynb).
 
 `Explorer` combines a cluster-spec builder, a workload picker and a policy picker. Run simulates in a
-background thread (the kernel stays responsive) and draws a JCT CDF, utilization over time and busy GPUs per
-type; earlier runs can be overlaid. "Step one round" shows the allocation and where each job runs.
+background thread (the kernel stays responsive; Cancel stops it) and draws a JCT CDF, utilization over time and
+busy GPUs per type, each with its own legend; earlier runs can be overlaid, Reset clears them, Export writes
+the runs (Parquet and CSV) and the chart. "Step one round" follows the current settings: changing any of them
+starts the stepping over.
 """
 
 from __future__ import annotations
 
 import threading
 import traceback
+from pathlib import Path
 
 import altair as alt
 import ipywidgets as W
@@ -19,6 +22,8 @@ from IPython.display import display
 from .cluster import GAVEL_GCP_PRICES, ClusterSpec, Server
 from .errors import HetschedError
 from .metrics import summary
+from .names import display_name
+from .plots import save_figure
 from .policies import policy_names
 from .policies.base import DESCRIPTIONS
 from .result import Result
@@ -28,6 +33,11 @@ from .traces import GavelGenerator
 from .traces.formats import FORMATS
 
 _ERROR = "<span style='color:#b00020'>{}</span>"
+TIME_BINS = 300                 # points per run in the time-series charts (aggregated, whatever the run length)
+
+
+class Cancelled(Exception):
+    """Raised inside a run's progress callback when the user pressed Cancel."""
 
 
 class ClusterBuilder:
@@ -51,6 +61,9 @@ class ClusterBuilder:
                 w.observe(lambda _: self.validate(), names="value")
         self.widget = W.VBox([W.HTML("<b>Cluster</b>")] + [W.HBox(list(r.values())) for r in self.rows.values()]
                              + [self.errors])
+
+    def controls(self) -> list[W.Widget]:
+        return [w for r in self.rows.values() for w in r.values()]
 
     def spec(self) -> ClusterSpec:
         servers, types, counts, prices = [], [], [], {}
@@ -92,6 +105,16 @@ class WorkloadPicker:
         self.widget = W.VBox([W.HTML("<b>Workload</b>"), W.HBox([self.family, self.mode]),
                               W.HBox([self.rate, self.num_jobs, self.seed]), W.HBox([self.multi_gpu, self.upload])])
 
+    def controls(self) -> list[W.Widget]:
+        return [self.family, self.mode, self.rate, self.num_jobs, self.seed, self.multi_gpu, self.upload]
+
+    def describe(self) -> str:
+        """The workload in a run's label: trace name, or rate/jobs, seed."""
+        if self.upload.value:
+            return f"trace {self.upload.value[0]['name']}"
+        load = "static" if self.mode.value == "static" else f"{self.rate.value:g} jobs/h"
+        return f"{load} · {self.num_jobs.value} jobs · seed {self.seed.value}"
+
     def jobs(self, table):
         if self.upload.value:
             item = self.upload.value[0]
@@ -105,10 +128,12 @@ class WorkloadPicker:
 
 
 class PolicyPicker:
-    """Every registered policy, with its description and the mechanism's round length."""
+    """Every registered policy under the papers' name, with its description and the round length."""
 
     def __init__(self, default: str = "max_min_fairness_perf"):
-        self.policy = W.Dropdown(options=policy_names(), value=default, description="policy")
+        options = [(f"{display_name(n)} ({n})", n) for n in policy_names()]
+        self.policy = W.Dropdown(options=sorted(options), value=default, description="policy",
+                                 layout=W.Layout(width="440px"))
         self.about = W.HTML()
         self.round_s = W.BoundedFloatText(value=360, min=1, max=86_400, description="round (s)")
         self.throughputs = W.Dropdown(options=available_datasets(), value="gavel_simulation",
@@ -118,67 +143,112 @@ class PolicyPicker:
         self.widget = W.VBox([W.HTML("<b>Policy</b>"), W.HBox([self.policy, self.about]),
                               W.HBox([self.round_s, self.throughputs])])
 
+    def controls(self) -> list[W.Widget]:
+        return [self.policy, self.round_s, self.throughputs]
+
     def _describe(self):
-        from .policies import make_policy
-        make_policy(self.policy.value)
         self.about.value = f"<i>{DESCRIPTIONS.get(self.policy.value, '')}</i>"
 
 
-def _svg(chart: alt.TopLevelMixin) -> str:
-    """Static SVG (offline, via vl-convert), so the figure is the same in JupyterLab, VS Code and papermill."""
-    import vl_convert as vlc
-    return vlc.vegalite_to_svg(chart.to_json())
+def _binned(times_h: np.ndarray, values: np.ndarray, end_h: float) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of `values` in at most TIME_BINS equal time bins: the chart's size does not grow with the run."""
+    edges = np.linspace(0.0, max(end_h, 1e-9), TIME_BINS + 1)
+    idx = np.clip(np.searchsorted(edges, times_h, side="right") - 1, 0, TIME_BINS - 1)
+    sums, counts = np.bincount(idx, values, TIME_BINS), np.bincount(idx, minlength=TIME_BINS)
+    keep = counts > 0
+    return edges[:-1][keep], sums[keep] / counts[keep]
 
 
-def charts(runs: list[tuple[str, Result]]) -> alt.TopLevelMixin:
-    """JCT CDF, utilization over time, and busy GPUs per type of the last run."""
+def _busy(result: Result) -> pd.DataFrame:
+    """Busy GPUs per round and GPU type (a co-located pair counted once)."""
+    tl = result.timeline_frame()
+    held = tl[tl["partner_id"] < tl["job_id"]]
+    return held.groupby(["round", "gpu_type"]).agg(t=("start_s", "first"), gpus=("num_gpus", "sum")).reset_index()
+
+
+def charts(runs: list[tuple[str, Result]]) -> alt.VConcatChart:
+    """JCT CDF and utilization over time of every run, busy GPUs per type of the last; each with its legend."""
     cdfs, util = [], []
     for label, r in runs:
         jct = np.sort([rec.jct_s / 3600 for rec in r.jobs.values() if np.isfinite(rec.finish_time_s)])
-        cdfs.append(pd.DataFrame({"jct_h": jct, "cdf": np.arange(1, len(jct) + 1) / max(len(jct), 1), "run": label}))
-        tl = r.timeline_frame()
-        held = tl[tl["partner_id"] < tl["job_id"]]
-        busy = held.groupby("round").agg(t=("start_s", "first"), gpus=("num_gpus", "sum")).reset_index()
-        util.append(pd.DataFrame({"hours": busy["t"] / 3600, "utilization": busy["gpus"] / r.num_gpus, "run": label}))
+        probs = np.arange(1, len(jct) + 1) / max(len(jct), 1)
+        if len(jct) > TIME_BINS:
+            probs = np.linspace(1 / len(jct), 1.0, TIME_BINS)
+            jct = np.quantile(jct, probs, method="inverted_cdf")
+        cdfs.append(pd.DataFrame({"jct_h": jct, "cdf": probs, "run": label}))
+        busy = _busy(r).groupby("round").agg(t=("t", "first"), gpus=("gpus", "sum"))
+        hours, used = _binned(busy["t"].to_numpy() / 3600, busy["gpus"].to_numpy() / r.num_gpus,
+                              float(busy["t"].max() / 3600) if len(busy) else 0.0)
+        util.append(pd.DataFrame({"hours": hours, "utilization": used, "run": label}))
+    labels = [label for label, _ in runs]
+    legend = alt.Legend(labelLimit=0, orient="bottom", direction="vertical", title="run")
+    run_color = alt.Color("run:N", sort=labels, scale=alt.Scale(domain=labels), legend=legend)
+    tips = ["run:N"]
+    size = dict(width=340, height=200)
     cdf = alt.Chart(pd.concat(cdfs), title="JCT CDF").mark_line(interpolate="step-after").encode(
-        x=alt.X("jct_h:Q", title="JCT (hours)"), y=alt.Y("cdf:Q", title="fraction of jobs"), color="run:N")
+        x=alt.X("jct_h:Q", title="JCT (hours)"), y=alt.Y("cdf:Q", title="fraction of jobs"), color=run_color,
+        tooltip=tips + [alt.Tooltip("jct_h:Q", format=",.2f")]).properties(**size).add_params(
+        alt.selection_interval(bind="scales", name="zoom_cdf"))
     use = alt.Chart(pd.concat(util), title="Utilization over time").mark_line().encode(
-        x=alt.X("hours:Q"), y=alt.Y("utilization:Q", scale=alt.Scale(domain=[0, 1])), color="run:N")
-    last = runs[-1][1].timeline_frame()
-    last = last[last["partner_id"] < last["job_id"]]
-    per_type = last.groupby(["round", "gpu_type"]).agg(t=("start_s", "first"), gpus=("num_gpus", "sum")).reset_index()
-    per_type["hours"] = per_type["t"] / 3600
-    timeline = alt.Chart(per_type, title=f"Busy GPUs per type (run {runs[-1][0].split(':')[0]})").mark_area(
-        opacity=0.8).encode(
-        x="hours:Q", y=alt.Y("gpus:Q", stack=True, title="busy GPUs"), color="gpu_type:N")
-    size = dict(width=250, height=200)
-    return alt.hconcat(cdf.properties(**size), use.properties(**size), timeline.properties(**size))
+        x=alt.X("hours:Q"), y=alt.Y("utilization:Q", scale=alt.Scale(domain=[0, 1])), color=run_color,
+        tooltip=tips + [alt.Tooltip("utilization:Q", format=".2f")]).properties(**size).add_params(
+        alt.selection_interval(bind="scales", name="zoom_use", encodings=["x"]))
+    last_label, last = runs[-1]
+    wide = _busy(last).astype({"gpus": float}).pivot_table(index="t", columns="gpu_type", values="gpus",
+                                                           aggfunc="sum", fill_value=0.0)
+    per_type = []                                 # one time grid for every type, so the areas stack
+    for gpu in wide.columns:
+        hours, gpus = _binned(wide.index.to_numpy() / 3600, wide[gpu].to_numpy(), float(wide.index.max() / 3600))
+        per_type.append(pd.DataFrame({"hours": hours, "gpus": gpus, "gpu_type": gpu}))
+    types = alt.Chart(pd.concat(per_type) if per_type else pd.DataFrame(columns=["hours", "gpus", "gpu_type"]),
+                      title=f"Busy GPUs per type: run {last_label.split(':')[0]}").mark_area(opacity=0.8).encode(
+        x="hours:Q", y=alt.Y("gpus:Q", stack=True, title="busy GPUs"),
+        color=alt.Color("gpu_type:N", legend=alt.Legend(orient="bottom", title="GPU type")),
+        tooltip=["gpu_type:N", alt.Tooltip("gpus:Q", format=".1f")]).properties(**size)
+    return alt.vconcat(alt.hconcat(cdf, use).resolve_scale(color="shared"), types).resolve_scale(
+        color="independent")
+
+
+def _readable(ids) -> str:
+    """Job ids of a placement: `12`, or `12 + 14` for a co-located pair (never a raw tuple)."""
+    return " + ".join(str(int(i)) for i in ids)
 
 
 class Explorer:
-    """The whole explorer: pickers, Run (background), overlay, and step-one-round mode."""
+    """The whole explorer: pickers, Run (background) / Cancel / Reset, overlay, export, step-one-round mode."""
 
-    def __init__(self, cluster: dict[str, int] | None = None):
+    def __init__(self, cluster: dict[str, int] | None = None, export_dir: str | Path = "../outputs/explore"):
         self.cluster = ClusterBuilder(cluster)
         self.workload = WorkloadPicker()
         self.policy = PolicyPicker()
+        self.export_dir = Path(export_dir)
         self.run_button = W.Button(description="Run", button_style="primary", icon="play")
+        self.cancel_button = W.Button(description="Cancel", icon="stop", disabled=True)
+        self.reset_button = W.Button(description="Reset", icon="trash")
+        self.export_button = W.Button(description="Export", icon="download")
         self.step_button = W.Button(description="Step one round", icon="step-forward")
         self.overlay = W.Checkbox(value=True, description="overlay previous runs")
         self.progress = W.FloatProgress(value=0, min=0, max=1, description="progress")
         self.status = W.HTML("Ready.")
         self.summary = W.HTML()
-        self.plots = W.HTML()
+        self.plots = W.Output()
         self.plots.add_class("hetsched-charts")
         self.round_view = W.Output()
         self.runs: list[tuple[str, Result]] = []
         self._thread: threading.Thread | None = None
+        self._cancel = threading.Event()
         self._stepper: RoundSimulation | None = None
         self.run_button.on_click(lambda _: self.start())
+        self.cancel_button.on_click(lambda _: self.cancel())
+        self.reset_button.on_click(lambda _: self.reset())
+        self.export_button.on_click(lambda _: self.export())
         self.step_button.on_click(lambda _: self.step())
+        for w in self.cluster.controls() + self.workload.controls() + self.policy.controls():
+            w.observe(lambda _: self._settings_changed(), names="value")
         self.widget = W.VBox([self.cluster.widget, self.workload.widget, self.policy.widget,
-                              W.HBox([self.run_button, self.step_button, self.overlay, self.progress]),
-                              self.status, self.summary, self.plots, self.round_view])
+                              W.HBox([self.run_button, self.cancel_button, self.reset_button, self.export_button,
+                                      self.step_button, self.overlay]),
+                              self.progress, self.status, self.summary, self.plots, self.round_view])
         self.cluster.validate()
 
     def _ipython_display_(self):
@@ -191,10 +261,20 @@ class Explorer:
         table = load_throughputs(self.policy.throughputs.value)
         return spec, table, self.workload.jobs(table)
 
+    def _settings_changed(self) -> None:
+        """A stepping simulation always belongs to the current settings: any change starts it over."""
+        if self._stepper is not None:
+            self._stepper = None
+            self.round_view.clear_output()
+            self.status.value = "Settings changed: stepping starts over."
+
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def start(self) -> threading.Thread | None:
-        """Simulate in a background thread; the charts appear when it finishes."""
-        if self._thread is not None and self._thread.is_alive():
-            self.status.value = "A run is already in progress."
+        """Simulate in a background thread; the summary and the charts change together when it finishes."""
+        if self.running():
+            self.status.value = "A run is already in progress (Cancel stops it)."
             return None
         try:
             spec, table, jobs = self._inputs()
@@ -203,31 +283,74 @@ class Explorer:
             return None
         total = max(len(jobs), 1)
         policy = self.policy.policy.value
+        label = (f"{len(self.runs) + 1 if self.overlay.value else 1}: {display_name(policy)} · "
+                 f"{self.workload.describe()} · {spec}")
+        self._cancel.clear()
 
         def progress(now, finished):
+            if self._cancel.is_set():
+                raise Cancelled
             self.progress.value = finished / total
 
         def work():
             try:
-                self.status.value = f"Running {policy} on {spec} ({len(jobs)} jobs)..."
+                self.status.value = f"Running {label} ..."
                 result = simulate(jobs, spec, policy, table, round_s=self.policy.round_s.value,
                                   on_progress=progress)
                 self.progress.value = 1.0
-                label = f"{len(self.runs) + 1}: {policy} on {spec}"
-                self.runs = (self.runs if self.overlay.value else []) + [(label, result)]
+                runs = (self.runs if self.overlay.value else []) + [(label, result)]
                 row = summary(result)
+                chart = charts(runs)
+                self.plots.outputs = ()                 # from a thread: set outputs, not `with self.plots:`
+                self.plots.append_display_data(chart)
+                self.runs = runs
                 self.summary.value = (f"<b>{label}</b>: average JCT {row['avg_jct_s'] / 3600:.2f} h, makespan "
                                       f"{row['makespan_s'] / 3600:.1f} h, utilization {row['utilization']:.2f}, "
                                       f"{row['num_jobs']} jobs")
-                self.plots.value = _svg(charts(self.runs))
                 self.status.value = "Done."
+            except Cancelled:
+                self.status.value = "Cancelled; earlier runs are kept."
             except Exception as exc:  # show the error in the UI instead of losing it in a thread
                 self.status.value = _ERROR.format(f"{type(exc).__name__}: {exc}")
                 traceback.print_exc()
+            finally:
+                self.cancel_button.disabled = True
 
+        self.cancel_button.disabled = False
         self._thread = threading.Thread(target=work, daemon=True)
         self._thread.start()
         return self._thread
+
+    def cancel(self) -> None:
+        """Stop the run in progress at its next progress report."""
+        if self.running():
+            self._cancel.set()
+            self.status.value = "Cancelling..."
+
+    def reset(self) -> None:
+        """Forget every run and the stepping simulation."""
+        self.cancel()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.runs, self._stepper = [], None
+        self.summary.value, self.progress.value = "", 0.0
+        self.plots.outputs = self.round_view.outputs = ()
+        self.status.value = "Reset: no runs."
+
+    def export(self) -> list[Path]:
+        """Write every run's jobs (one table, a `run` column) as Parquet and CSV, and the chart as PNG/SVG/HTML."""
+        if not self.runs:
+            self.status.value = _ERROR.format("nothing to export: run a simulation first")
+            return []
+        self.export_dir.mkdir(parents=True, exist_ok=True)
+        table = pd.concat([r.jobs_frame().assign(run=label, policy=r.policy) for label, r in self.runs],
+                          ignore_index=True)
+        paths = [self.export_dir / "runs.parquet", self.export_dir / "runs.csv"]
+        table.to_parquet(paths[0], index=False)
+        table.to_csv(paths[1], index=False)
+        paths += save_figure(charts(self.runs), self.export_dir, "explore")
+        self.status.value = "Exported: " + ", ".join(str(p) for p in paths)
+        return paths
 
     def step(self) -> None:
         """Advance a stepping simulation by one round and show the allocation and the placement."""
@@ -242,15 +365,20 @@ class Explorer:
             self.status.value = _ERROR.format(exc)
             return
         sched = sim.sched
+        self.status.value = f"Stepping {display_name(self.policy.policy.value)}: t = {sim.now / 3600:.2f} h."
         self.round_view.clear_output(wait=True)
         with self.round_view:
-            print(f"t = {sim.now / 3600:.2f} h, {len(sched.jobs)} active jobs" + ("" if more else " (finished)"))
+            print(f"{display_name(self.policy.policy.value)}: t = {sim.now / 3600:.2f} h, {len(sched.jobs)} "
+                  f"active jobs" + ("" if more else " (finished)"))
             if sched.allocation is not None and len(sched.allocation.job_ids):
-                alloc = pd.DataFrame(sched.allocation.x, index=sched.allocation.job_ids, columns=sched.gpu_types)
+                alloc = pd.DataFrame(sched.allocation.x, columns=sched.gpu_types,
+                                     index=[_readable(np.atleast_1d(i)) for i in sched.allocation.job_ids])
                 display(alloc.round(3).rename_axis("job"))
             plan = sim.plan
             if plan is not None and plan.assignments:
-                display(pd.DataFrame([{"jobs": a.job_ids, "gpu type": sched.gpu_types[a.gpu_type], "gpus": a.gpus,
-                                       "lease extended": a.extended} for a in plan.assignments]))
+                display(pd.DataFrame([{"jobs": _readable(a.job_ids), "GPU type": sched.gpu_types[a.gpu_type],
+                                       "GPUs": ", ".join(str(g) for g in a.gpus),
+                                       "lease extended": "yes" if a.extended else "no"}
+                                      for a in plan.assignments]))
         if not more:
             self._stepper = None

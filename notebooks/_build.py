@@ -317,8 +317,12 @@ def build_explore() -> None:
     nb.cells = [
         nbf.v4.new_markdown_cell("# Explore a cluster and a policy\n\nBuild a cluster (GPU types, counts, servers, "
                                  "$/h), pick a workload and a policy, press **Run**. Runs happen in the "
-                                 "background; tick *overlay* to compare runs. **Step one round** shows the "
-                                 "allocation matrix and where each job runs."),
+                                 "background (**Cancel** stops one); tick *overlay* to compare runs, each "
+                                 "labelled with its policy, rate and seed; **Reset** forgets them. Charts are "
+                                 "interactive (hover, zoom, click a legend entry). **Export** writes the runs "
+                                 "(Parquet and CSV) and the chart to `outputs/explore/`. **Step one round** "
+                                 "shows the allocation matrix and where each job runs; changing any setting "
+                                 "starts the stepping over."),
         nbf.v4.new_code_cell("from hetsched.widgets import Explorer\nexplorer = Explorer()\nexplorer"),
     ]
     _write(nb, "explore")

@@ -68,7 +68,8 @@ def test_cdf_of_many_jobs_stays_small():
 
 def test_offline_bundle_and_published_files(tmp_path):
     chart = lines(_frame(), "rate", "jct", "policy", "t", "x", "y")
-    bundle = _offline_bundle(chart.to_dict())
+    bundle, metadata = _offline_bundle(chart.to_dict())
+    assert metadata[VEGA_MIME]["embed_options"]["renderer"] == "svg"
     assert set(bundle) == {VEGA_MIME, "image/png", "text/plain"}
     assert base64.b64decode(bundle["image/png"])[:4] == b"\x89PNG"
     assert bundle[VEGA_MIME]["$schema"].endswith("vega/v5.json") and bundle[VEGA_MIME]["marks"]

@@ -1,13 +1,15 @@
 """The explorer in a real browser: JupyterLab on 127.0.0.1 with a token, driven by Playwright in Chromium.
 
-Opens notebooks/explore.ipynb, runs it, presses Run, changes the V100 count, presses Run again and checks the
-summary text and that the chart SVG changed. Saves outputs/explore.png.
+Opens notebooks/explore.ipynb, runs four 300-job runs on 8:8:8 with different policies, overlays them, steps one
+round after changing the policy, exports, and checks that every chart rendered and no error shows. Saves
+outputs/explore.png.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -18,6 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,7 +91,14 @@ def _wait_for_kernel(base: str, token: str, timeout: float = 90) -> None:
     pytest.fail(f"no connected idle kernel after {timeout} s: {kernels}")
 
 
+def _rendered_charts(page) -> int:
+    """Charts that Vega drew (SVG with marks) in the explorer's chart area."""
+    return page.evaluate("""() => [...document.querySelectorAll('.hetsched-charts .vega-embed svg')]
+        .filter(s => s.querySelectorAll('path, line, rect').length > 5).length""")
+
+
 def test_explorer_runs_in_the_browser(jupyter):
+    """300 jobs on 8:8:8, four overlaid runs, stepping after a policy change, export; every chart renders."""
     from playwright.sync_api import expect, sync_playwright
 
     if not Path(CHROMIUM).exists():
@@ -102,8 +112,10 @@ def test_explorer_runs_in_the_browser(jupyter):
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1300})
+            page = browser.new_page(viewport={"width": 1500, "height": 1600})
             page.set_default_timeout(90_000)
+            requests = []
+            page.on("request", lambda r: requests.append(r.url))
             page.goto(f"{base}/lab/tree/notebooks/explore.ipynb?token={token}")
             page.wait_for_selector(".jp-Notebook .jp-Cell")
             _wait_for_kernel(base, token)
@@ -111,27 +123,52 @@ def test_explorer_runs_in_the_browser(jupyter):
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_text("Run All Cells", exact=True).click()
 
-            v100 = page.locator(".widget-inline-hbox", has=page.locator("label", has_text="v100")).locator("input")
-            expect(v100).to_be_visible()
+            def field(label: str):
+                exact = re.compile(f"^{re.escape(label)}$")
+                return page.locator(".widget-inline-hbox", has=page.locator("label", has_text=exact)).locator(
+                    "input, select").first
+
+            expect(field("v100")).to_be_visible()
+            assert [field(t).input_value() for t in ("v100", "p100", "k80")] == ["8", "8", "8"]
+            field("jobs").fill("300")
+            field("jobs").press("Tab")
             run = page.locator("button.jupyter-button", has_text="Run").first
             summary = page.locator(".widget-html-content", has_text="average JCT")
+            policy = field("policy")
+            runs = [("max_min_fairness_perf", "Gavel"), ("max_min_fairness", "LAS"),
+                    ("finish_time_fairness_perf", "Gavel (FTF)"), ("gandiva", "Gandiva")]
+            for i, (name, shown) in enumerate(runs, start=1):
+                policy.select_option(label=f"{shown} ({name})")
+                run.click()
+                expect(summary).to_contain_text(f"{i}: {shown} · 2 jobs/h · 300 jobs · seed 0", timeout=120_000)
+                expect(summary).to_contain_text("300 jobs")
+            charts = page.locator(".hetsched-charts")
+            for i, (_, shown) in enumerate(runs, start=1):         # every run in the legend, never clipped
+                expect(charts.locator("svg text", has_text=f"{i}: {shown} ·").first).to_be_visible()
+            assert _rendered_charts(page) >= 1
 
-            run.click()
-            expect(summary).to_contain_text("1: max_min_fairness_perf", timeout=120_000)
-            chart = page.locator(".hetsched-charts svg").first
-            expect(chart).to_be_visible()
-            first_svg = chart.inner_html()
+            page.locator("button.jupyter-button", has_text="Step one round").click()
+            view = page.locator(".jp-OutputArea-output", has_text="t = 0.00 h")
+            expect(view.first).to_contain_text("Gandiva: t = 0.00 h")
+            policy.select_option(label="Gavel w/ SS (max_min_fairness_packed)")
+            expect(page.locator(".widget-html-content", has_text="stepping starts over")).to_have_count(1)
+            page.locator("button.jupyter-button", has_text="Step one round").click()
+            expect(page.locator(".jp-OutputArea-output", has_text="Gavel w/ SS: t = 0.00 h").first).to_be_visible()
+            expect(page.locator(".widget-html-content", has_text="Stepping Gavel w/ SS")).to_have_count(1)
 
-            v100.fill("16")
-            v100.press("Tab")
-            run.click()
-            expect(summary).to_contain_text("v100=16", timeout=120_000)
-            expect(summary).to_contain_text("2: max_min_fairness_perf")
-            page.wait_for_function("(old) => { const s = document.querySelector('.hetsched-charts svg');"
-                                   " return s && s.innerHTML !== old; }", arg=first_svg)
-            assert chart.inner_html() != first_svg
+            page.locator("button.jupyter-button", has_text="Export").click()
+            expect(page.locator(".widget-html-content", has_text="Exported:")).to_contain_text("runs.parquet")
+
+            text = page.locator(".jp-Notebook").inner_text()
+            for bad in ("Error", "Traceback", "Javascript Error", "MaxRowsError"):
+                assert bad not in text, bad
+            assert not page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count()
             (REPO / "outputs").mkdir(exist_ok=True)
             page.screenshot(path=str(REPO / "outputs" / "explore.png"), full_page=True)
+            offsite = [u for u in requests if not u.startswith(base) and not u.startswith("data:")]
+            assert not offsite, offsite[:5]                       # charts render with no network
         finally:
             browser.close()
     assert (REPO / "notebooks" / "explore.ipynb").read_bytes() == before
+    exported = pd.read_parquet(REPO / "outputs" / "explore" / "runs.parquet")
+    assert exported["run"].nunique() == 4 and len(exported) == 4 * 300

@@ -1,0 +1,66 @@
+"""The explorer without a browser: overlaid runs with readable labels, bounded chart data, cancel, reset, export,
+and a stepper that follows the current settings (the browser test drives the same in JupyterLab)."""
+
+import pandas as pd
+import pytest
+
+from hetsched.widgets import TIME_BINS, Explorer, charts
+
+
+@pytest.fixture
+def explorer(tmp_path):
+    e = Explorer(export_dir=tmp_path / "export")
+    e.workload.num_jobs.value = 200        # 200 jobs on 8:8:8 once raised MaxRowsError and drew no chart
+    yield e
+    e.reset()
+
+
+def _run(e: Explorer, policy: str) -> None:
+    e.policy.policy.value = policy
+    e.start().join(120)
+    assert e.status.value == "Done.", e.status.value
+
+
+def test_overlaid_runs_are_labelled_and_the_charts_stay_small(explorer):
+    for policy in ("max_min_fairness_perf", "max_min_fairness", "gandiva"):
+        _run(explorer, policy)
+    labels = [label for label, _ in explorer.runs]
+    assert labels[0] == "1: Gavel · 2 jobs/h · 200 jobs · seed 0 · v100=8,p100=8,k80=8"
+    assert labels[2].startswith("3: Gandiva ·") and labels[2] in explorer.summary.value
+    spec = charts(explorer.runs).to_dict()
+    assert all(len(rows) <= len(labels) * TIME_BINS for rows in spec["datasets"].values())
+    assert explorer.plots.outputs and "application/vnd.vega.v5+json" in explorer.plots.outputs[0]["data"]
+
+
+def test_cancel_keeps_earlier_runs_and_reset_clears(explorer):
+    _run(explorer, "max_min_fairness_perf")
+    explorer.workload.num_jobs.value = 5000
+    thread = explorer.start()
+    explorer.cancel()
+    thread.join(60)
+    assert not thread.is_alive() and explorer.status.value.startswith("Cancelled")
+    assert len(explorer.runs) == 1
+    explorer.reset()
+    assert explorer.runs == [] and not explorer.plots.outputs and explorer.summary.value == ""
+
+
+def test_stepping_follows_the_current_policy(explorer):
+    explorer.step()
+    explorer.step()
+    first = explorer._stepper
+    assert first is not None and explorer.status.value.startswith("Stepping Gavel:")
+    explorer.policy.policy.value = "max_min_fairness_packed"
+    assert explorer._stepper is None and "starts over" in explorer.status.value
+    explorer.step()
+    assert explorer._stepper is not first and explorer._stepper.sched.policy.name == "max_min_fairness_packed"
+
+
+def test_export_writes_every_run(explorer, tmp_path):
+    assert explorer.export() == [] and "nothing to export" in explorer.status.value
+    _run(explorer, "max_min_fairness_perf")
+    _run(explorer, "fifo")
+    paths = explorer.export()
+    table = pd.read_parquet(paths[0])
+    assert table.groupby("run").size().tolist() == [200, 200]
+    assert pd.read_csv(paths[1]).shape[0] == 400
+    assert {p.suffix for p in paths} == {".parquet", ".csv", ".png", ".svg", ".html"}
