@@ -332,7 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--prices", default=None, metavar="TYPE=USD,...",
                      help="$/h per GPU for the cost policies, e.g. v100=2.48,p100=1.46,k80=0.45")
     sim.add_argument("--cluster", default="36:36:36",
-                     help="V100:P100:K80 counts, 'type=n,...', or a Synergy .ini file")
+                     help="V100:P100:K80 counts, 'type=n,...', server shapes 16x8/24/500[@type], a Synergy .ini "
+                          "file, or a JSON cluster file with prices (hetsched.cluster_json)")
     sim.add_argument("--gpus-per-server", default=None, help="V:P:K GPUs per server (default 1:1:1)")
     sim.add_argument("--throughputs", default="gavel_simulation", help="dataset name in data/ or a JSON path")
     source = sim.add_mutually_exclusive_group(required=True)

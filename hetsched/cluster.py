@@ -127,13 +127,17 @@ class ClusterSpec:
     @classmethod
     def load(cls, text: str, gpus_per_server: str | None = None,
              prices_per_hour: Mapping[str, float] | None = None) -> "ClusterSpec":
-        """A spec from a Synergy `.ini` file (any path ending in `.ini`), from server shapes
+        """A spec from a Synergy `.ini` file (any path ending in `.ini`), a JSON cluster file (`.json`, with
+        prices: hetsched.cluster_json), from server shapes
         `"16x8/24/500"` (servers x GPUs/CPUs/GB, optional `/MBps` and `@type`, `+` joins groups), or from the
         string forms of `parse`."""
         text = text.strip()
         if text.lower().endswith(".ini"):
             from .cluster_ini import read_cluster_ini
             return read_cluster_ini(text, prices_per_hour=prices_per_hour)
+        if text.lower().endswith(".json"):
+            from .cluster_json import read_cluster_json
+            return read_cluster_json(text, prices_per_hour=prices_per_hour)
         if _SHAPES.match(text):
             return cls.from_servers(_parse_shapes(text), prices_per_hour)
         return cls.parse(text, gpus_per_server, prices_per_hour)
