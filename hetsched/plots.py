@@ -189,7 +189,8 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
 def cdf(frame: pd.DataFrame, value: str, color: str, title: str, x_title: str) -> alt.Chart:
     """Empirical CDFs of `value`, one per `color` (at most CDF_POINTS points each)."""
     rows = []
-    for key, group in frame[[value, color]].dropna().groupby(color, sort=False):
+    present = frame[[value, color]] if {value, color} <= set(frame.columns) else pd.DataFrame(columns=[value, color])
+    for key, group in present.dropna().groupby(color, sort=False):
         v = np.sort(group[value].to_numpy(dtype=float))
         v = v[np.isfinite(v)]
         if not len(v):

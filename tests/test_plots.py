@@ -85,3 +85,9 @@ def test_large_frames_never_raise(rows):
     import altair as alt
     frame = pd.DataFrame({"x": np.arange(rows), "y": np.arange(rows) % 7})
     alt.Chart(frame).mark_point().encode(x="x", y="y").to_dict()     # altair's 5,000-row limit is off
+
+
+def test_cdf_of_no_jobs_is_an_empty_chart():
+    """A saturated window finishes no job: its CDF panel is empty, not a KeyError."""
+    chart = cdf(pd.DataFrame(), "jct_h", "policy", "t", "x")
+    assert not next(iter(chart.to_dict()["datasets"].values()), [])
