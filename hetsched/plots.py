@@ -210,14 +210,24 @@ def cdf(frame: pd.DataFrame, value: str, color: str, title: str, x_title: str) -
                  alt.Tooltip("cdf:Q", format=".2f")]).add_params(pick, zoom).properties(width=360, height=240)
 
 
-def grouped_bars(frame: pd.DataFrame, x: str, y: str, color: str, title: str, y_title: str) -> alt.Chart:
-    """Bars of `y` per `x`, one bar per `color` value side by side."""
+def grouped_bars(frame: pd.DataFrame, x: str, y: str, color: str, title: str, y_title: str,
+                 reference: pd.DataFrame | None = None) -> alt.Chart | alt.LayerChart:
+    """Bars of `y` per `x`, one bar per `color` value side by side; `reference` (same columns) draws an
+    artifact's numbers as black ticks on the bars."""
     data, enc_color, order = _color(frame, color)
-    return alt.Chart(data, title=title).mark_bar().encode(
-        x=alt.X(f"{x}:N", title=None, sort=natural_sorted(data[x].tolist())),
-        xOffset=alt.XOffset(f"{color}:N", sort=order), y=alt.Y(f"{y}:Q", title=y_title), color=enc_color,
-        tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".2f")],
-    ).properties(width=320, height=220)
+    xs = alt.X(f"{x}:N", title=None, sort=natural_sorted(data[x].tolist()))
+    offset = alt.XOffset(f"{color}:N", sort=order, scale=alt.Scale(domain=order))
+    bars = alt.Chart(data, title=title).mark_bar().encode(
+        x=xs, xOffset=offset, y=alt.Y(f"{y}:Q", title=y_title), color=enc_color,
+        tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".2f")])
+    if reference is None or not len(reference):
+        return bars.properties(width=320, height=220)
+    ref, _, _ = _color(reference[reference[color].isin(frame[color].unique())][[x, color, y]].dropna(), color)
+    ticks = alt.Chart(ref).mark_tick(color="black", thickness=2).encode(
+        x=xs, xOffset=offset, y=alt.Y(f"{y}:Q"),
+        tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".2f", title="artifact")])
+    return alt.layer(bars, ticks, title=alt.TitleParams(title, subtitle="black ticks: the artifact's numbers")
+                     ).properties(width=320, height=220)
 
 
 def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str) -> alt.LayerChart:
