@@ -57,8 +57,11 @@ def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | Non
 
     out_dir = (out_root / path.stem).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    params = {"preset": preset, "out_dir": str(out_dir),
-              "cache_dir": str((out_root / ".cache").resolve()), **(parameters or {})}
+    declared = pm.inspect_notebook(str(path))
+    defaults = {"preset": preset, "out_dir": str(out_dir), "cache_dir": str((out_root / ".cache").resolve())}
+    # reproduce's own settings go only where the notebook declares them (motivation has no sweep, no cache);
+    # a caller's parameters always go, so papermill warns about a misspelt one.
+    params = {**{k: v for k, v in defaults.items() if k in declared}, **(parameters or {})}
     start = time.perf_counter()
     error = None
     batch = os.environ.get("HETSCHED_BATCH")

@@ -252,7 +252,9 @@ for r in round_lengths:
     variants += [c.with_(round_s=float(r), labels=c.labels + (("mechanism", f"rounds of {r} s"),)) for c in base]
 results = C.tidy(run(variants))
 results[["policy", "mechanism", "paper_rate", "seed", "avg_jct_h", "saturated"]].to_csv(out / "results.csv", index=False)
-chart = lines(results, "paper_rate", "avg_jct_h", "mechanism", "Round-based mechanism vs ideal",
+from hetsched.names import display_name
+chart = lines(results, "paper_rate", "avg_jct_h", "mechanism",
+              f"{', '.join(map(display_name, policies))}: round-based mechanism vs ideal",
               "input job rate (jobs/h, paper-equivalent)", "average JCT (hours)", y_max=100)
 publish(chart, out, preset, results)
 results.pivot_table(index="paper_rate", columns="mechanism", values="avg_jct_h").round(2)"""
