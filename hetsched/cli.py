@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import HetschedError
 from .names import display_name, vocabulary_frame
+from .sweep import parse_window
 
 
 def _parse_split(text: str) -> tuple[float, float, float]:
@@ -168,18 +169,6 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster):
     return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
 
 
-def _parse_window(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        start, end = (int(v) for v in text.split(":"))
-    except ValueError:
-        raise HetschedError(f"simulate: --window must be START:END job ids, got {text!r}") from None
-    if not 0 <= start < end:
-        raise HetschedError(f"simulate: --window needs 0 <= START < END, got {text!r}")
-    return start, end
-
-
 def _system_rules(args: argparse.Namespace, jobs) -> str | None:
     """`--rules auto`: Shockwave's round rules for its planner and for streams with batch-size adaptation."""
     if args.rules != "auto":
@@ -209,7 +198,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.shockwave_config and args.policy != "shockwave":
         raise HetschedError("simulate: --shockwave-config applies to --policy shockwave only")
     policy = policy_for(args.policy, args.seed or 0, system=system, **params)
-    overrides = dict(seed=args.seed or 0, window=_parse_window(args.window), ideal=args.ideal,
+    overrides = dict(seed=args.seed or 0, window=parse_window(args.window, "simulate: --window"), ideal=args.ideal,
                      placement_aware=args.placement_aware, record_timeline=False, profiles_ratio=args.profiles_ratio)
     if args.round is not None:
         overrides["round_s"] = args.round

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import itertools
 from pathlib import Path
-from typing import Sequence
 
 import altair as alt
 import numpy as np
@@ -150,14 +149,15 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
     done, flagged = agg[agg["state"] == ""], agg[agg["state"] != ""]
     finite = pd.to_numeric(done[y], errors="coerce")
     top = y_max if y_max is not None else (float(finite.max()) * (1.5 if log else 1.08) if len(done) else 1.0)
-    done = done.assign(**{y: finite.clip(upper=y_max) if y_max is not None else finite})
-    flagged = flagged.assign(**{y: top})
+    done = done.assign(**{y: finite.clip(upper=y_max) if y_max is not None else finite}, layer="done")
+    flagged = flagged.assign(**{y: top}, layer="flagged")
+    parts = [done, flagged]
     if reference is not None:
-        reference = reference[reference[color].isin(frame[color].unique())][keys[:2] + [y]].dropna()
-    everything = pd.concat([done, flagged] + ([reference] if reference is not None else []))
-    _, enc_color, order = _color(everything, color)
-    done, _, _ = _color(done, color)
-    flagged, _, _ = _color(flagged, color)
+        parts.append(reference[reference[color].isin(frame[color].unique())][keys[:2] + [y]].dropna().assign(
+            layer="reference"))
+    everything, enc_color, _ = _color(pd.concat(parts, ignore_index=True), color)   # one scale for all layers
+    done, flagged, ref = (everything[everything["layer"] == k].drop(columns="layer")
+                          for k in ("done", "flagged", "reference"))
 
     ys = alt.Scale(type="log", base=2) if log else alt.Scale(domain=[0, y_max] if y_max else alt.Undefined)
     xs = alt.Scale(type="log", base=2) if log else alt.Scale()
@@ -170,8 +170,7 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
         enc["strokeDash"] = alt.StrokeDash(f"{dash}:N", sort=natural_sorted(done[dash].tolist()),
                                            legend=alt.Legend(labelLimit=0))
     layers = [alt.Chart(done).mark_line(point=True).encode(**enc).add_params(pick, zoom)]
-    if reference is not None and len(reference):
-        ref, _, _ = _color(reference, color)
+    if len(ref):
         layers.append(alt.Chart(ref).mark_line(strokeDash=[5, 3], point=alt.OverlayMarkDef(filled=False, size=40))
                       .encode(x=x_enc, y=y_enc, color=enc_color, opacity=opacity,
                               tooltip=[alt.Tooltip(f"{color}:N"), alt.Tooltip(f"{x}:Q"),
@@ -182,8 +181,18 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
             shape=alt.Shape("state:N", scale=alt.Scale(domain=list(FLAGS.values()), range=["cross", "triangle-up"]),
                             title="not finished"),
             tooltip=[alt.Tooltip(f"{color}:N"), alt.Tooltip(f"{x}:Q"), alt.Tooltip("state:N")]))
-    subtitle = "dashed: the artifact's stored numbers" if len(layers) > 1 and reference is not None else alt.Undefined
+    subtitle = "dashed: the artifact's stored numbers" if len(ref) else alt.Undefined
     return alt.layer(*layers, title=alt.TitleParams(title, subtitle=subtitle)).properties(width=360, height=240)
+
+
+def cdf_points(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The empirical CDF of the finite `values` as (value, fraction) points, at most CDF_POINTS of them."""
+    v = np.sort(values[np.isfinite(values)])
+    probs = np.arange(1, len(v) + 1) / max(len(v), 1)
+    if len(v) > CDF_POINTS:
+        probs = np.linspace(1 / len(v), 1.0, CDF_POINTS)
+        v = np.quantile(v, probs, method="inverted_cdf")
+    return v, probs
 
 
 def cdf(frame: pd.DataFrame, value: str, color: str, title: str, x_title: str) -> alt.Chart:
@@ -191,15 +200,9 @@ def cdf(frame: pd.DataFrame, value: str, color: str, title: str, x_title: str) -
     rows = []
     present = frame[[value, color]] if {value, color} <= set(frame.columns) else pd.DataFrame(columns=[value, color])
     for key, group in present.dropna().groupby(color, sort=False):
-        v = np.sort(group[value].to_numpy(dtype=float))
-        v = v[np.isfinite(v)]
-        if not len(v):
-            continue
-        probs = np.arange(1, len(v) + 1) / len(v)
-        if len(v) > CDF_POINTS:
-            probs = np.linspace(1 / len(v), 1.0, CDF_POINTS)
-            v = np.quantile(v, probs, method="inverted_cdf")
-        rows.append(pd.DataFrame({value: v, "cdf": probs, color: key}))
+        v, probs = cdf_points(group[value].to_numpy(dtype=float))
+        if len(v):
+            rows.append(pd.DataFrame({value: v, "cdf": probs, color: key}))
     data = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=[value, "cdf", color])
     data, enc_color, _ = _color(data, color)
     pick, zoom = _interactions(color)

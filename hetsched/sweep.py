@@ -222,17 +222,18 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
     return pd.DataFrame([rows[c.key()] for c in configs])
 
 
-def parse_window(window) -> tuple[int, int] | None:
-    """A measured job window from a papermill/CLI parameter: None, (start, end), [start, end] or "start:end"."""
+def parse_window(window, name: str = "window") -> tuple[int, int] | None:
+    """A measured job window from a CLI or papermill parameter: None, (start, end), [start, end] or
+    "start:end"; errors start with `name` (e.g. "simulate: --window")."""
     if window is None or window == "":
         return None
     try:
         start, end = (window.split(":") if isinstance(window, str) else window)
         start, end = int(start), int(end)
     except (TypeError, ValueError):
-        raise HetschedError(f"window: expected START:END job indices (e.g. 600:800), got {window!r}") from None
+        raise HetschedError(f"{name}: expected START:END job ids (e.g. 600:800), got {window!r}") from None
     if not 0 <= start < end:
-        raise HetschedError(f"window: need 0 <= START < END, got {start}:{end}")
+        raise HetschedError(f"{name}: need 0 <= START < END, got {window!r}")
     return start, end
 
 
@@ -248,7 +249,13 @@ def repoint(configs: Iterable[RunConfig], *, cluster: str | None = None, window=
     window = parse_window(window)
     if round_s is not None and not float(round_s) > 0:
         raise HetschedError(f"round_s: must be positive seconds, got {round_s!r}")
-    new_gpus = ClusterSpec.load(cluster).num_gpus if cluster else None
+    gpus: dict[str, int] = {}                    # GPU count per cluster string, each parsed once
+
+    def num_gpus(text: str) -> int:
+        if text not in gpus:
+            gpus[text] = ClusterSpec.load(text).num_gpus
+        return gpus[text]
+
     out = []
     for c in configs:
         changes: dict = {}
@@ -258,7 +265,7 @@ def repoint(configs: Iterable[RunConfig], *, cluster: str | None = None, window=
         if cluster and cluster != c.cluster:
             changes["cluster"] = cluster
             if c.jobs_per_hour is not None and not c.trace:
-                changes["jobs_per_hour"] = c.jobs_per_hour * new_gpus / ClusterSpec.load(c.cluster).num_gpus
+                changes["jobs_per_hour"] = c.jobs_per_hour * num_gpus(cluster) / num_gpus(c.cluster)
         if window is not None:
             changes["window"] = window
         if throughputs:

@@ -23,7 +23,7 @@ from .cluster import GAVEL_GCP_PRICES, ClusterSpec, Server
 from .errors import HetschedError
 from .metrics import summary
 from .names import display_name
-from .plots import save_figure
+from .plots import cdf_points, save_figure
 from .policies import policy_names
 from .policies.base import DESCRIPTIONS
 from .result import Result
@@ -170,11 +170,8 @@ def charts(runs: list[tuple[str, Result]]) -> alt.VConcatChart:
     """JCT CDF and utilization over time of every run, busy GPUs per type of the last; each with its legend."""
     cdfs, util = [], []
     for label, r in runs:
-        jct = np.sort([rec.jct_s / 3600 for rec in r.jobs.values() if np.isfinite(rec.finish_time_s)])
-        probs = np.arange(1, len(jct) + 1) / max(len(jct), 1)
-        if len(jct) > TIME_BINS:
-            probs = np.linspace(1 / len(jct), 1.0, TIME_BINS)
-            jct = np.quantile(jct, probs, method="inverted_cdf")
+        jct, probs = cdf_points(np.array([rec.jct_s / 3600 for rec in r.jobs.values()
+                                          if np.isfinite(rec.finish_time_s)], dtype=float))
         cdfs.append(pd.DataFrame({"jct_h": jct, "cdf": probs, "run": label}))
         busy = _busy(r).groupby("round").agg(t=("t", "first"), gpus=("gpus", "sum"))
         hours, used = _binned(busy["t"].to_numpy() / 3600, busy["gpus"].to_numpy() / r.num_gpus,
