@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import HetschedError
 from .names import display_name, vocabulary_frame
+from .cli_traces import add_import_args
 from .sweep import parse_window
 
 
@@ -107,10 +108,18 @@ def _generate_shockwave(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert_trace(args: argparse.Namespace) -> int:
-    from .traces import read_trace, write_trace
+    from .cli_traces import import_options
+    from .traces import infer_format, read_trace, write_trace
 
-    jobs = read_trace(args.input, args.from_)
+    fmt = args.from_ or infer_format(args.input)
+    options = import_options(args, fmt, args.throughputs, args.seed)
+    reports: list = []
+    if options:
+        options["report"] = reports.append
+    jobs = read_trace(args.input, fmt, **options)
     write_trace(jobs, args.output, args.to)
+    if reports:
+        print(reports[0].summary(), file=sys.stderr)
     print(f"converted {len(jobs)} jobs: {args.input} -> {args.output}", file=sys.stderr)
     return 0
 
@@ -144,7 +153,11 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster):
     from .traces import make_generator, read_trace
 
     if args.trace:
-        return read_trace(args.trace)
+        from .cli_traces import import_options
+        from .traces import infer_format
+
+        fmt = args.from_ or infer_format(args.trace)
+        return read_trace(args.trace, fmt, **import_options(args, fmt, table, args.seed or 0))
     if args.generate == "synergy":
         if args.window is None and args.num_jobs is None:
             raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
@@ -186,10 +199,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from .simulator import SimulationConfig, policy_for, simulate
     from .throughputs import load_throughputs
 
+    from .gpu_map import apply_gpu_map, check_gpu_types, parse_gpu_map
+
     start = time.process_time()
-    table = load_throughputs(args.throughputs)
+    table = apply_gpu_map(load_throughputs(args.throughputs), parse_gpu_map(args.gpu_map))
     cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server,
                                prices_per_hour=_parse_prices(args.prices))
+    check_gpu_types(cluster.gpu_types, table, f"the cluster {args.cluster!r}")
     if args.round is not None and not args.round > 0:
         raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
     jobs = _jobs_for_simulation(args, table, cluster)
@@ -198,7 +214,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.shockwave_config and args.policy != "shockwave":
         raise HetschedError("simulate: --shockwave-config applies to --policy shockwave only")
     policy = policy_for(args.policy, args.seed or 0, system=system, **params)
+    if args.entity_weights is not None:
+        from .entities import read_entity_weights
+        overrides_entities = {"entity_weights": read_entity_weights(args.entity_weights)}
+    else:
+        overrides_entities = {}
     overrides = dict(seed=args.seed or 0, window=parse_window(args.window, "simulate: --window"), ideal=args.ideal,
+                     **overrides_entities,
                      placement_aware=args.placement_aware, record_timeline=False, profiles_ratio=args.profiles_ratio)
     if args.round is not None:
         overrides["round_s"] = args.round
@@ -308,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("output", type=Path)
     tr.add_argument("--from", dest="from_", choices=sorted(FORMATS), default=None, help="input format")
     tr.add_argument("--to", choices=sorted(FORMATS), default=None, help="output format")
+    add_import_args(tr, with_table=True)
     tr.set_defaults(func=_cmd_convert_trace)
     tp = conv_sub.add_parser("throughputs", help="convert Gavel/Shockwave throughput JSON to a table")
     tp.add_argument("input", type=Path, help=".json (Gavel/Shockwave layout), .parquet or .csv")
@@ -326,7 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--gpus-per-server", default=None, help="V:P:K GPUs per server (default 1:1:1)")
     sim.add_argument("--throughputs", default="gavel_simulation", help="dataset name in data/ or a JSON path")
     source = sim.add_mutually_exclusive_group(required=True)
-    source.add_argument("--trace", type=Path, help="trace file (.trace, .csv, .parquet)")
+    source.add_argument("--trace", type=Path, help="trace file (.trace, .csv, .parquet, or a production trace with "
+                                                   "--from)")
+    sim.add_argument("--from", dest="from_", choices=sorted(FORMATS), default=None,
+                     help="format of --trace (default: by extension)")
+    sim.add_argument("--entity-weights", type=Path, default=None, metavar="CSV",
+                     help="hierarchical policies: 'entity,weight' per user/team/vc (others weigh 1)")
     source.add_argument("--generate", choices=sorted(GENERATORS), help="generate the stream")
     sim.add_argument("--seed", type=int, default=None, help="RNG seed (default: 0; the synergy generator 42)")
     sim.add_argument("--mean-interarrival", type=float, metavar="SECONDS")
@@ -353,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--ideal", action="store_true", help="fluid allocation, no rounds (Fig. 13)")
     sim.add_argument("--placement-aware", action="store_true",
                      help="use unconsolidated throughputs for jobs spread over servers")
+    add_import_args(sim, with_table=False)
     sim.add_argument("--jobs-out", type=Path, help="write per-job records (CSV)")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     sim.set_defaults(func=_cmd_simulate)

@@ -138,6 +138,9 @@ class ClusterSpec:
         if text.lower().endswith(".json"):
             from .cluster_json import read_cluster_json
             return read_cluster_json(text, prices_per_hour=prices_per_hour)
+        if text.lower().endswith(".csv"):
+            from .cluster_nodes import read_node_list
+            return read_node_list(text, prices_per_hour=prices_per_hour)
         if _SHAPES.match(text):
             return cls.from_servers(_parse_shapes(text), prices_per_hour)
         return cls.parse(text, gpus_per_server, prices_per_hour)

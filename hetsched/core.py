@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
@@ -68,7 +69,7 @@ class Scheduler(JobSlots):
     def __init__(self, cluster: ClusterSpec, policy: Policy, throughputs: ThroughputTable, *,
                  round_s: float = 360.0, min_reset_interval_s: float = 1920.0, seed: int = 0,
                  placement_aware: bool = False, estimator=None, resources=None, adaptation=None,
-                 gpu_types: tuple[str, ...] | None = None):
+                 gpu_types: tuple[str, ...] | None = None, entity_weights: Mapping[str, float] | None = None):
         self.cluster = cluster
         self.policy = policy
         self.table = throughputs
@@ -79,6 +80,8 @@ class Scheduler(JobSlots):
         self.estimator = estimator          # ThroughputEstimator: policies see estimated pair throughputs
         self.resources = resources          # TypeAwareResources: CPU/memory placement on the chosen type's servers
         self.adaptation = adaptation        # RuntimeAdaptation: Shockwave's batch-size switching
+        self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
+        self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
         # Column order, as the policies see them. The runtime passes every type workers may bring, so that
@@ -145,7 +148,10 @@ class Scheduler(JobSlots):
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
         key = JobKey(job.job_type, job.scale_factor)
         known = key in self.table
+        pin = self._pin_mask(job)
         s = self._take_slot(job)
+        if pin is not None:
+            self._pins[s] = pin
         self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
         if known:
             self._set_rates(s, self.table.index(key))
@@ -153,6 +159,7 @@ class Scheduler(JobSlots):
             # An unmeasured job type runs at a default rate until measurements arrive (Gavel's DEFAULT_THROUGHPUT).
             self.key_row[s] = -1
             self.tput[s] = self.tput_spread[s] = 1.0
+            self._apply_pin(s)
         self.scale[s] = job.scale_factor
         if self.resources is not None:
             self.resources.add_job(s, job.job_type, job.scale_factor, self.tput[s])
@@ -167,9 +174,28 @@ class Scheduler(JobSlots):
         self.tput[s] = np.nan_to_num(iso[:, 0])
         self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
         self.key_row[s] = row
+        self._apply_pin(s)
+
+    def _pin_mask(self, job: Job) -> np.ndarray | None:
+        """1/0 per column for a job pinned to some GPU types; None when it may run anywhere."""
+        allowed = job.allowed_gpu_types
+        if not allowed:
+            return None
+        mask = np.array([g in allowed for g in self.gpu_types], float)
+        if not mask.any():
+            raise HetschedError(f"job {job.job_id}: pinned to GPU types {list(allowed)}, none of which this "
+                                f"cluster has ({list(self.gpu_types)})")
+        return mask
+
+    def _apply_pin(self, s: int) -> None:
+        pin = self._pins.get(s)
+        if pin is not None:
+            self.tput[s] *= pin
+            self.tput_spread[s] *= pin
 
     def remove_job(self, job_id: int) -> None:
         s = self._release_slot(job_id)
+        self._pins.pop(s, None)
         if self.resources is not None:
             self.resources.remove_job(s)
         if self.adaptation is not None:
@@ -311,7 +337,15 @@ class Scheduler(JobSlots):
             type_code=code.ravel(), colocated=colocated,
             prices=np.array([self.cluster.price(g) for g in self.gpu_types]),
             deadline_s=np.array([np.nan if j.deadline_s is None else j.deadline_s for j in jobs]),
-            entity=None, now=now)
+            now=now, **self._entities(jobs))
+
+    def _entities(self, jobs: list[Job]) -> dict:
+        """Entity codes and weights for policies that share among entities; none when no job has one."""
+        if not getattr(self.policy, "uses_entities", False) or not any(j.entity for j in jobs):
+            return {}
+        names, code = np.unique([j.entity or "" for j in jobs], return_inverse=True)
+        weights = np.array([self.entity_weights.get(str(n), 1.0) for n in names], float)
+        return {"entity": code.ravel(), "entity_weight": weights}
 
     def _estimated(self, rows: np.ndarray, colocated: np.ndarray) -> np.ndarray:
         """Replace unmeasured single-GPU pair throughputs by the estimator's (spec s.5 item 4)."""

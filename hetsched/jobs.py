@@ -25,6 +25,10 @@ class Job:
     `total_steps` is a float when generated (duration x throughput) and integral when read from a trace.
     `slo_factor` is Gavel's SLO: the job must finish within `slo_factor x duration_s` of its arrival.
     `cpu_demand`/`mem_demand_gb` are Synergy's ideal per-job demands (None = GPU-proportional share).
+    `entity` is the user, team or virtual cluster that hierarchical policies share among (None = no entity);
+    `user` and `vc` keep a production trace's own fields. `pinned_gpu_types` is a `|`-separated list of the
+    GPU types the job may run on (empty = any), as production traces record GPU-model constraints; the core
+    gives the job zero throughput elsewhere. Space-sharing pairs are looked up by job type and ignore pins.
     """
 
     job_id: int
@@ -39,6 +43,9 @@ class Job:
     cpu_demand: float | None = None
     mem_demand_gb: float | None = None
     entity: str | None = None
+    user: str = ""
+    vc: str = ""
+    pinned_gpu_types: str = ""
     command: str = ""
     working_directory: str = ""
     num_steps_arg: str = ""
@@ -64,6 +71,11 @@ class Job:
                 object.__setattr__(self, "mode", AdaptationMode(self.mode))
             except ValueError:
                 raise SpecError(f"{where}: mode must be one of static/accordion/gns, got {self.mode!r}") from None
+
+    @property
+    def allowed_gpu_types(self) -> tuple[str, ...]:
+        """The pinned GPU types as a tuple (empty = any type)."""
+        return tuple(t for t in self.pinned_gpu_types.split("|") if t)
 
     @property
     def model(self) -> str:

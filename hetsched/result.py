@@ -39,6 +39,7 @@ class JobRecord:
     cost: float = 0.0
     gpu_seconds: dict[str, float] = field(default_factory=dict)
     isolated_s: float = float("nan")      # Shockwave: isolated duration after adaptation (the rho denominator)
+    entity: str | None = None             # the user/team/vc that hierarchical policies share among
 
     @property
     def jct_s(self) -> float:
@@ -78,7 +79,7 @@ class Result:
         for r in self.jobs.values():
             row = {k: getattr(r, k) for k in ("job_id", "job_type", "scale_factor", "priority_weight",
                                               "arrival_time_s", "start_time_s", "finish_time_s", "total_steps",
-                                              "steps_done", "cost", "deadline_s", "isolated_s")}
+                                              "steps_done", "cost", "deadline_s", "isolated_s", "entity")}
             row["jct_s"] = r.jct_s
             row["in_window"] = self.window is None or self.window[0] <= r.job_id < self.window[1]
             for g in self.gpu_types:
@@ -132,7 +133,8 @@ class Result:
                 None if deadline is None or deadline != deadline else float(deadline),
                 float(row["start_time_s"]), float(row["finish_time_s"]), float(row["steps_done"]),
                 float(row["cost"]), {g: float(row[f"seconds_on_{g}"]) for g in gpu_types
-                                     if row[f"seconds_on_{g}"]}, float(row["isolated_s"]))
+                                     if row[f"seconds_on_{g}"]}, float(row["isolated_s"]),
+                entity=row.get("entity") or None)
         timeline = _side_file(path, "timeline")
         adaptations = _side_file(path, "adaptations")
         return cls(meta["policy"], gpu_types, int(meta["num_gpus"]), jobs, float(meta["makespan_s"]),
@@ -177,7 +179,8 @@ class ResultBuilder:
 
     def arrived(self, job: Job, slot: int) -> None:
         self.records[job.job_id] = JobRecord(job.job_id, job.job_type, job.scale_factor, job.priority_weight,
-                                             job.arrival_time_s, job.total_steps, job.deadline_s)
+                                             job.arrival_time_s, job.total_steps, job.deadline_s,
+                                             entity=job.entity)
         row = self._slot_row(slot)
         row[:] = 0.0
         row[0] = np.nan

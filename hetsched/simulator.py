@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -44,6 +44,8 @@ class SimulationConfig:
     max_active_jobs: int | None = None
     # CPU/memory-aware policies: the CPU:GPU ratio of the sensitivity profiles (3-6); None = from the cluster.
     profiles_ratio: int | None = None
+    # Hierarchical policies: weight per entity (a job's `entity`); entities not listed weigh 1.
+    entity_weights: Mapping[str, float] | None = None
     # Resource core: let one plan stand for several identical rounds (same JCTs, fewer steps).
     macro_rounds: bool = True
     # Resource core: rounds start at origin + k x round (Synergy's `--static` replays start at t = 1 s).
@@ -176,7 +178,7 @@ class RoundSimulation:
         self.sched = core(cluster, policy, table, round_s=config.round_s,
                           min_reset_interval_s=config.min_reset_interval_s, seed=config.seed,
                           placement_aware=config.placement_aware, estimator=estimator, resources=resources,
-                          adaptation=adaptation)
+                          adaptation=adaptation, entity_weights=config.entity_weights)
         self._init_loop(jobs)
         if config.dynamic_adaptation:
             from .adaptation.tracking import AdaptationTracker

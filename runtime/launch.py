@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import csv
 import json
 import os
 import signal
@@ -75,7 +76,7 @@ class LocalCluster:
                  round_s: float = 5.0, emulate: bool = False, slowdowns: dict[str, float] | None = None,
                  throughputs: str = "gavel_simulation", worker_timeout_s: float = 4.0, max_attempts: int = 3,
                  tls: tuple[str, str, str] | None = None, gpus_per_worker: int = 1, seed: int = 0,
-                 ready_timeout_s: float = 60.0):
+                 ready_timeout_s: float = 60.0, entity_weights: dict[str, float] | None = None):
         self.spec = ClusterSpec.parse(cluster) if isinstance(cluster, str) else cluster
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -88,6 +89,7 @@ class LocalCluster:
         self.policy, self.round_s, self.emulate = policy, round_s, emulate
         self.slowdowns = {**DEFAULT_SLOWDOWNS, **(slowdowns or {})}
         self.throughputs, self.worker_timeout_s, self.max_attempts = throughputs, worker_timeout_s, max_attempts
+        self.entity_weights = dict(entity_weights or {})
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self.worker_args: list[tuple[str, int, str]] = []
@@ -128,6 +130,11 @@ class LocalCluster:
                 "--seed", str(self.seed)]
         if self.tls:
             argv += ["--tls-key", str(self.tls[0]), "--tls-cert", str(self.tls[1])]
+        if self.entity_weights:
+            weights = self.state_dir / "entity_weights.csv"
+            with open(weights, "w", newline="") as f:
+                csv.writer(f).writerows([("entity", "weight"), *self.entity_weights.items()])
+            argv += ["--entity-weights", str(weights)]
         # The first start takes any free port; a restart keeps it, so workers find the scheduler again.
         argv += ["--port", self.address.rsplit(":", 1)[1] if self.address else "0"]
         self.scheduler = _spawn(argv, self.scheduler_env, self.state_dir / "scheduler.log")
@@ -182,7 +189,8 @@ class LocalCluster:
             command = job.command or template_for(job.job_type).command
             req = pb2.SubmitJobRequest(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
                                        total_steps=int(job.total_steps), priority_weight=job.priority_weight,
-                                       command=command.replace("--data-dir %s", "").strip())
+                                       command=command.replace("--data-dir %s", "").strip(),
+                                       entity=job.entity or "")
             ids.append(self.stub.SubmitJob(req, timeout=10).job_id)
         return ids
 

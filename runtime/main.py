@@ -57,6 +57,8 @@ def add_scheduler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-attempts", type=int, default=3)
     p.add_argument("--slowdowns", default="{}", help='JSON {"k80": 3.0, ...}: emulate GPU types on CPUs')
     p.add_argument("--seed", type=int, default=0, help="the policy's seed, as in the simulator")
+    p.add_argument("--entity-weights", default=None, metavar="CSV",
+                   help="hierarchical policies: 'entity,weight' per user/team/vc (others weigh 1)")
     p.add_argument("--tls-key", default=None, help="PEM private key: serve TLS")
     p.add_argument("--tls-cert", default=None, help="PEM certificate chain: serve TLS")
     p.add_argument("--insecure", action="store_true",
@@ -90,10 +92,12 @@ def run_scheduler(args) -> int:
         return 2
     tls = (args.tls_key, args.tls_cert) if args.tls_key else None
     try:
+        from hetsched.entities import read_entity_weights
+        weights = read_entity_weights(args.entity_weights) if args.entity_weights else None
         server = SchedulerServer(args.state_dir, scheduler_credentials(args), args.policy, args.round, args.host,
                                  args.port, args.throughputs, seed=args.seed, worker_timeout_s=args.worker_timeout,
                                  max_attempts=args.max_attempts, slowdowns=json.loads(args.slowdowns), tls=tls,
-                                 insecure=args.insecure)
+                                 insecure=args.insecure, entity_weights=weights)
         port = server.start()
     except HetschedError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -41,7 +41,7 @@ class RuntimeState:
 
     def __init__(self, store: Store, policy: str, round_s: float, throughputs: ThroughputTable, seed: int = 0,
                  worker_timeout_s: float = 5.0, max_attempts: int = 3, slowdowns: dict[str, float] | None = None,
-                 checkpoints: CheckpointStore | None = None):
+                 checkpoints: CheckpointStore | None = None, entity_weights: dict[str, float] | None = None):
         self.lock = threading.RLock()
         probe = policy_for(policy, seed)                 # unknown names fail here, before any worker joins
         if getattr(probe, "resource_aware", False) or getattr(probe, "resource_mechanism", None):
@@ -51,6 +51,7 @@ class RuntimeState:
         self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
         self.seed, self.worker_timeout_s, self.max_attempts = seed, worker_timeout_s, max_attempts
         self.slowdowns = slowdowns or {}
+        self.entity_weights = dict(entity_weights or {})
         self.checkpoints = checkpoints
         self.epoch = float(store.meta("epoch") or time.time())
         store.set_meta("epoch", repr(self.epoch))
@@ -109,8 +110,10 @@ class RuntimeState:
                                 priority_weight=priority, command=req.command,
                                 allow_unknown_type=req.allow_unknown_type,
                                 max_scale_factor=self.peak_gpus or validate.MAX_SCALE_FACTOR)
+            if len(req.entity) > 200:
+                raise validate.InvalidInput("entity: at most 200 characters")
             row = self.store.add_job(req.job_type, req.scale_factor, req.total_steps, priority, req.command,
-                                     time.time(), req.job_id if req.job_id >= 0 else None)
+                                     time.time(), req.job_id if req.job_id >= 0 else None, entity=req.entity)
             self.active[row.job_id] = row
             self.to_admit.append(row.job_id)
             return row.job_id
@@ -169,7 +172,8 @@ class RuntimeState:
             core = getattr(policy, "core_class", None) or Scheduler     # Shockwave's planner is a core of its own
             # No recompute gate on the wall clock (Gavel's physical mode recomputes whenever a reset is pending).
             self.core = core(cluster, policy, self.table, round_s=self.round_s, min_reset_interval_s=0.0,
-                             seed=self.seed, gpu_types=tuple(self.table.gpu_types))
+                             seed=self.seed, gpu_types=tuple(self.table.gpu_types),
+                             entity_weights=self.entity_weights)
         else:
             self.core.set_cluster(cluster)
 
@@ -372,7 +376,7 @@ class RuntimeState:
                 continue
             job = Job(job_id=row.job_id, arrival_time_s=max(0.0, row.submitted_s - self.epoch),
                       job_type=row.job_type, scale_factor=row.scale_factor, total_steps=float(row.total_steps),
-                      priority_weight=row.priority_weight, command=row.command)
+                      priority_weight=row.priority_weight, command=row.command, entity=row.entity or None)
             done = max(self.live_steps.get(job_id, 0), row.steps_done)
             try:
                 self.core.add_job(job, remaining_steps=max(1.0, row.total_steps - done))

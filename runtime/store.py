@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     attempts INTEGER NOT NULL DEFAULT 0,
     submitted_s REAL NOT NULL,        -- wall-clock (epoch) seconds
     finished_s REAL,                  -- wall-clock (epoch) seconds
-    log_tail TEXT NOT NULL DEFAULT ''
+    log_tail TEXT NOT NULL DEFAULT '',
+    entity TEXT NOT NULL DEFAULT ''   -- user/team/vc for hierarchical policies
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -45,6 +46,7 @@ class JobRow:
     submitted_s: float
     finished_s: float | None
     log_tail: str
+    entity: str = ""
 
 
 class Store:
@@ -60,6 +62,9 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+        if "entity" not in columns:                  # a state folder from before entities: add the column
+            self._db.execute("ALTER TABLE jobs ADD COLUMN entity TEXT NOT NULL DEFAULT ''")
         self._lock = threading.Lock()
 
     def _run(self, sql: str, args=()) -> list[tuple]:
@@ -67,7 +72,7 @@ class Store:
             return self._db.execute(sql, args).fetchall()
 
     def add_job(self, job_type: str, scale_factor: int, total_steps: int, priority_weight: float, command: str,
-                submitted_s: float, job_id: int | None = None) -> JobRow:
+                submitted_s: float, job_id: int | None = None, entity: str = "") -> JobRow:
         """Insert a queued job; raises `DuplicateJob` when the id is taken."""
         with self._lock:
             if job_id is None or job_id < 0:
@@ -75,12 +80,13 @@ class Store:
                 job_id = int(row[0])
             try:
                 self._db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, "
-                                 "command, state, submitted_s) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)",
-                                 (job_id, job_type, scale_factor, total_steps, priority_weight, command, submitted_s))
+                                 "command, state, submitted_s, entity) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                                 (job_id, job_type, scale_factor, total_steps, priority_weight, command, submitted_s,
+                                  entity))
             except sqlite3.IntegrityError:
                 raise DuplicateJob(f"job_id: {job_id} already exists") from None
         return JobRow(job_id, job_type, scale_factor, total_steps, priority_weight, command, "queued", 0, 0,
-                      submitted_s, None, "")
+                      submitted_s, None, "", entity)
 
     def page(self, after: int, limit: int, states: tuple[str, ...] = ()) -> list[JobRow]:
         """Up to `limit` jobs with id >= `after`, in id order (keyset paging: stable while jobs are added)."""

@@ -22,6 +22,8 @@ from .shares import proportional_throughput
 class WaterFilling(VariantPolicy):
     """Max-min fairness by water filling: lexicographic max-min, optionally hierarchical over entities."""
 
+    uses_entities = True      # the core passes each job's entity and the entities' weights
+
     def __init__(self, heterogeneity_aware: bool = True, packing: bool = False, entity_policy: str = "fairness",
                  solver: str = "ecos"):
         if entity_policy not in ("fairness", "fifo"):

@@ -13,6 +13,8 @@ from .canonical import (format_canonical_csv, parse_canonical_csv, read_canonica
 from .gavel_tsv import format_gavel_trace, parse_gavel_trace
 from .shockwave_tsv import format_shockwave_trace, looks_like_shockwave_trace, parse_shockwave_trace
 from .philly import parse_philly_trace
+from .production import convert
+from .public import READERS
 from .synergy_csv import format_synergy_csv, looks_like_synergy_csv, parse_synergy_csv
 
 
@@ -28,6 +30,25 @@ class TraceFormat:
     write_file: Callable[[Iterable[Job], Path], None] | None = None
 
 
+def _production(name: str) -> TraceFormat:
+    """A public production trace (hetsched.traces.public): records, then the seeded mapping to jobs.
+    Options: `mapping` (JobMapping), `filters` (Filters), `report` (called with the Conversion)."""
+    reader = READERS[name]
+
+    def parse(data, source: str = f"<{name}>", mapping=None, filters=None, report=None, **options):
+        return convert(reader(data, source, **options), mapping=mapping, filters=filters, report=report)
+
+    def read_file(path, mapping=None, filters=None, report=None, **options):
+        path = Path(path)
+        if name == "pai2020" and "job_table" not in options and (path.parent / "pai_job_table.csv").exists():
+            options["job_table"] = path.parent / "pai_job_table.csv"
+        return convert(reader(path, str(path), **options), mapping=mapping, filters=filters, report=report)
+
+    return TraceFormat(name, (), parse, read_file=read_file)
+
+
+PRODUCTION_FORMATS = ("philly", *READERS)
+
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
     TraceFormat("gavel", (".trace",), parse_gavel_trace, format_gavel_trace),
     TraceFormat("shockwave", (), parse_shockwave_trace, format_shockwave_trace),
@@ -35,6 +56,7 @@ FORMATS: dict[str, TraceFormat] = {f.name: f for f in (
     TraceFormat("philly", (), parse_philly_trace),
     TraceFormat("csv", (".csv",), parse_canonical_csv, format_canonical_csv),
     TraceFormat("parquet", (".parquet",), read_file=read_canonical_parquet, write_file=write_canonical_parquet),
+    *(_production(name) for name in READERS),
 )}
 
 

@@ -33,6 +33,7 @@ class PhillyRecord:
     arrival_s: float
     duration_s: float
     gpus: int
+    status: str = ""
 
 
 def _time(value, where: str, field: str) -> datetime | None:
@@ -102,7 +103,8 @@ def parse_philly_records(data: bytes | str, source: str = "<cluster_job_log>", *
             gpus = count
             if k == len(attempts) - 1 and MIN_S < total < MAX_S:
                 out.append(PhillyRecord(str(j["jobid"]), str(j.get("user", "")), str(j.get("vc", "")),
-                                        (sub - t0).total_seconds(), total, gpus if multi_gpu else 1))
+                                        (sub - t0).total_seconds(), total, gpus if multi_gpu else 1,
+                                        str(j.get("status", ""))))
     return out
 
 
@@ -114,13 +116,33 @@ def read_philly_records(path: str | Path, **options) -> list[PhillyRecord]:
     return parse_philly_records(data, str(path), **options)
 
 
+def philly_records(data: bytes | str, source: str = "<cluster_job_log>"):
+    """The usable jobs (as Synergy's parser defines them, GPU counts 1-16 powers of two) as production records
+    (hetsched.traces.production), for `--job-types table`."""
+    import pandas as pd
+
+    from .production import records_frame
+
+    rs = parse_philly_records(data, source, multi_gpu=True, exponential=False)
+    return records_frame(arrival_s=pd.Series([r.arrival_s for r in rs], dtype=float),
+                         duration_s=[r.duration_s for r in rs], gpus=[r.gpus for r in rs],
+                         user=[r.user for r in rs], vc=[r.vc for r in rs], status=[r.status for r in rs],
+                         gpu_model=[""] * len(rs))
+
+
 def parse_philly_trace(data: bytes | str, source: str = "<cluster_job_log>", *, multi_gpu: bool = True,
                        split: tuple[float, float, float] = (20, 70, 10), ratio: int = 3,
-                       window_h: tuple[float, float] | None = None, max_jobs: int | None = None) -> list[Job]:
+                       window_h: tuple[float, float] | None = None, max_jobs: int | None = None,
+                       mapping=None, filters=None, report=None) -> list[Job]:
     """Jobs with the trace's arrivals, durations and GPU counts; models by Synergy's class split.
 
     `window_h=(2400, 3000), max_jobs=8000` is the artifact's Philly figure setting (arrivals re-based to 0).
+    With a `mapping` (hetsched.traces.production.JobMapping) job types come from a throughput table instead,
+    and `filters` apply, as for the other production traces.
     """
+    if mapping is not None or filters is not None:
+        from .production import convert
+        return convert(philly_records(data, source), mapping=mapping, filters=filters, report=report)
     from ..resources.profiles import load_sensitivity
     from .generators.synergy import ClassSplit
 
@@ -141,6 +163,7 @@ def parse_philly_trace(data: bytes | str, source: str = "<cluster_job_log>", *, 
         model = classes.next()
         iterations = max(1, int(r.duration_s / table[model].iteration_time_s))
         jobs.append(Job(job_id=i, arrival_time_s=r.arrival_s - base, job_type=model, scale_factor=r.gpus,
-                        total_steps=iterations, duration_s=r.duration_s, entity=r.vc or None))
+                        total_steps=iterations, duration_s=r.duration_s, entity=r.vc or None,
+                        user=r.user, vc=r.vc))
     return jobs
 
