@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .errors import HetschedError
 from .names import display_name, vocabulary_frame
+from .cli_profile import add_profile_parser
 from .cli_traces import add_import_args
 from .sweep import parse_window
 
@@ -125,13 +126,13 @@ def _cmd_convert_trace(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert_throughputs(args: argparse.Namespace) -> int:
-    from .throughputs import ThroughputTable
+    from .throughputs import merge_tables
 
-    table = ThroughputTable.read(args.input)
+    table = merge_tables(args.inputs)
     table.write(args.output)
     n_iso = int((~__import__("numpy").isnan(table.isolated)).sum())
     print(f"converted {len(table.keys)} job keys x {len(table.gpu_types)} GPU types "
-          f"({n_iso} isolated measurements): {args.input} -> {args.output}", file=sys.stderr)
+          f"({n_iso} isolated measurements): {' + '.join(map(str, args.inputs))} -> {args.output}", file=sys.stderr)
     return 0
 
 
@@ -332,8 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--to", choices=sorted(FORMATS), default=None, help="output format")
     add_import_args(tr, with_table=True)
     tr.set_defaults(func=_cmd_convert_trace)
-    tp = conv_sub.add_parser("throughputs", help="convert Gavel/Shockwave throughput JSON to a table")
-    tp.add_argument("input", type=Path, help=".json (Gavel/Shockwave layout), .parquet or .csv")
+    tp = conv_sub.add_parser("throughputs", help="convert Gavel/Shockwave throughput JSON to a table, or merge "
+                                                 "tables (later inputs win where they overlap)")
+    tp.add_argument("inputs", type=Path, nargs="+", help=".json (Gavel/Shockwave layout), .parquet or .csv")
     tp.add_argument("output", type=Path, help=".parquet or .csv")
     tp.set_defaults(func=_cmd_convert_throughputs)
     sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream",
@@ -395,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_worker_args(wrk)
     wrk.set_defaults(func=run_worker)
 
+    add_profile_parser(sub)
     pol = sub.add_parser("policies", help="list every policy: registry name, the papers' name, aliases")
     pol.set_defaults(func=_cmd_policies)
     rep = sub.add_parser("reproduce", help="run the figure notebooks with papermill into an output folder")

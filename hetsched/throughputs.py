@@ -178,6 +178,20 @@ class ThroughputTable:
         write_frame(self.to_frame(), path)
 
 
+def merge_tables(paths) -> ThroughputTable:
+    """One table from several files (JSON, Parquet or CSV): rows of later files win where the same
+    (GPU type, placement, job type, scale factor, partner) appears twice. E.g. the Gavel table plus a profiled
+    column from `hetsched profile`."""
+    paths = [Path(p) for p in paths]
+    if len(paths) == 1:
+        return ThroughputTable.read(paths[0])
+    frames = [ThroughputTable.read(p).to_frame() for p in paths]
+    merged = pd.concat(frames, ignore_index=True)
+    key = ["gpu_type", "placement", "job_type", "scale_factor", "partner_job_type"]
+    merged = merged.drop_duplicates(subset=key, keep="last")
+    return ThroughputTable.from_frame(merged, name="+".join(p.stem for p in paths))
+
+
 def write_frame(frame: pd.DataFrame, path: str | Path) -> None:
     """Write the long table as Parquet or CSV by extension."""
     path = Path(path)
