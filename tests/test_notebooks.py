@@ -33,7 +33,7 @@ EXPECTED = {
     "makespan_static": ({"policy", "paper_num_jobs", "makespan_h"},
                         {"policy": {"fifo", "gandiva", "min_total_duration_perf", "min_total_duration_packed"}}),
     "cluster_sweep": ({"v100_fraction", "makespan_reduction"}, {}),
-    "fig11_hierarchical": ({"timestep", "entity", "share"}, {"entity": {0, 1, 2}}),
+    "fig11_hierarchical": ({"timestep", "entity", "share"}, {"entity": {"e0", "e1", "e2"}}),
     "fig12_policy_runtime": ({"policy", "num_jobs", "seconds"}, {"num_jobs": {32, 64}}),
     "fig13_mechanism": ({"mechanism", "paper_rate", "avg_jct_h"},
                         {"mechanism": {"ideal", "rounds of 360 s", "rounds of 2880 s"}}),
@@ -64,6 +64,9 @@ EXPECTED = {
     "synergy_hetero_tune": ({"variant", "paper_rate", "avg_jct_h"},
                             {"policy": {"max_min_fairness", "max_min_fairness+tune", "max_min_fairness_perf",
                                         "max_min_fairness_perf+tune"}}),
+    "own_cluster_profile": ({"cluster", "policy", "avg_jct_h"}, {"cluster": {"4:4:4", "4:4:4 + 4 cpu"}}),
+    "openb_replay": ({"policy", "avg_jct_h", "num_jobs", "node_fraction"},
+                     {"policy": {"max_min_fairness", "max_min_fairness_perf", "finish_time_fairness_perf"}}),
 }
 
 

@@ -1,0 +1,70 @@
+"""Your-own-cluster notebooks (run through notebooks/_build.py): logic in hetsched.experiments.own_cluster."""
+
+from __future__ import annotations
+
+from _build import SETUP, notebook
+
+OWN = SETUP + "\nfrom hetsched.experiments import own_cluster as O\nfrom hetsched.plots import grouped_bars"
+
+
+def build_own() -> None:
+    notebook("own_cluster_profile", "# This machine as a GPU type\n\n`hetsched profile` trains the project's "
+             "PyTorch workloads on this machine's CPU (warm-up, then timed steps) and writes a throughput table "
+             "in the project's schema; merged with the Gavel table it becomes a fourth GPU type, `cpu`, beside "
+             "v100/p100/k80. The same stream then runs on a cluster with and without it. On a CUDA machine, "
+             "`hetsched profile --device cuda --gpu-type a100` measures a real GPU the same way.",
+             'gpu_type = "cpu"\njobs_per_hour = None      # None: the preset\'s\nnum_jobs = None',
+             [("code", OWN),
+              ("code", """profiled, merged = O.profile_this_machine(out, preset, gpu_type)
+table = O.restricted(merged, gpu_type)          # job types measured on every type, so a stream can run anywhere
+ratio = O.ratios(profiled, merged, gpu_type)
+ratio.round(3)"""),
+              ("md", "Steps/s per job type on each type, and this machine relative to each GPU. The workloads "
+                     "are toy-sized models on synthetic data, while the Gavel columns were measured with the full "
+                     "models, so the absolute ratios say how this CPU runs *our* workloads, not how it would run "
+                     "the papers' models. Profile your GPUs with the same tool to get comparable columns."),
+              ("code", """num = num_jobs or {"tiny": 12, "quick": 60, "paper": 300}[preset]
+rate = jobs_per_hour or {"tiny": 6.0, "quick": 4.0, "paper": 4.0}[preset]
+clusters = {"4:4:4": "v100=4,p100=4,k80=4", f"4:4:4 + 4 {gpu_type}": f"v100=4,p100=4,k80=4,{gpu_type}=4"}
+results = O.with_new_type(table, clusters, ["max_min_fairness", "max_min_fairness_perf"], num, rate)
+results["label"] = results["policy"]
+results.to_csv(out / "results.csv", index=False)
+chart = grouped_bars(results, "cluster", "avg_jct_h", "policy", f"Average JCT with and without {gpu_type}",
+                     "average JCT (h)")
+publish(chart, out, preset, results, jobs=num, jobs_per_hour=rate, throughputs=f"gavel_simulation + {gpu_type}")
+results[["cluster", "policy", "avg_jct_h", "makespan_h", "utilization"]].round(3)"""),
+              ("md", "**What this shows.** A profiled column joins the cluster model like any measured GPU type: "
+                     "the heterogeneity-aware policy (Gavel) places each job type where it runs best relative to "
+                     "the others, and the added machines change JCTs by what they can contribute to each type.")],
+             repoint=False)
+
+    notebook("openb_replay", "# A production trace on its production cluster: Alibaba openb\n\nThe openb pod "
+             "list (8,152 tasks; about a third pinned to GPU models) replayed on the openb node list (1,213 GPU "
+             "servers, seven GPU models) under Gavel's heterogeneity-agnostic and -aware policies. Job types are "
+             "drawn from the Gavel table by the importer's seeded rule; GPU models the table lacks are mapped "
+             "explicitly (`gpu_map`, stated in the figure).",
+             """openb_dir = None           # folder with openb_node_list_gpu_node.csv and openb_pod_list_*.csv (None: ../shared)
+pods = "openb_pod_list_gpuspec33.csv"
+gpu_map = None              # None: hetsched.experiments.own_cluster.OPENB_GPU_MAP
+node_fraction = None        # sample of the servers (contention); None: the preset's
+policies = ["max_min_fairness", "max_min_fairness_perf", "finish_time_fairness_perf"]""",
+             [("code", OWN + "\nfrom hetsched import ClusterSpec\nfrom hetsched.plots import cdf"),
+              ("code", """folder = Path(openb_dir) if openb_dir else O.shared_data_dir() / "alibaba_openb"
+gpu_map = gpu_map or O.OPENB_GPU_MAP
+fraction = node_fraction or {"tiny": 0.01, "quick": 0.05, "paper": 1.0}[preset]
+cluster = O.sample_servers(ClusterSpec.load(str(folder / "openb_node_list_gpu_node.csv")), fraction)
+filters = O.Filters(max_jobs=300) if preset == "tiny" else None
+summary_rows, jobs, facts = O.replay(folder / pods, "openb", cluster, policies, gpu_map, filters=filters)
+results = summary_rows.assign(cluster=str(cluster), node_fraction=fraction)
+results.to_csv(out / "results.csv", index=False)
+jobs.to_csv(out / "jobs.csv", index=False)
+print(facts["conversion"])
+print(f"{facts['runnable']} of {facts['jobs']} jobs can run on the sampled cluster; {facts['pinned']} are pinned")
+chart = cdf(jobs.assign(jct_h=jobs["jct_s"] / 3600), "jct_h", "policy", "openb tasks: JCT", "JCT (h)")
+publish(chart, out, preset, results, cluster=str(cluster), gpu_map=gpu_map)
+results[["policy", "num_jobs", "avg_jct_h", "jct_p99_h", "makespan_h", "utilization"]].round(3)"""),
+              ("md", "**What this shows.** Production tasks are long-tailed: most are short, and the `Running` "
+                     "pods end at the trace's end (their durations are censored). Pinned tasks can only use their "
+                     "GPU models, so contention concentrates on the scarce models. The quick preset samples 5 % of "
+                     "the servers so that the policies have something to decide; the paper preset replays the "
+                     "whole cluster.")], repoint=False)
