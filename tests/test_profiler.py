@@ -92,3 +92,22 @@ def test_bad_profile_requests_are_clear_errors(tmp_path, capsys):
         assert "has no CUDA" in capsys.readouterr().err
     with pytest.raises(HetschedError, match="--device must be cpu"):
         profiler._device("tpu")
+
+
+def test_a_profiled_column_schedules_workers_of_that_type_in_the_runtime(tmp_path):
+    """The merged table (Gavel + a profiled `cpu` column) drives the runtime: a `cpu` worker gets the lease of a
+    job type measured on it."""
+    from hetsched.runtime.state import RuntimeState
+    from hetsched.runtime.store import Store
+    from hetsched.runtime.stubs import pb2
+
+    out = tmp_path / "cpu.parquet"
+    profile(ProfileSpec((RESNET,), steps=1, warmup=0), out, progress=False)
+    merged = tmp_path / "merged.parquet"
+    assert main(["convert", "throughputs", "data/throughputs/gavel_simulation.parquet", str(out), str(merged)]) == 0
+    state = RuntimeState(Store(tmp_path / "s.sqlite"), "max_min_fairness_perf", 10.0, load_throughputs(merged))
+    worker, _ = state.register("cpu", 1, "this-machine")
+    state.submit(pb2.SubmitJobRequest(job_id=0, job_type=RESNET, scale_factor=1, total_steps=100,
+                                      priority_weight=1, command="emulated"))
+    state.round(state.now() + 10)
+    assert [lease.job_id for lease in state.workers[worker].to_start] == [0]
