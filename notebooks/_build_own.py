@@ -46,14 +46,16 @@ results[["cluster", "policy", "avg_jct_h", "makespan_h", "utilization"]].round(3
 
     notebook("openb_replay", "# A production trace on its production cluster: Alibaba openb\n\nThe openb pod "
              "list (8,152 tasks; about a third pinned to GPU models) replayed on the openb node list (1,213 GPU "
-             "servers, seven GPU models) under Gavel's heterogeneity-agnostic and -aware policies. Job types are "
+             "servers, seven GPU models, their CPUs and memory) under Gavel's heterogeneity-agnostic and -aware "
+             "policies, and Gavel's with Synergy's CPU/memory-aware TUNE placement on the servers' real CPUs "
+             "and memory (`max_min_fairness_perf+tune`). Job types are "
              "drawn from the Gavel table by the importer's seeded rule; GPU models the table lacks are mapped "
              "explicitly (`gpu_map`, stated in the figure).",
              """openb_dir = None           # folder with openb_node_list_gpu_node.csv and openb_pod_list_*.csv (None: ../shared)
 pods = "openb_pod_list_gpuspec33.csv"
 gpu_map = None              # None: hetsched.experiments.own_cluster.OPENB_GPU_MAP
 node_fraction = None        # sample of the servers (contention); None: the preset's
-policies = ["max_min_fairness", "max_min_fairness_perf", "finish_time_fairness_perf"]""",
+policies = ["max_min_fairness", "max_min_fairness_perf", "finish_time_fairness_perf", "max_min_fairness_perf+tune"]""",
              [("code", OWN + "\nfrom hetsched import ClusterSpec\nfrom hetsched.plots import cdf"),
               ("code", """folder = Path(openb_dir) if openb_dir else O.shared_data_dir() / "alibaba_openb"
 gpu_map = gpu_map or O.OPENB_GPU_MAP

@@ -96,7 +96,8 @@ class TypeAwareResources:
         ref = self.gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in self.gpu_types else int(np.argmax(tput))
         codes = []
         for w, (pool, cls) in enumerate(zip(self.pools, self.classes)):
-            ratio = float(tput[w] / tput[ref]) if tput[ref] > 0 else 1.0
+            # A type the job cannot use (unmeasured, or pinned elsewhere) never places it: any class will do.
+            ratio = float(tput[w] / tput[ref]) if tput[ref] > 0 and tput[w] > 0 else 1.0
             key = (job_type, gpus, round(ratio, 9))
             code = cls["index"].get(key)
             if code is None:
