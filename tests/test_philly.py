@@ -62,3 +62,20 @@ def test_as_jobs(tmp_path):
 def test_errors(text, match):
     with pytest.raises(TraceError, match=match):
         parse_philly_records(text, "log")
+
+
+def test_as_production_trace_with_table_job_types_and_filters(tmp_path, capsys):
+    """`--job-types table`: job types drawn from a throughput table, users/vcs kept, filters applied."""
+    from hetsched.cli import main
+    from hetsched.traces.production import Filters, JobMapping
+
+    path = tmp_path / "cluster_job_log"
+    path.write_text(json.dumps(LOG))
+    jobs = read_trace(path, "philly", mapping=JobMapping(), filters=Filters(vcs=frozenset({"vc1"})))
+    assert [(j.user, j.vc, j.entity, j.scale_factor, j.duration_s) for j in jobs] == [("u1", "vc1", "vc1", 1, 7200.0)]
+    assert "batch size" in jobs[0].job_type or jobs[0].job_type in ("A3C", "CycleGAN")   # a Gavel job type
+    out = tmp_path / "jobs.csv"
+    assert main(["convert", "trace", str(path), str(out), "--from", "philly", "--job-types", "table",
+                 "--status", "Killed"]) == 0
+    assert "2 rows: 1 jobs kept" in capsys.readouterr().err
+    assert [j.scale_factor for j in read_trace(out)] == [8]
