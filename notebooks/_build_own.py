@@ -71,8 +71,8 @@ print(f"{facts['runnable']} of {facts['jobs']} jobs can run on the sampled clust
 chart = cdf(jobs.assign(jct_h=jobs["jct_s"] / 3600), "jct_h", "policy", "openb tasks: JCT", "JCT (h)")
 publish(chart, out, preset, results, cluster=str(cluster), gpu_map=gpu_map)
 results[["policy", "num_jobs", "avg_jct_h", "jct_p99_h", "makespan_h", "utilization"]].round(3)"""),
-              ("md", "**What this shows.** Production tasks are long-tailed: most are short, and the `Running` "
-                     "pods end at the trace's end (their durations are censored). Pinned tasks can only use their "
+              ("md", "**What this shows.** Production tasks are long-tailed: most run minutes, a few run for "
+                     "weeks, and those dominate the makespan. Pinned tasks can only use their "
                      "GPU models, so contention concentrates on the scarce models. The quick preset samples 5 % of "
                      "the servers so that the policies have something to decide; the paper preset replays the "
                      "whole cluster.")], repoint=False)
