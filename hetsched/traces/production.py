@@ -106,7 +106,7 @@ class Conversion:
 
 # ---- reading CSV in chunks, with errors that name the line and the field --------------------------------
 def csv_chunks(data: bytes | str | Path, source: str, *, names: tuple[str, ...] | None = None,
-               usecols: Iterable[str] | None = None) -> Iterator[tuple[int, pd.DataFrame]]:
+               ) -> Iterator[tuple[int, pd.DataFrame]]:
     """(first line number, chunk of string columns) of a CSV given as bytes/str or a path (streamed).
 
     `names` for header-less files (PAI 2020). Every cell is read as a string; the readers convert and check."""
@@ -115,15 +115,18 @@ def csv_chunks(data: bytes | str | Path, source: str, *, names: tuple[str, ...] 
     else:
         handle = io.StringIO(decode(data, source))
     first = 1 if names else 2
-    wanted = None if usecols is None else set(usecols)
     try:
-        warnings.filterwarnings("ignore", category=pd.errors.ParserWarning, module=__name__)
         reader = pd.read_csv(handle, dtype=str, keep_default_na=False, na_filter=False, chunksize=CHUNK_ROWS,
                              header=None if names else 0, names=list(names) if names else None,
-                             usecols=(lambda c: c in wanted) if wanted is not None else None,
                              skipinitialspace=True, engine="c", encoding="utf-8", on_bad_lines="error",
                              index_col=False)
-        for chunk in reader:
+        chunks = iter(reader)
+        while True:
+            with warnings.catch_warnings():      # short rows are padded with empty cells, reported at their line
+                warnings.simplefilter("ignore", pd.errors.ParserWarning)
+                chunk = next(chunks, None)
+            if chunk is None:
+                return
             yield first, chunk
             first += len(chunk)
     except pd.errors.EmptyDataError:
