@@ -205,7 +205,7 @@ wide.round(3)"""),
              "filling, heterogeneity-aware vs agnostic (no simulator, as in the artifact). All presets are equal.",
              """trace = None                  # a trace with an entity column (or a production trace with trace_format)
 trace_format = None           # e.g. "helios": its virtual clusters become entities
-entity_weights = None         # an entity,weight CSV; None: e0,e1,e2 = 1,2,3
+entity_weights = None         # a CSV of entity,weight rows; None: weights 1, 2, 3 for e0, e1, e2
 cluster = "3:3:3\"""",
              [("code", SETUP + "\nfrom hetsched import load_throughputs\nfrom hetsched.experiments import microbench as M"
                        "\nfrom hetsched.traces import read_trace, write_trace\nfrom hetsched.entities import read_entity_weights"),
