@@ -18,8 +18,7 @@ from conftest import _shared
 EXACT = {"max_min_fairness", "min_total_duration", "max_sum_throughput_perf", "gandiva_fair"}
 NEAR = {"finish_time_fairness", "allox"}
 # Known deviations, reported as xfail while they deviate (every other check of the case runs first).
-KNOWN = {("allox", "avg_jct_s"): "AlloX on multi-GPU jobs: the artifact's handling of gangs is not in the spec",
-         ("shockwave", "worst_ftf_rho"): "planner inputs (calibration) under-specified; ours is fairer"}
+KNOWN = {("shockwave", "worst_ftf_rho"): "planner inputs (calibration) under-specified; ours is fairer"}
 
 
 def _check(policy, metric, ok):
