@@ -110,18 +110,28 @@ def _generate_shockwave(args: argparse.Namespace) -> int:
 
 def _cmd_convert_trace(args: argparse.Namespace) -> int:
     from .cli_traces import import_options
-    from .traces import infer_format, read_trace, write_trace
+    from .traces import FORMATS, infer_format, read_trace, write_trace
 
     fmt = args.from_ or infer_format(args.input)
     options = import_options(args, fmt, args.throughputs, args.seed)
     reports: list = []
     if options:
         options["report"] = reports.append
-    jobs = read_trace(args.input, fmt, **options)
-    write_trace(jobs, args.output, args.to)
+    to = args.to or infer_format(args.output, sniff=False)
+    if options and to in ("csv", "parquet") and FORMATS[fmt].read_frame is not None:
+        from .traces.canonical import write_canonical_frame
+
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        frame = FORMATS[fmt].read_frame(args.input, **options)      # columns all the way: no Job objects
+        write_canonical_frame(frame, args.output)
+        count = len(frame)
+    else:
+        jobs = read_trace(args.input, fmt, **options)
+        write_trace(jobs, args.output, to)
+        count = len(jobs)
     if reports:
         print(reports[0].summary(), file=sys.stderr)
-    print(f"converted {len(jobs)} jobs: {args.input} -> {args.output}", file=sys.stderr)
+    print(f"converted {count} jobs: {args.input} -> {args.output}", file=sys.stderr)
     return 0
 
 

@@ -235,3 +235,16 @@ def test_a_million_row_trace_streams(tmp_path):
         production.CHUNK_ROWS = old
     assert whole == chunked and len(whole) == 2500
     assert np.all(np.diff([j.arrival_time_s for j in whole]) >= 0)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_cli_writes_columns_that_read_back_as_the_same_jobs(tmp_path, suffix, capsys):
+    """`convert trace` writes production traces from columns (no Job objects); reading the file back gives
+    exactly the jobs the Job path gives."""
+    src = tmp_path / "pods.csv"
+    src.write_text(OPENB)
+    out = tmp_path / f"jobs{suffix}"
+    assert main(["convert", "trace", str(src), str(out), "--from", "openb", "--gpu-map", GPU_MAP, "--seed", "4"]) == 0
+    assert "converted 3 jobs" in capsys.readouterr().err
+    direct = FORMATS["openb"].parse(OPENB.encode(), source="x", mapping=JobMapping(seed=4, gpu_map=GPU_MAP))
+    assert read_trace(out) == direct

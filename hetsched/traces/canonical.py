@@ -142,3 +142,31 @@ def write_canonical_parquet(jobs: Iterable[Job], path: str | Path) -> None:
             values = [None if v is None else float(v) for v in values]
         columns[name] = values
     pq.write_table(pa.table(columns), path, compression="zstd")
+
+
+def write_canonical_frame(frame, path: str | Path) -> None:
+    """Jobs given as columns (a subset of the canonical ones; the rest take the `Job` defaults) to `.parquet`
+    or `.csv`, without building `Job` objects: how large production traces are written."""
+    from dataclasses import MISSING, fields
+
+    from ..jobs import Job
+
+    path = Path(path)
+    out = frame.copy()
+    for f in fields(Job):
+        if f.name not in out.columns:
+            if f.default is MISSING:
+                raise TraceError(f"cannot write jobs without the column {f.name!r}", source=str(path))
+            default = f.default.value if isinstance(f.default, AdaptationMode) else f.default
+            out[f.name] = [default] * len(out)
+    out = out[list(JOB_FIELDS)]
+    if path.suffix.lower() == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pandas(out, preserve_index=False), path, compression="zstd")
+    elif path.suffix.lower() == ".csv":
+        out["needs_data_dir"] = out["needs_data_dir"].map({True: "1", False: "0"})
+        out.to_csv(path, index=False, lineterminator="\n")
+    else:
+        raise TraceError("columns can be written as .parquet or .csv only", source=str(path))

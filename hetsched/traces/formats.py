@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from ..errors import TraceError
 from ..jobs import Job
@@ -13,7 +16,7 @@ from .canonical import (format_canonical_csv, parse_canonical_csv, read_canonica
 from .gavel_tsv import format_gavel_trace, parse_gavel_trace
 from .shockwave_tsv import format_shockwave_trace, looks_like_shockwave_trace, parse_shockwave_trace
 from .philly import parse_philly_trace
-from .production import convert
+from .production import convert, convert_frame
 from .public import READERS
 from .synergy_csv import format_synergy_csv, looks_like_synergy_csv, parse_synergy_csv
 
@@ -28,6 +31,7 @@ class TraceFormat:
     format: Callable[[Iterable[Job]], str] | None = None
     read_file: Callable[..., list[Job]] | None = None  # binary formats read a path
     write_file: Callable[[Iterable[Job], Path], None] | None = None
+    read_frame: Callable[..., "pd.DataFrame"] | None = None   # production traces: jobs as canonical columns
 
 
 def _production(name: str) -> TraceFormat:
@@ -38,13 +42,19 @@ def _production(name: str) -> TraceFormat:
     def parse(data, source: str = f"<{name}>", mapping=None, filters=None, report=None, **options):
         return convert(reader(data, source, **options), mapping=mapping, filters=filters, report=report)
 
-    def read_file(path, mapping=None, filters=None, report=None, **options):
+    def records(path, options):
         path = Path(path)
         if name == "pai2020" and "job_table" not in options and (path.parent / "pai_job_table.csv").exists():
             options["job_table"] = path.parent / "pai_job_table.csv"
-        return convert(reader(path, str(path), **options), mapping=mapping, filters=filters, report=report)
+        return reader(path, str(path), **options)
 
-    return TraceFormat(name, (), parse, read_file=read_file)
+    def read_file(path, mapping=None, filters=None, report=None, **options):
+        return convert(records(path, options), mapping=mapping, filters=filters, report=report)
+
+    def read_frame(path, mapping=None, filters=None, report=None, **options):
+        return convert_frame(records(path, options), mapping=mapping, filters=filters, report=report)
+
+    return TraceFormat(name, (), parse, read_file=read_file, read_frame=read_frame)
 
 
 PRODUCTION_FORMATS = ("philly", *READERS)

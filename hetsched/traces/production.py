@@ -96,9 +96,11 @@ class Conversion:
     filtered: int = 0
     rounded_up: int = 0
     jobs: list[Job] = field(default_factory=list)
+    frame: pd.DataFrame | None = None
 
     def summary(self) -> str:
-        return (f"{self.rows} rows: {len(self.jobs)} jobs kept; dropped {self.no_gpus} without GPUs, "
+        kept = len(self.frame) if self.frame is not None else len(self.jobs)
+        return (f"{self.rows} rows: {kept} jobs kept; dropped {self.no_gpus} without GPUs, "
                 f"{self.no_duration} without a duration, {self.too_large} above the table's largest scale "
                 f"factor, {self.filtered} by the filters; {self.rounded_up} GPU counts rounded up to a "
                 f"scale factor")
@@ -216,7 +218,8 @@ def records_frame(**columns) -> pd.DataFrame:
 
 # ---- records -> jobs -------------------------------------------------------------------------------------
 def to_jobs(records: pd.DataFrame, mapping: JobMapping | None = None, filters: Filters | None = None,
-            ) -> Conversion:
+            materialize: bool = True) -> Conversion:
+    """Records -> mapped jobs (`Conversion.frame`, canonical columns) and, with `materialize`, `Job` objects."""
     mapping, filters = mapping or JobMapping(), filters or Filters()
     out = Conversion(rows=len(records))
     if not len(records):
@@ -245,7 +248,9 @@ def to_jobs(records: pd.DataFrame, mapping: JobMapping | None = None, filters: F
     if filters.max_jobs is not None:
         r = r.iloc[:filters.max_jobs]
     out.rounded_up = int((r["scale_factor"].to_numpy() != r["gpus"].to_numpy()).sum())
-    out.jobs = _map_jobs(r, table, mapping)
+    out.frame = _map_frame(r, table, mapping)
+    if materialize:
+        out.jobs = frame_to_jobs(out.frame)
     return out
 
 
@@ -261,21 +266,21 @@ def _reference_columns(r: pd.DataFrame, table, mapping: JobMapping) -> np.ndarra
     return np.array([index.get(g, index[default]) for g in first], np.int64)
 
 
-def _map_jobs(r: pd.DataFrame, table, mapping: JobMapping) -> list[Job]:
+def _map_frame(r: pd.DataFrame, table, mapping: JobMapping) -> pd.DataFrame:
+    """The mapped jobs as canonical columns (job_id, arrival_time_s, job_type, scale_factor, total_steps,
+    duration_s, entity, user, vc, pinned_gpu_types), one row per job in arrival order."""
     n = len(r)
-    if not n:
-        return []
     rng = np.random.default_rng(mapping.seed)
     draws = rng.random(n)
-    sf = r["scale_factor"].to_numpy()
-    cols = _reference_columns(r, table, mapping)
+    sf = r["scale_factor"].to_numpy(dtype=np.int64)
+    cols = _reference_columns(r, table, mapping) if n else np.zeros(0, np.int64)
     iso = table.isolated[:, :, 0]
     row = np.empty(n, np.int64)
     for s in np.unique(sf):
         at = np.flatnonzero(sf == s)
         candidates = np.array([i for i, k in enumerate(table.keys) if k.scale_factor == s])
         pick = candidates[(draws[at] * len(candidates)).astype(np.int64)]
-        # A drawn type unmeasured on the job's reference type falls back to the next measured candidate.
+        # A drawn type unmeasured on the job's reference type is redrawn (same uniform) among those measured there.
         ok = iso[pick, cols[at]] > 0
         if not ok.all():
             for j in np.flatnonzero(~ok):
@@ -285,14 +290,24 @@ def _map_jobs(r: pd.DataFrame, table, mapping: JobMapping) -> list[Job]:
                                      f"{table.gpu_types[cols[at[j]]]}")
                 pick[j] = measured[int(draws[at[j]] * len(measured))]
         row[at] = pick
-    steps = r["duration_s"].to_numpy(dtype=float) * iso[row, cols]
-    job_types = [table.keys[i].job_type for i in row]
-    entity = _entities(r, mapping.entity)
-    return [Job(job_id=i, arrival_time_s=float(a), job_type=t, scale_factor=int(s), total_steps=float(st),
+    duration = r["duration_s"].to_numpy(dtype=float)
+    names = np.array([k.job_type for k in table.keys], dtype=object)
+    return pd.DataFrame({
+        "job_id": np.arange(n, dtype=np.int64), "arrival_time_s": r["arrival_s"].to_numpy(dtype=float),
+        "job_type": names[row], "scale_factor": sf, "total_steps": duration * iso[row, cols],
+        "duration_s": duration, "entity": np.array(_entities(r, mapping.entity), dtype=object),
+        "user": r["user"].to_numpy(dtype=object), "vc": r["vc"].to_numpy(dtype=object),
+        "pinned_gpu_types": r["gpu_model"].to_numpy(dtype=object)})
+
+
+def frame_to_jobs(frame: pd.DataFrame) -> list[Job]:
+    return [Job(job_id=int(i), arrival_time_s=float(a), job_type=t, scale_factor=int(s), total_steps=float(st),
                 duration_s=float(d), entity=e, user=u, vc=v, pinned_gpu_types=p)
-            for i, (a, t, s, st, d, e, u, v, p) in enumerate(zip(
-                r["arrival_s"].to_numpy(dtype=float), job_types, sf, steps, r["duration_s"].to_numpy(dtype=float),
-                entity, r["user"].tolist(), r["vc"].tolist(), r["gpu_model"].tolist()))]
+            for i, a, t, s, st, d, e, u, v, p in zip(*(frame[c].tolist() for c in MAPPED))]
+
+
+MAPPED = ("job_id", "arrival_time_s", "job_type", "scale_factor", "total_steps", "duration_s", "entity", "user",
+          "vc", "pinned_gpu_types")
 
 
 def _entities(r: pd.DataFrame, rule: str) -> list[str | None]:
@@ -312,3 +327,12 @@ def convert(records: pd.DataFrame, *, mapping: JobMapping | None = None, filters
     if report is not None:
         report(result)
     return result.jobs
+
+
+def convert_frame(records: pd.DataFrame, *, mapping: JobMapping | None = None, filters: Filters | None = None,
+                  report: Callable[[Conversion], None] | None = None) -> pd.DataFrame:
+    """As `convert`, but the jobs stay columns (no `Job` objects): for writing large traces."""
+    result = to_jobs(records, mapping, filters, materialize=False)
+    if report is not None:
+        report(result)
+    return result.frame if result.frame is not None else pd.DataFrame({c: [] for c in MAPPED})
