@@ -206,7 +206,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     import time
 
     from .cluster import ClusterSpec
-    from .metrics import summary
+    from .metrics import summary, with_hours
     from .simulator import SimulationConfig, policy_for, simulate
     from .throughputs import load_throughputs
 
@@ -246,7 +246,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise HetschedError(f"simulate: no job finished inside the measured window "
                             f"({args.window or 'all jobs'}); nothing to report")
     row["cpu_s"] = time.process_time() - start
-    row = _with_hours(row)
+    row = with_hours(row)
     row["config"] = {"policy": args.policy, "resolved_policy": result.policy,
                      "policy_name": display_name(result.policy), "cluster": str(cluster),
                      "prices_per_hour": dict(cluster.prices_per_hour), "throughputs": args.throughputs,
@@ -272,16 +272,6 @@ def _parse_prices(text: str | None) -> dict[str, float]:
             out[name.strip()] = float(value)
         except ValueError:
             raise HetschedError(f"--prices: expected TYPE=DOLLARS_PER_HOUR[,...], got {part!r}") from None
-    return out
-
-
-def _with_hours(row: dict) -> dict:
-    """Every `*_s` duration gets an `*_h` twin beside it."""
-    out = {}
-    for key, value in row.items():
-        out[key] = value
-        if key.endswith("_s") and key != "cpu_s" and isinstance(value, (int, float)):
-            out[key[:-2] + "_h"] = value / 3600.0
     return out
 
 

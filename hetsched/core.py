@@ -19,6 +19,7 @@ from .cluster import ClusterSpec
 from .errors import HetschedError
 from .jobs import Job
 from .placement import Placer
+from .core_view import PolicyViews
 from .slots import JobSlots
 from .policies.base import Allocation, Policy, PolicyView
 from .policies.view import sorted_gpu_types
@@ -59,7 +60,7 @@ class RoundPlan:
     rounds: int = 1
 
 
-class Scheduler(JobSlots):
+class Scheduler(JobSlots, PolicyViews):
     """Gavel's mechanism around any policy: priorities = allocation / share received, then placement."""
 
     SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row")
@@ -314,55 +315,6 @@ class Scheduler(JobSlots):
         return out
 
     # ---- allocation -------------------------------------------------------------------------------
-    def view(self, now: float) -> PolicyView:
-        ids = sorted(self.jobs)
-        slots = np.array([self.slot[j] for j in ids], np.int64)
-        jobs = [self.jobs[j] for j in ids]
-        rows = self.key_row[slots]
-        distinct, code = np.unique(rows, return_inverse=True)
-        colocated = None
-        if self.policy.packing and len(distinct):
-            colocated = self.table.colocated[np.ix_(distinct, distinct, self._cols)][:, :, :, 0, :].copy()
-            unknown = distinct < 0                        # job types without a table entry: no pairs
-            colocated[unknown] = np.nan
-            colocated[:, unknown] = np.nan
-            if self.estimator is not None:
-                colocated = self._estimated(distinct, colocated.copy())
-        return PolicyView(
-            job_ids=np.array(ids, dtype=np.int64), gpu_types=self.gpu_types, capacity=self.capacity,
-            throughput=self.tput[slots], scale_factor=self.scale[slots], unconsolidated=self.tput_spread[slots],
-            priority_weight=np.array([j.priority_weight for j in jobs], float),
-            remaining_steps=self.remaining[slots],
-            time_since_arrival=np.array([now - j.arrival_time_s for j in jobs], float),
-            type_code=code.ravel(), colocated=colocated,
-            prices=np.array([self.cluster.price(g) for g in self.gpu_types]),
-            deadline_s=np.array([np.nan if j.deadline_s is None else j.deadline_s for j in jobs]),
-            now=now, **self._entities(jobs))
-
-    def _entities(self, jobs: list[Job]) -> dict:
-        """Entity codes and weights for policies that share among entities; none when no job has one."""
-        if not getattr(self.policy, "uses_entities", False) or not any(j.entity for j in jobs):
-            return {}
-        names, code = np.unique([j.entity or "" for j in jobs], return_inverse=True)
-        weights = np.array([self.entity_weights.get(str(n), 1.0) for n in names], float)
-        return {"entity": code.ravel(), "entity_weight": weights}
-
-    def _estimated(self, rows: np.ndarray, colocated: np.ndarray) -> np.ndarray:
-        """Replace unmeasured single-GPU pair throughputs by the estimator's (spec s.5 item 4)."""
-        keys = [self.table.keys[r] for r in rows.tolist()]
-        for i, (ra, ka) in enumerate(zip(rows.tolist(), keys)):
-            for k, (rb, kb) in enumerate(zip(rows.tolist(), keys)):
-                if ka.scale_factor != 1 or kb.scale_factor != 1:
-                    continue
-                est = self._estimates.get((ra, rb))
-                if est is None:
-                    est = np.array([self.estimator.pair(ka.job_type, kb.job_type, g) for g in self.gpu_types])
-                    self._estimates[(ra, rb)] = est
-                for w in range(self.n):
-                    if (ra, rb, w) not in self._measured:
-                        colocated[i, k, w] = est[w]
-        return colocated
-
     def _reset_and_recompute(self, now: float) -> None:
         """Gavel's reset event (s.3.4, amendment 7) followed by a policy solve."""
         elapsed = now - self.last_reset_time

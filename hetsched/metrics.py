@@ -86,3 +86,13 @@ def _fairness(result: Result) -> dict:
     return {"worst_ftf_rho": float(rho.max()) if len(rho) else float("nan"),
             "unfair_fraction": unfair_fraction(rho, 1.05), "unfair_fraction_1_1": unfair_fraction(rho, 1.1),
             "batch_size_switches": int(len(result.adaptations))}
+
+
+def with_hours(row: dict) -> dict:
+    """Every `*_s` duration of a summary row gets an `*_h` twin beside it (`cpu_s` stays seconds only)."""
+    out = {}
+    for key, value in row.items():
+        out[key] = value
+        if key.endswith("_s") and key != "cpu_s" and isinstance(value, (int, float)):
+            out[key[:-2] + "_h"] = value / 3600.0
+    return out

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..cluster import ClusterSpec
 from ..gpu_map import apply_gpu_map, parse_gpu_map
-from ..metrics import summary
+from ..metrics import summary, with_hours
 from ..simulator import simulate
 from ..throughputs import ThroughputTable, load_throughputs, merge_tables
 from ..traces import GavelGenerator, read_trace
@@ -64,10 +64,6 @@ def _rate(table: ThroughputTable, job_type: str, gpu_type: str) -> float:
     return float(table.isolated[table.index((job_type, 1)), table.gpu_index(gpu_type), 0])
 
 
-def _hours(row: dict) -> dict:
-    return {**row, **{k[:-2] + "_h": v / 3600.0 for k, v in row.items() if k.endswith("_s") and k != "cpu_s"}}
-
-
 def ratios(profiled: ThroughputTable, merged: ThroughputTable, gpu_type: str = "cpu") -> pd.DataFrame:
     """Per profiled job type: steps/s on each type, and the profiled type relative to each measured GPU."""
     rows = []
@@ -106,7 +102,7 @@ def with_new_type(table: ThroughputTable, clusters: dict[str, str], policies, nu
     for label, text in clusters.items():
         for policy in policies:
             r = summary(simulate(jobs, ClusterSpec.parse(text), policy, table, record_timeline=False, seed=seed))
-            rows.append({"cluster": label, "cluster_spec": text, "policy": policy, **_hours(r)})
+            rows.append({"cluster": label, "cluster_spec": text, "policy": policy, **with_hours(r)})
     return pd.DataFrame(rows)
 
 
@@ -136,7 +132,7 @@ def replay(trace: str | Path, fmt: str, cluster: ClusterSpec, policies, gpu_map:
     rows, frames = [], []
     for policy in policies:
         result = simulate(runnable, cluster, policy, table, record_timeline=False, seed=seed)
-        rows.append({"policy": policy, **_hours(summary(result))})
+        rows.append({"policy": policy, **with_hours(summary(result))})
         frames.append(result.jobs_frame().assign(policy=policy))
     facts = {"rows": reports[0].rows, "jobs": len(jobs), "runnable": len(runnable),
              "pinned": sum(bool(j.pinned_gpu_types) for j in runnable), "conversion": reports[0].summary()}
