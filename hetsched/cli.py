@@ -358,7 +358,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--entity-weights", type=Path, default=None, metavar="CSV",
                      help="hierarchical policies: 'entity,weight' per user/team/vc (others weigh 1)")
     source.add_argument("--generate", choices=sorted(GENERATORS), help="generate the stream")
-    sim.add_argument("--seed", type=int, default=None, help="RNG seed (default: 0; the synergy generator 42)")
+    sim.add_argument("--seed", type=int, default=None,
+                     help="RNG seed: trace generators, FIFO/Gandiva tie-breaks, Shockwave's MILP solver "
+                          "(default: 0; the synergy generator 42)")
     sim.add_argument("--mean-interarrival", type=float, metavar="SECONDS")
     sim.add_argument("--jobs-per-hour", type=float, metavar="R", help="arrival rate instead of --mean-interarrival")
     sim.add_argument("--split", default="20:70:10", help="synergy: image:language:speech class split (%%)")

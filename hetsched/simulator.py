@@ -109,12 +109,12 @@ SYSTEM_POLICY_PARAMS: dict[str, dict[str, dict]] = {"shockwave": {"allox": {"alp
 
 
 def policy_for(name: str, seed: int, system: str | None = None, **params) -> Policy:
-    """A fresh policy object; seeded policies (FIFO, Gandiva) get the run's seed, and an artifact's policies
-    its driver's parameters."""
+    """A fresh policy object; seeded policies (FIFO, Gandiva, Shockwave's MILP solver) get the run's seed, and
+    an artifact's policies its driver's parameters."""
     from .policies.base import resolve_policy_name
 
     name = resolve_policy_name(name)
-    seeded = name.split("_")[0] == "fifo" or name == "gandiva"
+    seeded = name.split("_")[0] in ("fifo", "shockwave") or name == "gandiva"
     params = {**SYSTEM_POLICY_PARAMS.get(system or "", {}).get(name, {}), **params}
     return make_policy(name, **({"seed": seed} if seeded else {}), **params)
 

@@ -4,9 +4,17 @@ artifact's 120-job trace, 32 V100s, tacc throughputs and tacc_32gpus configurati
 Tolerances are the issue's and are not tuned: the four baselines the artifact reproduces bit for bit within
 0.5 % on makespan and average JCT and exactly on the unfair fraction; Themis and AlloX within 2 %; Shockwave
 (a MILP under a time limit and gap, so solver-dependent) within 5 %, worst rho within 10 %, unfair within one job.
+
+Shockwave's numbers are the median of five runs with MILP solver seeds 0-4. At k = 1e-3 the makespan term is
+worth about 14 and the gap 1e-3 of that is about 0.014, while one round of NSW progress for one job is worth about
+0.003: within the gap the solver returns one of many near-optimal plans, and the per-job outcomes move
+with it (worst rho 1.52-1.71 over 12 HiGHS seeds here). The artifact's stored value is one such draw: its reruns
+gave 1.733 (HiGHS) and 1.874 (SCIP), and its comparison directory 1.496 (spec s.7.3, s.8).
 """
 
 import csv
+import dataclasses
+import statistics
 
 import pytest
 
@@ -17,14 +25,6 @@ from conftest import _shared
 
 EXACT = {"max_min_fairness", "min_total_duration", "max_sum_throughput_perf", "gandiva_fair"}
 NEAR = {"finish_time_fairness", "allox"}
-# Known deviations, reported as xfail while they deviate (every other check of the case runs first).
-KNOWN = {("shockwave", "worst_ftf_rho"): "planner inputs (calibration) under-specified; ours is fairer"}
-
-
-def _check(policy, metric, ok):
-    if (policy, metric) in KNOWN and not ok:
-        pytest.xfail(KNOWN[(policy, metric)])
-    assert ok, (policy, metric)
 
 
 def _expected():
@@ -36,12 +36,19 @@ def _expected():
 
 
 _RUNS: dict[str, dict] = {}
+SHOCKWAVE_SEEDS = range(5)
+METRICS = ("makespan_s", "avg_jct_s", "worst_ftf_rho", "unfair_fraction")
 
 
 def _run(policy: str) -> dict:
     if policy not in _RUNS:
         (config,) = W.configs("canonical", [policy])
-        _RUNS[policy] = run_one(config)
+        if policy != "shockwave":
+            _RUNS[policy] = run_one(config)
+        else:
+            runs = [run_one(dataclasses.replace(config, seed=s)) for s in SHOCKWAVE_SEEDS]
+            _RUNS[policy] = {**runs[0], **{m: statistics.median(r[m] for r in runs) for m in METRICS},
+                             "seeds": {m: [r[m] for r in runs] for m in METRICS}}
     return _RUNS[policy]
 
 
@@ -66,12 +73,8 @@ def test_canonical_case(row, shared_dir):
                   "avg_jct_s": ours["avg_jct_s"] == pytest.approx(jct, rel=0.05),
                   "unfair": abs(ours["unfair_fraction"] * n - unfair_pct / 100 * n) <= 1 + 1e-9,
                   "worst_ftf_rho": ours["worst_ftf_rho"] == pytest.approx(rho, rel=0.10)}
-    for metric, ok in checks.items():          # known deviations last, so every other check runs first
-        if (p, metric) not in KNOWN:
-            _check(p, metric, ok)
-    for metric, ok in checks.items():
-        if (p, metric) in KNOWN:
-            _check(p, metric, ok)
+    failed = [metric for metric, ok in checks.items() if not ok]
+    assert not failed, (p, failed, {m: ours[m] for m in METRICS}, ours.get("seeds"))
 
 
 def test_exact_baselines_match_every_printed_digit(shared_dir):

@@ -94,6 +94,33 @@ def test_fair_finish_time_weights_estimates_by_rounds_in_force():
     assert pj.fair_finish_s(5, 0.9) == 3000.0
 
 
+def _measure(pj, rounds, steps_per_s, batch_size, round_s=120.0):
+    for r in rounds:
+        pj.measured(r, steps_per_s, batch_size, round_s)
+    pj.calibrate(round_s, 1000)
+
+
+def test_calibration_ignores_a_late_arrival_at_the_profile_rate():
+    """s.4.2: the window counts from global round 0, and calibration fires only when the runtime batch size
+    diverges from the profile's. A job at the profile's rate (1000 samples in 100 s = 10 samples/s = 1 step/s
+    at bs 10), first measured at round 50 (6,000 s, far past its 1,000-s profile), is not rescaled."""
+    pj = _job([100.0] * 10, [10] * 10)
+    _measure(pj, [50, 53], 1.0, 10)
+    assert pj.amp == 1.0
+
+
+def test_calibration_rescales_a_diverged_batch_size():
+    """The same job measured at 4x the profile's samples/s (a larger batch size than the profile's) gets its
+    epoch times scaled by predicted / measured = 1/4; a divergence within 40 % is ignored."""
+    pj = _job([100.0] * 10, [10] * 10)
+    _measure(pj, [50, 53], 2.0, 20)
+    assert pj.amp == pytest.approx(0.25)
+    assert pj.mean_epoch_s(0) == pytest.approx(25.0)
+    near = _job([100.0] * 10, [10] * 10)
+    _measure(near, [5, 8], 1.3, 10)
+    assert near.amp == 1.0
+
+
 def test_config_presets_and_validation(tmp_path):
     assert load_planner_config("scale_256gpus").k == 1e5
     assert PlannerConfig().priority_cap == 1e6
@@ -134,3 +161,15 @@ def test_a_failing_solver_never_stops_the_run(monkeypatch, caplog):
                       SimulationConfig.for_system("shockwave"))
     assert all(np.isfinite(r.finish_time_s) for r in result.jobs.values())
     assert "planning by remaining time" in caplog.text
+
+
+def test_the_run_seed_seeds_the_solver_and_overrides_keep_the_config():
+    from hetsched.planner.core import ShockwavePolicy
+    from hetsched.simulator import policy_for
+
+    assert policy_for("shockwave", 3, system="shockwave").config.solver_seed == 3
+    assert policy_for("shockwave", 3, config="scale_64gpus").config.k == 10.0
+    policy = ShockwavePolicy(PlannerConfig(k=5.0), formulation="artifact")
+    assert (policy.config.k, policy.config.formulation) == (5.0, "artifact")
+    with pytest.raises(Exception, match="solver_seed"):
+        PlannerConfig(solver_seed=-1)

@@ -29,6 +29,9 @@ class PlannerConfig:
     gap: float = 1e-3
     time_limit_s: float = 15.0
     solver: str = "highs"
+    # The MILP solver's random seed. Within the gap the NSW term is a tie-breaker, so seeds return different
+    # plans of equal objective and the per-job outcomes (worst rho) move with them; the run's --seed sets it.
+    solver_seed: int = 0
     # "aggregate": integer rounds per job (hetsched's); "artifact": x[j, r] and SOS2 binaries, as the artifact
     formulation: str = "aggregate"
     # Mixed GPU types: plan with each job's rate per type (True) or treat every type as the profile's (False).
@@ -46,6 +49,8 @@ class PlannerConfig:
             raise SpecError(f"planner: log_approximation_bases must rise from 0 to 1, got {list(bases)}")
         if self.formulation not in ("aggregate", "artifact"):
             raise SpecError(f"planner: formulation must be aggregate or artifact, got {self.formulation!r}")
+        if not (isinstance(self.solver_seed, int) and 0 <= self.solver_seed < 2**31):
+            raise SpecError(f"planner: solver_seed must be an integer in [0, 2^31), got {self.solver_seed!r}")
         if self.solver not in ("highs", "scip"):
             raise SpecError(f"planner: solver must be highs or scip, got {self.solver!r}")
 

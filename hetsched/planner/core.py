@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -29,9 +30,13 @@ class ShockwavePolicy(Policy):
 
     name = "shockwave"
 
-    def __init__(self, config: PlannerConfig | str | dict | None = None, **overrides):
-        self.config = config if isinstance(config, PlannerConfig) and not overrides else \
-            load_planner_config(None if isinstance(config, PlannerConfig) else config, **overrides)
+    def __init__(self, config: PlannerConfig | str | dict | None = None, seed: int | None = None, **overrides):
+        if seed is not None:                        # the run's seed seeds the MILP solver
+            overrides["solver_seed"] = int(seed)
+        if isinstance(config, PlannerConfig):
+            self.config = replace(config, **overrides)
+        else:
+            self.config = load_planner_config(config, **overrides)
 
     @property
     def core_class(self):
@@ -130,7 +135,7 @@ class PlannerCore(Scheduler):
         cfg, R, gpus = self.cfg, self.cfg.future_rounds, inputs.gpus
         if self.n == 1:
             y = rank_program(n, gpus, priority, capacity=self.gpus, rounds=R, gap=cfg.gap,
-                             time_limit_s=cfg.time_limit_s, solver=cfg.solver)
+                             time_limit_s=cfg.time_limit_s, solver=cfg.solver, seed=cfg.solver_seed)
             typed = np.where(y, 0, -1)
         else:
             typed = typed_rounds(n, gpus, priority, inputs.speed, self.capacity.astype(np.int64), R)
@@ -176,7 +181,8 @@ class PlannerCore(Scheduler):
                               speed=self._speeds(ids) if self.n > 1 else None)
         program = artifact_window_program if cfg.formulation == "artifact" and self.n == 1 else window_program
         solve = dict(capacity=self.capacity if self.n > 1 else self.gpus, rounds=R, round_s=delta, k=cfg.k, bases=cfg.log_bases,
-                     log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s, solver=cfg.solver)
+                     log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s, solver=cfg.solver,
+                     seed=cfg.solver_seed)
         slack = share * (cfg.rhomax * fair - delta * (self.round_ptr + R))
         n, status, relaxed = None, "infeasible", True
         if (slack >= 0).all():                        # else some job cannot meet its target whatever we do

@@ -36,10 +36,11 @@ class MilpResult:
 
 def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.ndarray, col_lo: np.ndarray,
                col_hi: np.ndarray, integer: np.ndarray, *, gap: float, time_limit_s: float,
-               start: np.ndarray | None = None, solver: str = "highs") -> MilpResult:
-    """minimise c'x  s.t.  row_lo <= A x <= row_hi, col_lo <= x <= col_hi, x[integer] integral."""
+               start: np.ndarray | None = None, solver: str = "highs", seed: int = 0) -> MilpResult:
+    """minimise c'x  s.t.  row_lo <= A x <= row_hi, col_lo <= x <= col_hi, x[integer] integral. `seed` is the
+    solver's random seed: within the gap, different seeds may return different (equally good) solutions."""
     if solver == "scip":
-        return _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s)
+        return _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s, seed)
     import highspy
 
     from ..resources.opt import _new_highs
@@ -48,6 +49,7 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
     h.setOptionValue("mip_rel_gap", float(gap))
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("threads", 1)
+    h.setOptionValue("random_seed", int(seed))
     n = len(c)
     inf = highspy.kHighsInf
     h.addVars(n, np.where(np.isfinite(col_lo), col_lo, -inf), np.where(np.isfinite(col_hi), col_hi, inf))
@@ -78,7 +80,7 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
     return MilpResult(None, "infeasible" if status == ms.kTimeLimit else "error", seconds)
 
 
-def _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s) -> MilpResult:
+def _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s, seed) -> MilpResult:
     try:
         from pyscipopt import Model, quicksum
     except ImportError:
@@ -87,6 +89,7 @@ def _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s
     m.hideOutput()
     m.setParam("limits/gap", float(gap))
     m.setParam("limits/time", float(time_limit_s))
+    m.setParam("randomization/randomseedshift", int(seed))
     xs = [m.addVar(lb=None if not np.isfinite(lo) else float(lo), ub=None if not np.isfinite(hi) else float(hi),
                    vtype="I" if integer[i] else "C") for i, (lo, hi) in enumerate(zip(col_lo, col_hi))]
     A = sp.csr_matrix(A)
@@ -123,7 +126,8 @@ class WindowInputs:
 
 def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, k: float,
                    bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
-                   solver: str = "highs", start: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
+                   solver: str = "highs", start: np.ndarray | None = None, seed: int = 0
+                   ) -> tuple[np.ndarray | None, str]:
     """Rounds n[j, w] per job and GPU type that maximise sum_j prio_j U_j / (N R) - k max_j Rem_j; None when
     infeasible. `capacity` is the GPUs per type (a number for one type).
 
@@ -185,7 +189,7 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
                    np.inf]
     integer = np.r_[np.ones(NW, bool), np.zeros(2 * N + 1, bool)]
     res = solve_milp(c, A, np.concatenate(lo), np.concatenate(hi), col_lo, col_hi, integer, gap=gap,
-                     time_limit_s=time_limit_s, start=start, solver=solver)
+                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed)
     if not res.ok:
         return None, res.status
     n = np.rint(res.x[:NW]).astype(np.int64).reshape(N, W)
@@ -224,7 +228,7 @@ def greedy_rounds(n: np.ndarray, gpus: np.ndarray, order: np.ndarray, capacity: 
 
 
 def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capacity: int, rounds: int,
-                 gap: float, time_limit_s: float, solver: str = "highs") -> np.ndarray:
+                 gap: float, time_limit_s: float, solver: str = "highs", seed: int = 0) -> np.ndarray:
     """(N, R) rounds per job: keep n_j rounds each, minimise sum_j prio_j mean(round index of j)."""
     N = len(n)
     live = np.flatnonzero(n > 0)
@@ -243,7 +247,7 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
     c = ((priority[live] / n[live])[:, None] * np.arange(1, R + 1)[None, :]).ravel()
     start = greedy[live].ravel().astype(float) if (greedy.sum(axis=1) == n).all() else None
     res = solve_milp(c, A, lo, hi, np.zeros(L * R), np.ones(L * R), np.ones(L * R, bool), gap=gap,
-                     time_limit_s=time_limit_s, start=start, solver=solver)
+                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed)
     if not res.ok:
         # The counts do not pack: keep as many planned GPU-rounds as fit (at most n_j per job), earlier rounds
         # to higher-priority jobs as a tie-break far below one GPU-round.
@@ -251,7 +255,7 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
         order_cost = c / max(c.max(), 1e-12) * 1e-3
         c_fit = -np.repeat(gpus[live].astype(float), R) + order_cost
         res = solve_milp(c_fit, A, np.r_[np.zeros(L), lo[L:]], hi, np.zeros(L * R), np.ones(L * R),
-                         np.ones(L * R, bool), gap=gap, time_limit_s=time_limit_s, solver=solver)
+                         np.ones(L * R, bool), gap=gap, time_limit_s=time_limit_s, solver=solver, seed=seed)
         if not res.ok:
             return greedy
     y = np.zeros((N, R), bool)
@@ -261,7 +265,7 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
 
 def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,
                             bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
-                            solver: str = "highs", start=None) -> tuple[np.ndarray | None, str]:
+                            solver: str = "highs", start=None, seed: int = 0) -> tuple[np.ndarray | None, str]:
     """The artifact's own model (s.4.5): x[j, r] binaries per round and an SOS2 lambda formulation of the log.
     Same optimum as `window_program`, far larger; kept to measure what the reformulation changes."""
     N, R = len(inp.gpus), rounds
@@ -322,7 +326,7 @@ def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, ro
     integer[:N * R] = True
     integer[Z_:Z_ + N * B] = True
     res = solve_milp(c, A, np.concatenate(lo), np.concatenate(hi), col_lo, col_hi, integer, gap=gap,
-                     time_limit_s=time_limit_s, solver=solver)
+                     time_limit_s=time_limit_s, solver=solver, seed=seed)
     if not res.ok:
         return None, res.status
     return np.rint(res.x[:N * R]).reshape(N, R).sum(axis=1).astype(np.int64), res.status
