@@ -85,11 +85,16 @@ def figure_note(preset: str, results: pd.DataFrame | None = None, **facts) -> st
 
 
 def with_note(chart: alt.TopLevelMixin, note: str) -> alt.TopLevelMixin:
-    """Add `note` as the chart's subtitle (or as its title, for a concatenation without one)."""
+    """Add `note` as the chart's subtitle, under a subtitle it already has (or as its title, for a
+    concatenation without one)."""
     title = chart.title if chart.title is not alt.Undefined else None
     text = getattr(title, "text", title) if title is not None else ""
-    return chart.properties(title=alt.TitleParams(text=text or note, subtitle=note if text else alt.Undefined,
-                                                  anchor="start", subtitleColor="#555"))
+    if not text:
+        return chart.properties(title=alt.TitleParams(text=note, anchor="start", subtitleColor="#555"))
+    old = getattr(title, "subtitle", alt.Undefined)
+    old = [] if old is alt.Undefined else [old] if isinstance(old, str) else list(old)
+    return chart.properties(title=alt.TitleParams(text=text, subtitle=[note, *old] if old else note, anchor="start",
+                                                  subtitleColor="#555"))
 
 
 def _color(data: pd.DataFrame, column: str) -> tuple[pd.DataFrame, alt.Color, list]:
@@ -267,3 +272,23 @@ def relative_bars(frame: pd.DataFrame, title: str) -> alt.HConcatChart:
                                                       if "artifact" in data and data["artifact"].notna().any()
                                                       else alt.Undefined))
 
+
+
+def seed_strip(frame: pd.DataFrame, title: str) -> alt.HConcatChart:
+    """One panel per metric: our runs (`source` hetsched, e.g. one per solver seed) as points with their median
+    as a bar, an artifact's runs (`source` artifact) as black ticks; `run` names each in the tooltip."""
+    panels = []
+    for metric, part in frame.groupby("metric", sort=False):
+        y = alt.Y("source:N", title=None, sort=["hetsched", "artifact"])
+        tooltip = ["run", alt.Tooltip("value:Q", format=",.3f")]
+        ours = part[part["source"] == "hetsched"]
+        layer = alt.Chart(ours).mark_circle(size=60, opacity=0.7, color=policy_color("shockwave")).encode(
+            x=alt.X("value:Q", title=None, scale=alt.Scale(zero=False)), y=y, tooltip=tooltip)
+        layer += alt.Chart(ours).mark_tick(thickness=3, size=22, color=policy_color("shockwave")).encode(
+            x="median(value):Q", y=y, tooltip=[alt.Tooltip("median(value):Q", title="median", format=",.3f")])
+        if (part["source"] == "artifact").any():
+            layer += alt.Chart(part[part["source"] == "artifact"]).mark_tick(color="black", thickness=2).encode(
+                x="value:Q", y=y, tooltip=tooltip)
+        panels.append(layer.properties(title=metric, width=190, height=70))
+    return alt.hconcat(*panels, title=alt.TitleParams(
+        title, subtitle="points: one run per solver seed, thick tick: their median; black ticks: the artifact's runs"))

@@ -7,7 +7,7 @@ from _build import notebook
 SETUP = '''from pathlib import Path
 import numpy as np, pandas as pd
 from hetsched.sweep import sweep, repoint
-from hetsched.plots import relative_bars, lines, publish
+from hetsched.plots import relative_bars, lines, publish, seed_strip
 from hetsched.experiments import shockwave as W
 out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
 run = lambda cfgs: sweep(cfgs, cache_dir=cache_dir, dask_address=dask_address, use_dask=use_dask)
@@ -23,6 +23,13 @@ chart = relative_bars(rel, f"Shockwave's canonical comparison: {W.SETUPS[setup].
                            f"bar labels relative to Shockwave ({preset_note})")
 publish(chart, out, preset, results)
 results.set_index("label")[COLS[3:]].round(3)'''
+
+SEEDS = '''seeds = {"paper": range(10), "quick": range(5), "tiny": range(3)}[preset]
+seed_runs = W.tidy(run(W.seed_configs(setup, seeds)))
+spread = W.seed_spread(seed_runs)
+spread.to_csv(out / "seeds.csv", index=False)
+publish(seed_strip(spread, f"Shockwave over MILP solver seeds ({preset_note})"), out, preset, seed_runs, name="seeds")
+spread.groupby(["metric", "source"], sort=False)["value"].describe()[["count", "min", "50%", "max"]].round(3)'''
 
 COMPARE = '''cmp = W.compare_reference(results)
 cmp.to_csv(out / "comparison.csv", index=False)
@@ -44,6 +51,14 @@ def build_shockwave() -> None:
                      "Shockwave's planner is a MILP under a time limit and gap, so its numbers depend on the solver "
                      "(the artifact itself gave 24,197 / 24,498 / 24,457 s with Gurobi / HiGHS / SCIP)."),
               ("code", COMPARE),
+              ("md", "## Shockwave over solver seeds\n\nAt k = 1e-3 the makespan regulariser is worth about 14 "
+                     "in the planner's objective and the MILP gap 1e-3 of that is about 0.014, while one round of "
+                     "progress for one job adds about 0.003 of Nash social welfare. Within the gap the solver "
+                     "returns one of many near-optimal plans, so which short job waits, and the worst rho, move "
+                     "with the solver's random seed (the run's `seed`). The artifact's own runs show the same "
+                     "spread: Gurobi (stored), HiGHS and SCIP gave worst rho 1.784, 1.733 and 1.874. The fidelity "
+                     "test compares the median of seeds 0-4 with the stored run."),
+              ("code", SEEDS),
               ("md", "The Shockwave paper's \"Gavel\" bar is Gavel's LAS policy; on V100s only, LAS and Gavel coincide, so "
                      "hetsched's one vocabulary calls it LAS.\n\n**What this shows.** Shockwave finishes the trace about 1.3x sooner than the fair "
                      "schedulers (Themis, Gavel, Gandiva-Fair, AlloX) while keeping almost every job within 5 % of "

@@ -66,12 +66,12 @@ def _synergy(policy: str, servers: int, paper_rate: float, *, cpus=24, split=(20
     return summary(result)["avg_jct_s"] / 3600
 
 
-def _shockwave(policy: str, cluster: str, table: str, planner: str | None = None):
+def _shockwave(policy: str, cluster: str, table: str, planner: str | None = None, seed: int = 0):
     """The tiny Shockwave setup: the canonical trace's first 40 jobs under Shockwave's round rules."""
     jobs = read_trace(data_dir() / "traces" / "shockwave_120_40_25.csv")[:40]
-    pol = policy_for(policy, 0, system="shockwave", **({"config": planner} if planner else {}))
-    return simulate(jobs, ClusterSpec.load(cluster), pol, table, SimulationConfig.for_system("shockwave"), seed=0,
-                    record_timeline=False)
+    pol = policy_for(policy, seed, system="shockwave", **({"config": planner} if planner else {}))
+    return simulate(jobs, ClusterSpec.load(cluster), pol, table, SimulationConfig.for_system("shockwave"),
+                    seed=seed, record_timeline=False)
 
 
 # Gavel's continuous figures: (notebook, row of results.csv, how the tiny preset defines that point).
@@ -175,6 +175,14 @@ def test_shockwave_planner_point_and_its_adaptation(runs):
     last = switched.sort_values("time_s").groupby("job_id").last()
     for job, event in last.iterrows():
         assert actual[actual["job_id"] == job].sort_values("epoch")["batch_size"].iloc[-1] == event["new_batch_size"]
+
+
+def test_shockwave_seed_point(runs):
+    """The canonical notebook's solver-seed panel: seed 2's worst rho is a direct run with solver seed 2."""
+    frame = _results(runs, "shockwave_canonical", "seeds.csv")
+    row = _one(frame, run="seed 2", metric="Worst FTF (rho)")
+    result = _shockwave("shockwave", "v100=12", "shockwave_tacc", planner="tacc_32gpus", seed=2)
+    assert row["value"] == pytest.approx(summary(result)["worst_ftf_rho"], rel=1e-9)
 
 
 def test_motivation_point(runs):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetsched.plots import CDF_POINTS, VEGA_MIME, _offline_bundle, cdf, lines, publish
+from hetsched.plots import CDF_POINTS, VEGA_MIME, _offline_bundle, cdf, lines, publish, seed_strip, with_note
 
 
 def _layers(chart) -> list[dict]:
@@ -91,3 +91,12 @@ def test_cdf_of_no_jobs_is_an_empty_chart():
     """A saturated window finishes no job: its CDF panel is empty, not a KeyError."""
     chart = cdf(pd.DataFrame(), "jct_h", "policy", "t", "x")
     assert not next(iter(chart.to_dict()["datasets"].values()), [])
+
+
+def test_seed_strip_keeps_its_key_under_the_preset_note():
+    frame = pd.DataFrame({"metric": ["Worst FTF (rho)"] * 4, "source": ["hetsched"] * 3 + ["artifact"],
+                          "run": ["seed 0", "seed 1", "seed 2", "stored"], "value": [1.5, 1.6, 1.7, 1.78]})
+    spec = with_note(seed_strip(frame, "t"), "quick preset").to_dict()
+    assert spec["title"]["subtitle"][0] == "quick preset" and "median" in spec["title"]["subtitle"][1]
+    marks = [layer["mark"]["type"] for layer in spec["hconcat"][0]["layer"]]
+    assert marks == ["circle", "tick", "tick"]

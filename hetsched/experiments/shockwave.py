@@ -7,7 +7,7 @@ CPU in all) and the 64-GPU scale run; `tiny` (tests) the canonical setup's first
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -58,6 +58,34 @@ def configs(setup_name: str, policies=tuple(POLICIES), cluster: str | None = Non
                       planner=s.planner if p == "shockwave" else None, max_rounds=100_000,
                       labels=(("setup", setup_name), ("label", POLICIES.get(p, p))) + tuple(labels.items()))
             for p in policies]
+
+
+ARTIFACT_RUNS = {"canonical": "artifact, stored (Gurobi)", "canonical_highs": "artifact, HiGHS rerun",
+                 "canonical_scip": "artifact, SCIP rerun"}
+
+
+def seed_configs(setup_name: str, seeds) -> list[RunConfig]:
+    """Shockwave on a setup once per MILP solver seed. Within the solver's gap the NSW term only breaks ties, so
+    seeds give different near-optimal plans; their spread is the planner's own noise (README, quirks)."""
+    (base,) = configs(setup_name, ["shockwave"])
+    return [replace(base, seed=int(s)) for s in seeds]
+
+
+def seed_spread(results: pd.DataFrame) -> pd.DataFrame:
+    """Long table (metric, value, source, run) of Shockwave's runs over solver seeds, next to the artifact's
+    three runs of the canonical setup (stored with Gurobi, rerun with HiGHS and with SCIP; spec s.7.2, s.8)."""
+    rows = []
+    for _, r in results[results["policy"] == "shockwave"].iterrows():
+        rows += [{"metric": title, "value": r[m], "source": "hetsched", "run": f"seed {r['seed']}",
+                  "setup": r["setup"]} for m, title in METRICS.items()]
+    ref = reference()
+    ref = ref[(ref["policy"] == "shockwave") & ref["figure"].str.startswith("canonical")]
+    for setup in sorted(set(results["setup"]) & {"canonical"}):
+        for _, r in ref.iterrows():
+            run = ARTIFACT_RUNS.get(r["figure"], r["label"])
+            rows += [{"metric": title, "value": r[m], "source": "artifact", "run": run, "setup": setup}
+                     for m, title in METRICS.items() if pd.notna(r[m])]
+    return pd.DataFrame(rows, columns=["setup", "metric", "source", "run", "value"])
 
 
 def tidy(rows: pd.DataFrame) -> pd.DataFrame:
