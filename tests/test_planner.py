@@ -173,3 +173,22 @@ def test_the_run_seed_seeds_the_solver_and_overrides_keep_the_config():
     assert (policy.config.k, policy.config.formulation) == (5.0, "artifact")
     with pytest.raises(Exception, match="solver_seed"):
         PlannerConfig(solver_seed=-1)
+
+
+@pytest.mark.parametrize("policy, calibrated", [("shockwave", False), ("shockwave_agnostic", True)])
+def test_calibration_corrects_batch_sizes_not_gpu_types(monkeypatch, policy, calibrated):
+    """Two static jobs on a V100 and a K80: the heterogeneity-aware plan already weighs the K80 by its speed, so
+    its calibration sees the profile type's rate and never fires; the type-agnostic plan (the artifact's V100
+    view) learns the K80's slowness through calibration."""
+    amps = []
+    original = PlannerJob.calibrate
+
+    def record(self, round_s, dataset_size):
+        original(self, round_s, dataset_size)
+        amps.append(self.amp)
+
+    monkeypatch.setattr(PlannerJob, "calibrate", record)
+    jobs = [Job(i, 0.0, "ResNet-18 (batch size 64)", 1, 30000.0, mode=AdaptationMode.STATIC) for i in range(2)]
+    simulate(jobs, ClusterSpec.load("v100=1,k80=1"), policy, "gavel_simulation",
+             SimulationConfig.for_system("shockwave"))
+    assert amps and any(a != 1.0 for a in amps) == calibrated

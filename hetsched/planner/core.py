@@ -104,10 +104,14 @@ class PlannerCore(Scheduler):
 
     def credit(self, entry, gpu_type, steps, exec_time):
         slots = self.members[entry, 0]
-        for s, w in zip(slots.tolist(), gpu_type.tolist()):        # the round's measurements, before any switch
+        # The round's measurements, before any switch. A heterogeneity-aware plan already weighs each type by
+        # its speed, so calibration sees the rate on the profile's type: it corrects batch sizes, not types.
+        rates = self.tput[slots, gpu_type]
+        if self.n > 1 and self.cfg.heterogeneity_aware:
+            rates = self._profile_rates(slots)
+        for s, rate in zip(slots.tolist(), rates.tolist()):
             job_id = int(self.job_of_slot[s])
-            self.planned[job_id].measured(self.round_ptr, float(self.tput[s, w]), self._batch_size(job_id),
-                                          self.round_s)
+            self.planned[job_id].measured(self.round_ptr, rate, self._batch_size(job_id), self.round_s)
         completed = super().credit(entry, gpu_type, steps, exec_time)
         self.round_done()
         return completed
@@ -118,15 +122,20 @@ class PlannerCore(Scheduler):
         if self.round_ptr % self.cfg.reopt_rounds == 0:
             self.resolve = True
 
+    def _profile_rates(self, slots: np.ndarray) -> np.ndarray:
+        """Each job's current rate (at its current batch size) on the profile's GPU type, from the table; its
+        fastest rate here where the table lacks it."""
+        rows = self.key_row[slots]
+        ref = np.where(rows >= 0, self.table.isolated[np.maximum(rows, 0), self.table.gpu_index(self.profile_type), 0],
+                       np.nan)
+        return np.where(np.isfinite(ref) & (ref > 0), ref, self.tput[slots].max(axis=1))
+
     def _speeds(self, ids: list[int]) -> np.ndarray:
         """(N, W) each job's current rate per GPU type over its rate on the profile's type (epoch times)."""
         slots = np.array([self.slot[j] for j in ids])
         if not self.cfg.heterogeneity_aware:
             return (self.tput[slots] > 0).astype(float)
-        rows = self.key_row[slots]
-        ref = np.where(rows >= 0, self.table.isolated[np.maximum(rows, 0), self.table.gpu_index(self.profile_type), 0],
-                       np.nan)
-        ref = np.where(np.isfinite(ref) & (ref > 0), ref, self.tput[slots].max(axis=1))
+        ref = self._profile_rates(slots)
         return self.tput[slots] / np.where(ref > 0, ref, 1.0)[:, None]
 
     def _rounds(self, ids, n, inputs: WindowInputs, priority, remaining) -> list[list[tuple[int, int]]]:
