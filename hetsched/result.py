@@ -194,12 +194,15 @@ class ResultBuilder:
         fresh = slots[np.isnan(self._acc[slots, 0])]
         self._acc[fresh, 0] = plan.now
 
-    def round_done(self, plan: "RoundPlan", steps: np.ndarray, start: float, ends: np.ndarray) -> None:
-        """Account a finished round: steps (k, 2) per member, combination end times (k,)."""
+    def round_done(self, plan: "RoundPlan", steps: np.ndarray, start: float, ends: np.ndarray,
+                   credited: np.ndarray | None = None) -> None:
+        """Account a finished round: steps (k, 2) per member, combination end times (k,). `credited` (k,) is
+        the execution time the cluster's accounting credits when it differs from the wall time (Shockwave's
+        preemption penalty, A1); utilization counts it, costs and GPU-seconds count the wall time."""
         sched = self.sched
         exec_time = ends - start
         scale = sched.escale[plan.entry].astype(float)
-        self.busy += float(exec_time @ scale)
+        self.busy += float((exec_time if credited is None else credited) @ scale)
         members = sched.members[plan.entry]
         valid = members >= 0 if (sched._has_pairs or self.record_timeline) else None
         gpu_seconds = exec_time * scale

@@ -212,7 +212,7 @@ class RoundSimulation:
             steps, exec_time = self._steps, self._ends - self.round_start
             if tracker is not None:
                 steps, exec_time = tracker.penalize(plan, steps, exec_time)
-            out.round_done(plan, steps, self.round_start, self._ends)
+            out.round_done(plan, steps, self.round_start, self._ends, None if tracker is None else exec_time)
             completed = sched.credit(plan.entry, plan.gpu_type, steps, exec_time)
             members = sched.members[plan.entry]
             if tracker is not None:
