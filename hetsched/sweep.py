@@ -10,6 +10,7 @@ artifact's sweeps treat a timed-out run; `timeout_s` bounds a run's CPU time the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -27,8 +28,23 @@ from tqdm.auto import tqdm
 from .errors import HetschedError
 
 log = logging.getLogger(__name__)
-CACHE_VERSION = 4      # 2: unit-pair space sharing, CPU timeouts; 3: Synergy runs, rounds start after idle gaps;
-# 4: Shockwave rules and planner
+CACHE_VERSION = 5      # 2: unit-pair space sharing, CPU timeouts; 3: Synergy runs, rounds start after idle gaps;
+# 4: Shockwave rules and planner; 5: keys carry the code's fingerprint
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A hash of the package's sources and of its data tables. It is part of every cache key, so a cached run
+    is reused only by the code and the tables that produced it (a version number bumped by hand was missed)."""
+    from .throughputs import data_dir
+
+    digest = hashlib.sha256()
+    for root in (Path(__file__).resolve().parent, data_dir()):
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".csv", ".parquet", ".json", ".trace", ".ini") and path.is_file():
+                digest.update(path.relative_to(root).as_posix().encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -62,7 +78,8 @@ class RunConfig:
     labels: tuple[tuple[str, object], ...] = field(default=())   # free-form tags carried into the results
 
     def key(self) -> str:
-        payload = json.dumps({"v": CACHE_VERSION, **asdict(self)}, sort_keys=True, default=str)
+        payload = json.dumps({"v": CACHE_VERSION, "code": code_fingerprint(), **asdict(self)}, sort_keys=True,
+                             default=str)
         return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
     def with_(self, **changes) -> "RunConfig":

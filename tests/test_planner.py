@@ -146,6 +146,8 @@ def test_scip_reaches_the_same_optimum(seed):
     n_s, status = window_program(inp, capacity=32, **{**SOLVE, "solver": "scip"})
     assert status in ("optimal", "feasible")
     assert objective(inp, n_s, 6, 120.0, 1e-3) == pytest.approx(objective(inp, n_h, 6, 120.0, 1e-3), rel=1e-6)
+    n_p, _ = window_program(inp, capacity=32, **{**SOLVE, "solver": "scip", "seed": 7})    # a permuted model
+    assert objective(inp, n_p, 6, 120.0, 1e-3) == pytest.approx(objective(inp, n_h, 6, 120.0, 1e-3), rel=1e-6)
     y = rank_program(n_s, inp.gpus, inp.priority, capacity=32, rounds=6, gap=1e-6, time_limit_s=30.0, solver="scip")
     assert (inp.gpus @ y <= 32).all() and (y.sum(axis=1) <= n_s).all()
 

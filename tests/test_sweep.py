@@ -64,3 +64,14 @@ def test_repoint_moves_runs_and_keeps_the_load():
             repoint(base, window=bad)
     with pytest.raises(HetschedError, match="round_s"):
         repoint(base, round_s=0)
+
+
+def test_cache_keys_follow_the_code(monkeypatch):
+    """A cached run is reused only by the code and the tables that produced it."""
+    from hetsched import sweep as S
+
+    fingerprint = S.code_fingerprint()
+    assert len(fingerprint) == 16 and S.code_fingerprint() == fingerprint
+    before = BASE.key()
+    monkeypatch.setattr(S, "code_fingerprint", lambda: "0" * 16)
+    assert BASE.key() != before
