@@ -178,10 +178,17 @@ def test_shockwave_planner_point_and_its_adaptation(runs):
 
 
 def test_shockwave_seed_point(runs):
-    """The canonical notebook's solver-seed panel: seed 2's worst rho is a direct run with solver seed 2."""
+    """The canonical notebook's solver-seed panel: seed 2's worst rho is a direct run whose planner config sets
+    solver seed 2 itself (not through the run's seed, so a seed dropped on the way there fails here)."""
+    from hetsched.planner.config import load_planner_config
+    from hetsched.planner.core import ShockwavePolicy
+
     frame = _results(runs, "shockwave_canonical", "seeds.csv")
     row = _one(frame, run="seed 2", metric="Worst FTF (rho)")
-    result = _shockwave("shockwave", "v100=12", "shockwave_tacc", planner="tacc_32gpus", seed=2)
+    jobs = read_trace(data_dir() / "traces" / "shockwave_120_40_25.csv")[:40]
+    policy = ShockwavePolicy(load_planner_config("tacc_32gpus", solver_seed=2))
+    result = simulate(jobs, ClusterSpec.load("v100=12"), policy, "shockwave_tacc",
+                      SimulationConfig.for_system("shockwave"), record_timeline=False)
     assert row["value"] == pytest.approx(summary(result)["worst_ftf_rho"], rel=1e-9)
 
 
