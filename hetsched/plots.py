@@ -93,8 +93,8 @@ def with_note(chart: alt.TopLevelMixin, note: str) -> alt.TopLevelMixin:
         return chart.properties(title=alt.TitleParams(text=note, anchor="start", subtitleColor="#555"))
     old = getattr(title, "subtitle", alt.Undefined)
     old = [] if old is alt.Undefined else [old] if isinstance(old, str) else list(old)
-    return chart.properties(title=alt.TitleParams(text=text, subtitle=[note, *old] if old else note, anchor="start",
-                                                  subtitleColor="#555"))
+    return chart.properties(title=alt.TitleParams(text=text, subtitle=[note, *old] if old else note,
+                                                  anchor="start", subtitleColor="#555"))
 
 
 def _color(data: pd.DataFrame, column: str) -> tuple[pd.DataFrame, alt.Color, list]:
@@ -273,10 +273,9 @@ def relative_bars(frame: pd.DataFrame, title: str) -> alt.HConcatChart:
                                                       else alt.Undefined))
 
 
-
 def seed_strip(frame: pd.DataFrame, title: str) -> alt.HConcatChart:
     """One panel per metric: our runs (`source` hetsched, e.g. one per solver seed) as points with their median
-    as a bar, an artifact's runs (`source` artifact) as black ticks; `run` names each in the tooltip."""
+    as a thick tick, an artifact's runs (`source` artifact) as black ticks; `run` names each in the tooltip."""
     panels = []
     for metric, part in frame.groupby("metric", sort=False):
         y = alt.Y("source:N", title=None, sort=["hetsched", "artifact"])

@@ -78,13 +78,11 @@ def seed_spread(results: pd.DataFrame) -> pd.DataFrame:
     for _, r in results[results["policy"] == "shockwave"].iterrows():
         rows += [{"metric": title, "value": r[m], "source": "hetsched", "run": f"seed {r['seed']}",
                   "setup": r["setup"]} for m, title in METRICS.items()]
-    ref = reference()
-    ref = ref[(ref["policy"] == "shockwave") & ref["figure"].str.startswith("canonical")]
-    for setup in sorted(set(results["setup"]) & {"canonical"}):
-        for _, r in ref.iterrows():
-            run = ARTIFACT_RUNS.get(r["figure"], r["label"])
-            rows += [{"metric": title, "value": r[m], "source": "artifact", "run": run, "setup": setup}
-                     for m, title in METRICS.items() if pd.notna(r[m])]
+    if (results["setup"] == "canonical").any():           # the artifact ran only the canonical setup
+        ref = reference()
+        for _, r in ref[ref["figure"].isin(ARTIFACT_RUNS) & (ref["policy"] == "shockwave")].iterrows():
+            rows += [{"metric": title, "value": r[m], "source": "artifact", "run": ARTIFACT_RUNS[r["figure"]],
+                      "setup": "canonical"} for m, title in METRICS.items() if pd.notna(r[m])]
     return pd.DataFrame(rows, columns=["setup", "metric", "source", "run", "value"])
 
 

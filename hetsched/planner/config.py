@@ -30,7 +30,7 @@ class PlannerConfig:
     time_limit_s: float = 15.0
     solver: str = "highs"
     # The MILP solver's random seed. Within the gap the NSW term is a tie-breaker, so seeds return different
-    # plans of equal objective and the per-job outcomes (worst rho) move with them; the run's --seed sets it.
+    # near-optimal plans and the per-job outcomes (worst rho) move with them; the run's --seed sets it.
     solver_seed: int = 0
     # "aggregate": integer rounds per job (hetsched's); "artifact": x[j, r] and SOS2 binaries, as the artifact
     formulation: str = "aggregate"

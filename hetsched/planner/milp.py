@@ -38,7 +38,7 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
                col_hi: np.ndarray, integer: np.ndarray, *, gap: float, time_limit_s: float,
                start: np.ndarray | None = None, solver: str = "highs", seed: int = 0) -> MilpResult:
     """minimise c'x  s.t.  row_lo <= A x <= row_hi, col_lo <= x <= col_hi, x[integer] integral. `seed` is the
-    solver's random seed: within the gap, different seeds may return different (equally good) solutions."""
+    solver's random seed: different seeds may return different solutions within the gap."""
     if solver == "scip":
         return _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s, seed)
     import highspy
