@@ -1,6 +1,7 @@
 """hetsched: Gavel, Shockwave and Synergy on one scheduling core."""
 
 from .cluster import ClusterSpec, Server
+from . import cluster_ini, cluster_json, cluster_nodes  # noqa: F401  (register the cluster file readers)
 from .errors import HetschedError, SolverError, SpecError, ThroughputError, TraceError
 from .jobs import AdaptationMode, Job
 from .throughputs import JobKey, ThroughputTable, load_throughputs

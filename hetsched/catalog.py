@@ -28,7 +28,7 @@ def _family(model: str, batch_sizes: tuple[int, ...], command: str, workdir: str
 
 _TRAIN = "python3 -m workloads.train --model {model} --batch-size {{b}} --data-dir %s"
 
-# The 26 templates of Gavel's job table, in its order (spec/gavel.md s.1.3). The commands launch
+# The 26 templates of Gavel's job table, in its order (docs/rules.md#catalogues). The commands launch
 # hetsched's own workloads (workloads/), so the strings differ from the artifact's; `%s` is the data dir.
 GAVEL_JOB_TEMPLATES: tuple[JobTemplate, ...] = tuple(
     _family("ResNet-18", (16, 32, 64, 128, 256), _TRAIN.format(model="ResNet-18"),
@@ -50,7 +50,7 @@ GAVEL_JOB_TEMPLATES: tuple[JobTemplate, ...] = tuple(
 
 GAVEL_JOB_TYPES: frozenset[str] = frozenset(t.job_type for t in GAVEL_JOB_TEMPLATES)
 
-#: Synergy's model zoo (spec/synergy.md s.1.3): name -> task class.
+#: Synergy's model zoo (docs/rules.md#catalogues): name -> task class.
 SYNERGY_MODELS: dict[str, str] = {
     "alexnet": "image", "res18": "image", "res50": "image", "mobilenet": "image", "shufflenet": "image",
     "gnmt": "language", "transformer": "language", "lstm": "language",

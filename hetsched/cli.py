@@ -198,7 +198,7 @@ def _system_rules(args: argparse.Namespace, jobs) -> str | None:
     if args.rules != "auto":
         return args.rules
     adaptive = isinstance(jobs, list) and any(j.mode.value != "static" for j in jobs)
-    return "shockwave" if args.policy == "shockwave" or adaptive else None
+    return "shockwave" if args.policy.split("+")[0] == "shockwave" or adaptive else None
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -207,6 +207,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     from .cluster import ClusterSpec
     from .metrics import summary, with_hours
+    from .registry import pipeline_for
     from .simulator import SimulationConfig, policy_for, simulate
     from .throughputs import load_throughputs
 
@@ -221,9 +222,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
     jobs = _jobs_for_simulation(args, table, cluster)
     system = _system_rules(args, jobs)
-    params = {"config": args.shockwave_config} if args.shockwave_config and args.policy == "shockwave" else {}
-    if args.shockwave_config and args.policy != "shockwave":
-        raise HetschedError("simulate: --shockwave-config applies to --policy shockwave only")
+    planner = args.policy.split("+")[0] == "shockwave"
+    params = {"config": args.shockwave_config} if args.shockwave_config and planner else {}
+    if args.shockwave_config and not planner:
+        raise HetschedError("simulate: --shockwave-config applies to --policy shockwave only (and its compositions, "
+                            "e.g. shockwave+tune)")
     policy = policy_for(args.policy, args.seed or 0, system=system, **params)
     if args.entity_weights is not None:
         from .entities import read_entity_weights
@@ -238,7 +241,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.min_reset_interval is not None:
         overrides["min_reset_interval_s"] = args.min_reset_interval
     config = SimulationConfig.for_system(system, **overrides) if system else SimulationConfig(**overrides)
-    result = simulate(jobs, cluster, policy, table, config)
+    pipeline = pipeline_for(policy, config, cluster)
+    result = simulate(jobs, cluster, pipeline, table, config)
     if args.jobs_out:
         result.jobs_frame().to_csv(args.jobs_out, index=False)
     row = summary(result)
@@ -250,7 +254,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     row["config"] = {"policy": args.policy, "resolved_policy": result.policy,
                      "policy_name": display_name(result.policy), "cluster": str(cluster),
                      "prices_per_hour": dict(cluster.prices_per_hour), "throughputs": args.throughputs,
-                     "round_s": config.round_for(policy), "seed": config.seed, "window": args.window,
+                     "round_s": pipeline.rules.round_s, "stages": pipeline.stages(), "seed": config.seed, "window": args.window,
                      "rules": system or "gavel", "trace": str(args.trace) if args.trace else None,
                      "generate": args.generate}
     if args.json:
@@ -412,10 +416,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_policies(_args) -> int:
+    from .registry import composition_markdown
+
     frame = vocabulary_frame()
     widths = {c: max(len(c), int(frame[c].str.len().max())) for c in ("policy", "name", "aliases")}
     for row in [{c: c for c in frame.columns}] + frame.to_dict("records"):
         print("  ".join(str(row[c]).ljust(w) for c, w in widths.items()) + "  " + row["description"])
+    print("\nStages (docs/architecture.md): decide (allocation | planner | ordering) -> select -> place "
+          "(gpus | fair | greedy | tune | opt, +place) -> rates -> round rules (--rules gavel | synergy | shockwave).\n"
+          "A name is a decide stage, optionally +placement: gavel+tune, las+fair, themis+tune, shockwave+tune.\n")
+    print(composition_markdown())
     return 0
 
 

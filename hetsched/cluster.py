@@ -5,14 +5,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Callable, Mapping
 
 from .errors import SpecError
 
 #: Gavel's `-c V:P:K` order.
 GAVEL_GPU_ORDER: tuple[str, ...] = ("v100", "p100", "k80")
 
-#: On-demand GCP prices ($/h) that Gavel hard-codes for its cost policies (spec/gavel.md s.2.11).
+#: Cluster file readers by file suffix (`ini`, `json`, `csv`); each reader module registers itself on import
+#: (hetsched/__init__.py imports them), so this model module imports none of its readers.
+CLUSTER_FILE_READERS: dict[str, Callable[..., "ClusterSpec"]] = {}
+
+#: On-demand GCP prices ($/h) that Gavel hard-codes for its cost policies (docs/rules.md#catalogues).
 GAVEL_GCP_PRICES: Mapping[str, float] = MappingProxyType({"v100": 0.74, "p100": 0.43, "k80": 0.135})
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
@@ -132,15 +136,9 @@ class ClusterSpec:
         `"16x8/24/500"` (servers x GPUs/CPUs/GB, optional `/MBps` and `@type`, `+` joins groups), or from the
         string forms of `parse`."""
         text = text.strip()
-        if text.lower().endswith(".ini"):
-            from .cluster_ini import read_cluster_ini
-            return read_cluster_ini(text, prices_per_hour=prices_per_hour)
-        if text.lower().endswith(".json"):
-            from .cluster_json import read_cluster_json
-            return read_cluster_json(text, prices_per_hour=prices_per_hour)
-        if text.lower().endswith(".csv"):
-            from .cluster_nodes import read_node_list
-            return read_node_list(text, prices_per_hour=prices_per_hour)
+        reader = CLUSTER_FILE_READERS.get(text.lower().rpartition(".")[2]) if "." in text else None
+        if reader is not None:
+            return reader(text, prices_per_hour=prices_per_hour)
         if _SHAPES.match(text):
             return cls.from_servers(_parse_shapes(text), prices_per_hour)
         return cls.parse(text, gpus_per_server, prices_per_hour)

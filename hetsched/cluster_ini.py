@@ -1,4 +1,4 @@
-"""Synergy's cluster `.ini` files (spec/synergy.md s.1.1) as a `ClusterSpec`.
+"""Synergy's cluster `.ini` files (docs/rules.md#trace-formats) as a `ClusterSpec`.
 
 `[CLUSTER]` holds `racks`, `servers_per_rack`, `gpus_per_server`, `cpus_per_server`, `dram_per_server` (GB) and
 `sspeed_per_server` (MB/s), all integers as the artifact reads them; missing keys take the artifact's
@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from .cluster import ClusterSpec, Server
+from .cluster import CLUSTER_FILE_READERS, ClusterSpec, Server
 from .errors import SpecError
 
 DEFAULTS = {"racks": 1, "servers_per_rack": 4, "gpus_per_server": 8, "cpus_per_server": 24,
@@ -87,3 +87,6 @@ def synergy_cluster(servers: int = 16, gpus: int = 8, cpus: int = 24, dram_gb: f
     """A homogeneous Synergy-style cluster (the default is `default_cluster.ini`: 128 GPUs)."""
     return ClusterSpec.from_servers([Server(gpu_type, gpus, cpu_cores=cpus, dram_gb=dram_gb,
                                             storage_mbps=storage_mbps)] * servers)
+
+
+CLUSTER_FILE_READERS["ini"] = read_cluster_ini

@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Mapping
 
-from .cluster import ClusterSpec, Server
+from .cluster import CLUSTER_FILE_READERS, ClusterSpec, Server
 from .errors import SpecError
 
 KEYS = {"gpus", "servers", "gpus_per_server", "prices_per_hour"}
@@ -105,3 +105,6 @@ def read_cluster_json(path: str | Path, prices_per_hour: Mapping[str, float] | N
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the cluster file ({exc.strerror})") from None
     return parse_cluster_json(text, str(path), prices_per_hour)
+
+
+CLUSTER_FILE_READERS["json"] = read_cluster_json

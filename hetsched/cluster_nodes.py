@@ -14,7 +14,7 @@ import csv
 import io
 from pathlib import Path
 
-from .cluster import ClusterSpec, Server
+from .cluster import CLUSTER_FILE_READERS, ClusterSpec, Server
 from .errors import SpecError
 from .gpu_map import gpu_type_name
 
@@ -82,3 +82,6 @@ def _count(value, where: str, field: str) -> int:
     if not (number >= 0 and number.is_integer()):
         raise SpecError(f"{where}: field '{field}': expected a non-negative integer, got {text!r}")
     return int(number)
+
+
+CLUSTER_FILE_READERS["csv"] = read_node_list

@@ -1,4 +1,4 @@
-"""The scheduling core: Gavel's round-based mechanism (spec/gavel.md s.3, with the amendments of s.12).
+"""The scheduling core: Gavel's round-based mechanism (docs/rules.md#priorities, docs/rules.md#select).
 
 The core holds the active jobs, their time received per GPU type and the current allocation, and turns the
 allocation into a plan for the next round. It performs no I/O and reads no clock: the simulator drives it on
@@ -69,7 +69,7 @@ class Scheduler(JobSlots, PolicyViews):
 
     def __init__(self, cluster: ClusterSpec, policy: Policy, throughputs: ThroughputTable, *,
                  round_s: float = 360.0, min_reset_interval_s: float = 1920.0, seed: int = 0,
-                 placement_aware: bool = False, estimator=None, resources=None, adaptation=None,
+                 placement_aware: bool = False, estimator=None, resources=None, adaptation=None, planner=None,
                  gpu_types: tuple[str, ...] | None = None, entity_weights: Mapping[str, float] | None = None):
         self.cluster = cluster
         self.policy = policy
@@ -81,6 +81,7 @@ class Scheduler(JobSlots, PolicyViews):
         self.estimator = estimator          # ThroughputEstimator: policies see estimated pair throughputs
         self.resources = resources          # TypeAwareResources: CPU/memory placement on the chosen type's servers
         self.adaptation = adaptation        # RuntimeAdaptation: Shockwave's batch-size switching
+        self.planner = planner              # Planner: Shockwave's decide and select stages (else the allocation's)
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
         self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
@@ -122,6 +123,8 @@ class Scheduler(JobSlots, PolicyViews):
         self.last_reset_time = 0.0
         self.num_recomputes = 0
         self._last_gpus: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        if planner is not None:
+            planner.attach(self)
 
     def _set_capacity(self, cluster: ClusterSpec) -> None:
         counts = cluster.as_dict()
@@ -144,6 +147,8 @@ class Scheduler(JobSlots, PolicyViews):
         self._set_capacity(cluster)
         self._last_gpus = {}
         self.need_update = True
+        if self.planner is not None:
+            self.planner.cluster_changed()
 
     # ---- jobs -------------------------------------------------------------------------------------
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
@@ -168,6 +173,8 @@ class Scheduler(JobSlots, PolicyViews):
             self.adaptation.add_job(job)
         self._add_entries([(job.job_id,)])
         self.need_update = True
+        if self.planner is not None:
+            self.planner.job_added(job)
 
     def _set_rates(self, s: int, row: int) -> None:
         """Slot `s` runs the table's job key `row`: its consolidated and spread steps/s per type."""
@@ -203,6 +210,8 @@ class Scheduler(JobSlots, PolicyViews):
             self.adaptation.remove_job(job_id)
         self._drop_entries(np.flatnonzero((self.members == s).any(axis=1)))
         self.need_update = True
+        if self.planner is not None:
+            self.planner.job_removed(job_id)
 
     def _add_entries(self, new: list[tuple[int, ...]]) -> None:
         if not new:
@@ -289,13 +298,13 @@ class Scheduler(JobSlots, PolicyViews):
         return total - float(self.remaining[self.slot[job_id]])
 
     def flag_batch_sizes(self) -> None:
-        """Evaluate every adaptive job's batch-size flag (after completions, before arrivals; A5)."""
+        """Evaluate every adaptive job's batch-size flag (after completions, before arrivals; docs/rules.md#batch-size)."""
         if self.adaptation is not None:
             self.adaptation.evaluate(self.steps_done)
 
     def switch_batch_sizes(self, job_ids) -> list:
         """Flagged jobs among `job_ids` (which just ran a micro-task) change batch size: new rate, rescaled steps.
-        A batch-size change does not trigger a reallocation (A6)."""
+        A batch-size change does not trigger a reallocation (docs/rules.md#reset)."""
         out = []
         for job_id in job_ids:
             if not self.adaptation.flagged(job_id):
@@ -305,6 +314,8 @@ class Scheduler(JobSlots, PolicyViews):
                 continue
             s = self.slot[job_id]
             self._set_rates(s, self.table.index(JobKey(sw.job_type, int(self.scale[s]))))
+            if self.resources is not None:              # the new batch size has its own CPU/memory class
+                self.resources.add_job(s, sw.job_type, int(self.scale[s]), self.tput[s])
             self.remaining[s] = max(sw.remaining_steps, 0.0)
             e = self._entry_index[(job_id,)]
             self.etput[e, :, 0] = self.tput[s]
@@ -316,7 +327,7 @@ class Scheduler(JobSlots, PolicyViews):
 
     # ---- allocation -------------------------------------------------------------------------------
     def _reset_and_recompute(self, now: float) -> None:
-        """Gavel's reset event (s.3.4, amendment 7) followed by a policy solve."""
+        """Gavel's reset event (docs/rules.md#priorities) followed by a policy solve."""
         elapsed = now - self.last_reset_time
         self.deficit += self.alloc * elapsed - (self.t - self.prior)
         allocation = self.policy.allocate(self.view(now)) if self.jobs else None
@@ -342,7 +353,7 @@ class Scheduler(JobSlots, PolicyViews):
         self.num_recomputes += 1
 
     def maybe_recompute(self, now: float, force: bool = False) -> bool:
-        """Recompute when a reset event is pending and the gate allows it (amendment 5)."""
+        """Recompute when a reset event is pending and the gate allows it (docs/rules.md#reset)."""
         if self.need_update and (force or now - self.last_reset_time >= self.min_reset_interval_s
                                  or self.last_reset_time == 0):
             self._reset_and_recompute(now)
@@ -351,7 +362,7 @@ class Scheduler(JobSlots, PolicyViews):
 
     # ---- planning ---------------------------------------------------------------------------------
     def priorities(self) -> np.ndarray:
-        """allocation / fraction of time received, per entry and type (s.3.4)."""
+        """allocation / fraction of time received, per entry and type (docs/rules.md#priorities)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             fraction = self.t / self.S
             pr = self.alloc / fraction
@@ -368,7 +379,7 @@ class Scheduler(JobSlots, PolicyViews):
         return order
 
     def select(self, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (s.3.5)."""
+        """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (docs/rules.md#select)."""
         pr = self.priorities()
         free = self.capacity.copy()
         taken = np.zeros(len(self.remaining), bool)           # by slot
@@ -423,15 +434,24 @@ class Scheduler(JobSlots, PolicyViews):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(out_e), np.repeat(np.array(out_w, np.int64), [len(e) for e in out_e])
 
-    def plan(self, now: float, force_recompute: bool = False, place: bool = True) -> RoundPlan:
-        """Pick (and place) the combinations to run from `now` (s.3.5-3.6)."""
-        order = self.type_order_for_round()          # drawn every planning step (amendment 4)
-        recomputed = self.maybe_recompute(now, force_recompute)
-        if not self.entries:
-            return RoundPlan(now, np.zeros(0, np.int64), np.zeros(0, np.int64), recomputed)
-        entry, gpu_type = self.select(order)
-        keep = self.in_alloc[entry]                  # amendment 3: the others leave their GPUs idle
-        plan = RoundPlan(now, entry[keep], gpu_type[keep], recomputed)
+    def next_round_time(self, t: float) -> float:
+        """After an idle gap a round starts at the next arrival itself (docs/rules.md#round)."""
+        return t
+
+    def plan(self, now: float, force_recompute: bool = False, place: bool = True,
+             next_arrival_s: float | None = None) -> RoundPlan:
+        """Decide, select and place the combinations to run from `now` (docs/rules.md#select)."""
+        if self.planner is not None:
+            entry, gpu_type, recomputed = self.planner.select()
+            plan = RoundPlan(now, entry, gpu_type, recomputed)
+        else:
+            order = self.type_order_for_round()          # drawn every planning step (docs/rules.md#select)
+            recomputed = self.maybe_recompute(now, force_recompute)
+            if not self.entries:
+                return RoundPlan(now, np.zeros(0, np.int64), np.zeros(0, np.int64), recomputed)
+            entry, gpu_type = self.select(order)
+            keep = self.in_alloc[entry]                  # the others leave their GPUs idle (docs/rules.md#select)
+            plan = RoundPlan(now, entry[keep], gpu_type[keep], recomputed)
         if self.resources is not None:
             self.resources.place(self, plan)           # servers, CPU and memory; sets this round's steps/s
         elif place or self.placement_aware:
@@ -457,6 +477,8 @@ class Scheduler(JobSlots, PolicyViews):
     def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray,
                ) -> np.ndarray:
         """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
+        if self.planner is not None:
+            self.planner.measured(entry, gpu_type)
         self.t[entry, gpu_type] += exec_time          # an entry runs at most once per round
         np.add.at(self.S, gpu_type, exec_time)        # sequential, in plan order (float order matters)
         members = self.members[entry]
@@ -472,4 +494,7 @@ class Scheduler(JobSlots, PolicyViews):
             valid = members >= 0
             slots = members[valid]
             self.remaining[slots] -= steps[valid]
-        return slots[self.remaining[slots] <= 0]
+        done = slots[self.remaining[slots] <= 0]
+        if self.planner is not None:
+            self.planner.round_done()
+        return done

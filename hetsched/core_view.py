@@ -49,7 +49,7 @@ class PolicyViews:
         return {"entity": code.ravel(), "entity_weight": weights}
 
     def _estimated(self, rows: np.ndarray, colocated: np.ndarray) -> np.ndarray:
-        """Replace unmeasured single-GPU pair throughputs by the estimator's (spec s.5 item 4)."""
+        """Replace unmeasured single-GPU pair throughputs by the estimator's (docs/rules.md#estimates)."""
         keys = [self.table.keys[r] for r in rows.tolist()]
         for i, (ra, ka) in enumerate(zip(rows.tolist(), keys)):
             for k, (rb, kb) in enumerate(zip(rows.tolist(), keys)):

@@ -1,11 +1,11 @@
-"""Co-location throughput estimator (spec/gavel.md s.5): profile a few cells, complete the matrix, match.
+"""Co-location throughput estimator (docs/rules.md#estimation): profile a few cells, complete the matrix, match.
 
 Offline, every single-GPU job type has a row of normalised co-located throughputs
 `Z[a, (w, b)] = T_w(a with b) / T_w(a alone)`. A set of reference job types is fully profiled. A new job is
 profiled against each reference type with probability `profiling_fraction` per (GPU type, reference) cell;
 probabilistic matrix factorisation fills the rest of its row, and the job is matched to the reference type
 with the nearest row (cosine distance). Pair throughputs are then estimated from the references' row. Unlike
-the artifact, cells are indexed by reference type, so any number of references works (spec s.5 item 5).
+the artifact, cells are indexed by reference type, so any number of references works (docs/rules.md#estimation).
 """
 
 from __future__ import annotations

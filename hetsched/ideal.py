@@ -2,7 +2,7 @@
 
 Between events every job progresses at its allocation's effective throughput; the next event is the earlier of
 the next arrival and the first completion, computed exactly (the artifact's version crashes at HEAD and only
-advanced to arrival times, spec s.3.8 and s.10.3). The allocation is recomputed at every event.
+advanced to arrival times, docs/rules.md#ideal). The allocation is recomputed at every event.
 """
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from .core import Scheduler
+from .errors import SimulationError
 from .result import Result, ResultBuilder
 
 EPS_STEPS = 1e-6
 
 
 def run_ideal(arrivals, sched: Scheduler, config) -> Result:
-    from .simulator import SimulationError
-
     out = ResultBuilder(sched, config)
     window = config.window
     window_left = None if window is None else window[1] - window[0]

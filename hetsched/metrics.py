@@ -46,7 +46,7 @@ def unfair_fraction(rho: pd.Series, threshold: float = 1.0) -> float:
 
 
 def static_rho(result: Result) -> pd.Series:
-    """Shockwave's finish-time fairness (spec/shockwave.md s.6, A8): rho_j = JCT_j / (T_iso_j max(1, N / G)),
+    """Shockwave's finish-time fairness (docs/rules.md#rho): rho_j = JCT_j / (T_iso_j max(1, N / G)),
     T_iso the isolated duration after adaptation, N the jobs of the run, G its GPUs; rounded to 5 decimals."""
     ids = result.window_ids()
     contention = max(1.0, len(ids) / max(result.num_gpus, 1))

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .throughputs import ThroughputTable
 
-#: GCP on-demand $/h used by Gavel's motivation notebook (spec/gavel.md s.7).
+#: GCP on-demand $/h used by Gavel's motivation notebook (docs/rules.md#catalogues).
 GCP_ON_DEMAND: Mapping[str, float] = {"k80": 0.52, "p100": 1.68, "v100": 2.85}
 
 

@@ -1,4 +1,4 @@
-"""Placement of chosen combinations on GPUs and servers (spec/gavel.md s.3.6).
+"""Placement of chosen combinations on GPUs and servers (docs/rules.md#place).
 
 Per GPU type, larger jobs first: a combination keeps last round's GPUs when they are all still free (lease
 extension); the rest take a single server with room when one exists (consolidated), otherwise free GPUs in

@@ -66,7 +66,7 @@ class Result:
 
     @property
     def utilization(self) -> float:
-        """Busy GPU-seconds over (GPUs x makespan), over the whole run (Gavel's definition, s.3.10)."""
+        """Busy GPU-seconds over (GPUs x makespan), over the whole run (docs/rules.md#utilization)."""
         return self.busy_gpu_seconds / (self.num_gpus * self.makespan_s) if self.makespan_s > 0 else 0.0
 
     def window_ids(self) -> list[int]:
@@ -156,7 +156,7 @@ class Result:
 class ResultBuilder:
     """Collects the simulator's events into a `Result`; per-round work is array arithmetic by job slot."""
 
-    def __init__(self, scheduler: "Scheduler", config):
+    def __init__(self, scheduler: "Scheduler", config, core_accounts: bool = False):
         self.sched = scheduler
         self.config = config
         self.records: dict[int, JobRecord] = {}
@@ -166,9 +166,9 @@ class ResultBuilder:
         self._tl: list[dict[str, np.ndarray]] = []
         self._prices = np.array([scheduler.cluster.price(g) for g in scheduler.gpu_types])
         self._acc = np.zeros((0, 3 + scheduler.n))       # per slot: start, steps, cost, seconds per type
-        # Cores that keep per-job start, progress and GPU time themselves (the resource core) are asked at the
-        # end instead of being mirrored round by round; their rounds reach `round_done` only for the timeline.
-        self.core_accounts = bool(getattr(scheduler, "accounts_progress", False))
+        # Rounds that credit whole rounds (docs/rules.md#credit) keep per-job start, progress and GPU time in the
+        # scheduler, which is asked at the end; their rounds reach `round_done` only for the timeline.
+        self.core_accounts = core_accounts
 
     def _slot_row(self, slot: int) -> np.ndarray:
         if slot >= len(self._acc):
@@ -189,6 +189,8 @@ class ResultBuilder:
         if not len(plan.entry):
             return
         self.rounds += plan.rounds
+        if self.core_accounts:
+            return
         slots = self.sched.members[plan.entry].ravel()
         slots = slots[slots >= 0]
         fresh = slots[np.isnan(self._acc[slots, 0])]
@@ -198,7 +200,7 @@ class ResultBuilder:
                    credited: np.ndarray | None = None) -> None:
         """Account a finished round: steps (k, 2) per member, combination end times (k,). `credited` (k,) is
         the execution time the cluster's accounting credits when it differs from the wall time (Shockwave's
-        preemption penalty, A1); utilization counts it, costs and GPU-seconds count the wall time."""
+        preemption penalty, docs/rules.md#preemption-penalty); utilization counts it, costs and GPU-seconds count the wall time."""
         sched = self.sched
         exec_time = ends - start
         scale = sched.escale[plan.entry].astype(float)
@@ -257,7 +259,7 @@ class ResultBuilder:
             keys = ("round", "start_s", "end_s", "job_id", "partner_id", "gpu_type", "num_gpus", "steps",
                     "lease_extended")
             timeline = {k: np.concatenate([c[k] for c in self._tl]) if self._tl else np.zeros(0) for k in keys}
-        stats = getattr(self.sched, "stats", None)
+        stats = self.sched.stats if self.core_accounts else None
         busy = self.sched.busy_gpu_s if self.core_accounts else self.busy
         return Result(self.sched.policy.name, self.sched.gpu_types, int(self.sched.capacity.sum()), self.records,
                       now, busy, self.config.window, self.rounds, self.sched.num_recomputes, timeline,

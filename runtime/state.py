@@ -23,7 +23,9 @@ from hetsched.cluster import ClusterSpec, Server
 from hetsched.core import Scheduler
 from hetsched.errors import HetschedError
 from hetsched.jobs import Job
-from hetsched.simulator import policy_for
+from hetsched.pipeline import CompositionError
+from hetsched.registry import build_scheduler, pipeline_for, policy_for
+from hetsched.run_config import SimulationConfig
 from hetsched.throughputs import ThroughputTable
 
 from . import validate
@@ -43,11 +45,15 @@ class RuntimeState:
                  worker_timeout_s: float = 5.0, max_attempts: int = 3, slowdowns: dict[str, float] | None = None,
                  checkpoints: CheckpointStore | None = None, entity_weights: dict[str, float] | None = None):
         self.lock = threading.RLock()
-        probe = policy_for(policy, seed)                 # unknown names fail here, before any worker joins
-        if getattr(probe, "resource_aware", False) or getattr(probe, "resource_mechanism", None):
-            raise HetschedError(f"policy {policy!r} places CPU cores and memory, but workers do not report them "
-                                f"yet: the runtime runs Gavel's and Shockwave's policies (Synergy's run in the "
-                                f"simulator)")
+        # Unknown names and refused compositions fail here, before any worker joins. No recompute gate on the
+        # wall clock (Gavel's physical mode recomputes whenever a reset is pending).
+        self.pipeline = pipeline_for(policy_for(policy, seed), SimulationConfig(round_s=round_s,
+                                                                                min_reset_interval_s=0.0, seed=seed))
+        if self.pipeline.place.cpu_memory:
+            raise CompositionError(str(self.pipeline.place), "the runtime's workers",
+                                   "workers report GPUs but not CPU cores and memory yet",
+                                   "The runtime runs Gavel's allocations and Shockwave's planner (e.g. 'gavel', "
+                                   "'shockwave'); Synergy's placements run in the simulator")
         self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
         self.seed, self.worker_timeout_s, self.max_attempts = seed, worker_timeout_s, max_attempts
         self.slowdowns = slowdowns or {}
@@ -168,12 +174,8 @@ class RuntimeState:
                                             for w in order])
         self.peak_gpus = max(self.peak_gpus, cluster.num_gpus)
         if self.core is None:
-            policy = policy_for(self.policy_name, self.seed)
-            core = getattr(policy, "core_class", None) or Scheduler     # Shockwave's planner is a core of its own
-            # No recompute gate on the wall clock (Gavel's physical mode recomputes whenever a reset is pending).
-            self.core = core(cluster, policy, self.table, round_s=self.round_s, min_reset_interval_s=0.0,
-                             seed=self.seed, gpu_types=tuple(self.table.gpu_types),
-                             entity_weights=self.entity_weights)
+            self.core = build_scheduler(self.pipeline, cluster, self.table, seed=self.seed,
+                                        gpu_types=tuple(self.table.gpu_types), entity_weights=self.entity_weights)
         else:
             self.core.set_cluster(cluster)
 

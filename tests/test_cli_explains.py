@@ -37,7 +37,10 @@ def test_alias_runs_and_the_json_echoes_its_configuration(capsys):
     assert row["config"] == {"policy": "gavel", "resolved_policy": "max_min_fairness_perf", "policy_name": "Gavel",
                              "cluster": "v100=2,p100=2,k80=2", "prices_per_hour": {},
                              "throughputs": "gavel_simulation", "round_s": 360.0, "seed": 0, "window": None,
-                             "rules": "gavel", "trace": None, "generate": "gavel"}
+                             "rules": "gavel", "trace": None, "generate": "gavel",
+                             "stages": {"decide": "'max_min_fairness_perf' (allocation)", "select": "'priority'",
+                                        "place": "'gpus'", "rates": "'table'",
+                                        "rules": "'360 s rounds, credit per task'"}}
     assert row["avg_jct_h"] == pytest.approx(row["avg_jct_s"] / 3600)
     assert row["makespan_h"] == pytest.approx(row["makespan_s"] / 3600)
 
@@ -82,6 +85,9 @@ def test_prices_reach_the_cost_policies_with_one_warning(capsys, caplog):
 
 def test_policies_lists_the_papers_names(capsys):
     assert main(["policies"]) == 0
-    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "Gavel w/ SS" in lines["max_min_fairness_packed"] and "gavel_ss" in lines["max_min_fairness_packed"]
     assert "Themis" in lines["finish_time_fairness"] and "Synergy-TUNE" in lines["FIFO+tune"]
+    from hetsched.registry import composition_markdown
+    assert "decide (allocation | planner | ordering)" in out and composition_markdown() in out

@@ -49,12 +49,19 @@ def test_tune_helps_both_allocations(stream, gavel_table):
 
 
 def test_names_and_errors():
-    p = make_policy("max_min_fairness_perf+tune+place")
-    assert p.resource_mechanism == "tune" and p.resource_least_free and p.heterogeneity_aware
+    from hetsched.pipeline import Place
+    from hetsched.registry import pipeline_for
+    from hetsched.simulator import SimulationConfig
+
+    p = make_policy("gavel+tune+place")            # the papers' alias composes like the registry name
+    assert p.name == "max_min_fairness_perf+tune+place" and p.heterogeneity_aware
+    assert pipeline_for(p, SimulationConfig()).place == Place("tune", least_free=True)
     with pytest.raises(HetschedError, match="space sharing"):
-        make_policy("max_min_fairness_packed+tune")
+        pipeline_for("max_min_fairness_packed+tune", SimulationConfig())
+    with pytest.raises(HetschedError, match="place 'opt'"):
+        pipeline_for("max_min_fairness_perf+opt", SimulationConfig())
     with pytest.raises(HetschedError, match="expected"):
-        make_policy("max_min_fairness_perf+opt")
+        make_policy("max_min_fairness_perf+tune+fair")
 
 
 def test_needs_servers_with_resources(stream, gavel_table):

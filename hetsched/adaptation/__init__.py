@@ -1,5 +1,5 @@
 """Shockwave's dynamic adaptation: batch-size schedules, the planner's oracle profile, the runtime switching
-(spec/shockwave.md s.2) and the simulator's hooks for Shockwave's round rules."""
+(docs/rules.md#batch-size) and the simulator's hooks for Shockwave's round rules."""
 
 from .profile import EpochProfile, epoch_profile
 from .runtime import RuntimeAdaptation, Switch

@@ -1,5 +1,5 @@
-"""The planner's oracle profile of a job: its batch size and isolated duration in every epoch (spec/shockwave.md
-s.2.3, A8). Its sum is T_iso, the denominator of finish-time fairness rho."""
+"""The planner's oracle profile of a job: its batch size and isolated duration in every epoch
+(docs/rules.md#profile). Its sum is T_iso, the denominator of finish-time fairness rho."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The simulator's actual batch-size switching (spec/shockwave.md s.2.4 with amendments A3-A6).
+"""The simulator's actual batch-size switching (docs/rules.md#batch-size, docs/rules.md#accordion, docs/rules.md#flag-guards).
 
 It differs from the planner's profile on purpose, as the artifact does: Accordion has no 30 % rule at runtime,
 Recommendation keeps only its initial critical regime, GNS looks the doubling up with a 760-epoch horizon, and
@@ -97,7 +97,7 @@ class RuntimeAdaptation:
         j = self.jobs[job_id]
         flag, j.flag = j.flag, 0
         if j.bs0 == MAX_BATCH[j.model] and j.model in CAP_GUARDED:
-            return None                                           # refused silently (A4)
+            return None                                           # refused silently (docs/rules.md#flag-guards)
         self.logged += 1
         if j.mode is AdaptationMode.GNS:
             new = 2 * j.batch_size

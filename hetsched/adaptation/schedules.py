@@ -1,5 +1,5 @@
-"""Shockwave's batch-size schedules: Accordion's critical regimes and the GNS doubling table (spec/shockwave.md
-s.2.3, amendments A2-A4).
+"""Shockwave's batch-size schedules: Accordion's critical regimes and the GNS doubling table
+(docs/rules.md#accordion, docs/rules.md#gns, docs/rules.md#flag-guards).
 
 A schedule is a list of batch sizes, one per epoch. The planner's oracle profile uses `accordion_pattern`
 (with its 30 % rule) and `gns_pattern`; the simulator's runtime switching (`runtime.py`) re-uses the same
@@ -23,7 +23,7 @@ DATASET_SIZE = {"ResNet-18": 50_000, "ResNet-50": 100_000, "Transformer": 10_000
 #: The largest batch size a model scales to, and the smallest profiled one.
 MAX_BATCH = {"ResNet-18": 256, "ResNet-50": 128, "Transformer": 128, "LM": 80, "Recommendation": 8192}
 MIN_BATCH = {"ResNet-18": 16, "ResNet-50": 16, "Transformer": 16, "LM": 5, "Recommendation": 512}
-#: Models whose change is refused when the initial batch size is already the cap (A4).
+#: Models whose change is refused when the initial batch size is already the cap (docs/rules.md#flag-guards).
 CAP_GUARDED = frozenset({"LM", "ResNet-18", "ResNet-50", "Recommendation"})
 
 
@@ -50,7 +50,7 @@ def _recommendation_initial(bs0: int) -> int:
 
 
 def is_critical(model: str, bs0: int, epoch: int, runtime: bool = False) -> bool:
-    """Accordion's critical regimes (small batch size). At runtime, Recommendation has only its initial one (A3)."""
+    """Accordion's critical regimes (small batch size). At runtime, Recommendation has only its initial one (docs/rules.md#accordion)."""
     if model == "ResNet-18":
         return epoch < (20 if bs0 == 256 else 10) or 150 <= epoch < 160 or 250 <= epoch < 260
     if model == "ResNet-50":
@@ -80,7 +80,7 @@ class GnsRule:
 
 
 def gns_pattern(model: str, bs0: int, epochs: int, scale_factor: int) -> list[int]:
-    """GNS's schedule with the artifact's loop semantics (A2): in later segments the last epoch keeps bs0."""
+    """GNS's schedule with the artifact's loop semantics (docs/rules.md#gns): in later segments the last epoch keeps bs0."""
     out = [bs0] * epochs
     rule = gns_rules().get((model, bs0, scale_factor))
     if rule is None or epochs <= rule.min_epochs:

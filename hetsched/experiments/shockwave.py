@@ -1,5 +1,5 @@
-"""Shockwave's experiments (spec/shockwave.md s.5.3, s.7): the canonical 32-GPU comparison, the 64/128/256-GPU
-scale runs, the adaptation itself, and Shockwave on a heterogeneous cluster.
+"""Shockwave's experiments, after the artifact's scripts and its stored canonical figure: the canonical 32-GPU
+comparison, the 64/128/256-GPU scale runs, the adaptation itself, and Shockwave on a heterogeneous cluster.
 
 Presets: `paper` runs the artifact's four setups; `quick` (CI) runs the canonical setup (it is a minute of
 CPU in all) and the 64-GPU scale run; `tiny` (tests) the canonical setup's first 40 jobs on 12 GPUs.
@@ -17,7 +17,7 @@ from ..names import display_name
 from ..sweep import RunConfig
 from ..throughputs import data_dir, load_throughputs
 
-#: The seven policies of the canonical figure, with its labels (spec s.7.2), in its order.
+#: The seven policies of the canonical figure, with its labels (the artifact's canonical figure), in its order.
 POLICIES = {p: display_name(p) for p in ("shockwave", "min_total_duration", "finish_time_fairness",
                                          "max_min_fairness", "allox", "max_sum_throughput_perf", "gandiva_fair")}
 METRICS = {"makespan_s": "Makespan (s)", "avg_jct_s": "Average JCT (s)", "worst_ftf_rho": "Worst FTF (rho)",
@@ -26,7 +26,7 @@ METRICS = {"makespan_s": "Makespan (s)", "avg_jct_s": "Average JCT (s)", "worst_
 
 @dataclass(frozen=True)
 class Setup:
-    """One of the artifact's experiment scripts (spec s.5.3)."""
+    """One of the artifact's experiment scripts ."""
 
     trace: str
     gpus: int
@@ -73,7 +73,7 @@ def seed_configs(setup_name: str, seeds) -> list[RunConfig]:
 
 def seed_spread(results: pd.DataFrame) -> pd.DataFrame:
     """Long table (metric, value, source, run) of Shockwave's runs over solver seeds, next to the artifact's
-    three runs of the canonical setup (stored with Gurobi, rerun with HiGHS and with SCIP; spec s.7.2, s.8)."""
+    three runs of the canonical setup (stored with Gurobi, rerun with HiGHS and with SCIP; data/README.md)."""
     rows = []
     for _, r in results[results["policy"] == "shockwave"].iterrows():
         rows += [{"metric": title, "value": r[m], "source": "hetsched", "run": f"seed {r['seed']}",

@@ -1,4 +1,4 @@
-"""Synergy's experiments (spec/synergy.md s.5): grids of runs per figure and preset, and their tables.
+"""Synergy's experiments (the artifact's figure list): grids of runs per figure and preset, and their tables.
 
 Presets: `paper` is the artifact's setting (16 servers x (8 GPUs, 24 CPUs, 500 GB) = 128 GPUs, seed 42,
 jobs 4000-4999, loads 0.5-8.0 jobs/h); `quick` uses 4 servers (32 GPUs) with every rate scaled by 1/4 and jobs

@@ -1,4 +1,4 @@
-"""Shockwave's planner (spec/shockwave.md s.4): per-job predictor state, the window and rank MILPs, and the
+"""Shockwave's planner (docs/rules.md#planner): per-job predictor state, the window and rank MILPs, and the
 planner core that plugs into the simulator and the runtime as `ShockwavePolicy`."""
 
 from .config import PRESETS, PlannerConfig, load_planner_config

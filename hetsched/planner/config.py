@@ -1,4 +1,4 @@
-"""Shockwave's planner hyper-parameters (spec/shockwave.md s.4.8) and the artifact's configuration files."""
+"""Shockwave's planner hyper-parameters (docs/rules.md#planner-config) and the artifact's configuration files."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class PlannerConfig:
     reopt_rounds: int = 8                   # forced re-solve every this many rounds
     almost_done_exponent: float = 100.0     # rho^100 for jobs with less than one round of work left
     # Open-source solvers need bounded coefficients: rho^lambda reaches 1e20 and more. Capped jobs still
-    # outrank every uncapped one but lose their order among themselves (spec s.4.9 item 4).
+    # outrank every uncapped one but lose their order among themselves (docs/rules.md#planner-programs).
     priority_cap: float = 1e6
     gap: float = 1e-3
     time_limit_s: float = 15.0

@@ -1,6 +1,6 @@
 """Shockwave on the one core: a planner that decides which jobs run in each of the next R rounds
-(spec/shockwave.md s.4.1, s.4.6-4.7). Selection, placement, crediting, the preemption penalty and batch-size
-adaptation are the core's and the simulator's, exactly as for Gavel's policies.
+(docs/rules.md#planner). Placement, crediting, the preemption penalty and batch-size adaptation are the core's
+and the simulator's, exactly as for Gavel's policies; with `+tune` the planned set gets CPU and memory too.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import numpy as np
 from ..adaptation.profile import epoch_profile, profile_gpu_type
 from ..adaptation.schedules import DATASET_SIZE
 from ..catalog import split_job_type
-from ..core import RoundPlan, Scheduler
 from ..errors import HetschedError
 from ..jobs import Job
 from ..policies.base import Allocation, Policy, PolicyView
@@ -38,83 +37,79 @@ class ShockwavePolicy(Policy):
         else:
             self.config = load_planner_config(config, **overrides)
 
-    @property
-    def core_class(self):
-        return PlannerCore
-
     def allocate(self, view: PolicyView) -> Allocation:
         raise HetschedError("shockwave plans rounds, not time fractions: run it through simulate() or the runtime")
 
 
-class PlannerCore(Scheduler):
-    """Gavel's core with Shockwave's planner in place of the allocation and priorities."""
+class Planner:
+    """Shockwave's decide and select stages on the one `Scheduler`: which jobs run, on which GPU type, in each of
+    the next R rounds (docs/rules.md#planner). The scheduler calls it when jobs arrive and leave, when the
+    cluster changes, to pick a round's set, and when a round is credited."""
 
-    def __init__(self, cluster, policy: ShockwavePolicy, throughputs, **kwargs):
-        super().__init__(cluster, policy, throughputs, **kwargs)
-        self.cfg: PlannerConfig = policy.config
-        self.gpus = int(self.capacity.sum())
-        self.profile_type = profile_gpu_type(throughputs)
+    def __init__(self, config: PlannerConfig):
+        self.cfg = config
         self.planned: dict[int, PlannerJob] = {}
         self.round_ptr = 0
         self.resolve = self.reestimate = True
-        self.schedule: list[list[int]] = []
+        self.schedule: list[list[tuple[int, int]]] = []
         self.schedule_start = 0
         self.solve_log: list[dict] = []
 
-    def set_cluster(self, cluster) -> None:
-        super().set_cluster(cluster)
-        self.gpus = int(self.capacity.sum())
+    def attach(self, sched) -> None:
+        self.sched = sched
+        self.gpus = int(sched.capacity.sum())
+        self.profile_type = profile_gpu_type(sched.table)
+
+    def cluster_changed(self) -> None:
+        self.gpus = int(self.sched.capacity.sum())
         self.resolve = True
 
     # ---- jobs -------------------------------------------------------------------------------------
-    def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
-        super().add_job(job, remaining_steps)
-        profile, per_epoch = epoch_profile(job, self.table, self.profile_type), 0.0
+    def job_added(self, job: Job) -> None:
+        sched = self.sched
+        profile, per_epoch = epoch_profile(job, sched.table, self.profile_type), 0.0
         if profile is None:
-            profile, per_epoch = pseudo_profile(job, float(self.tput[self.slot[job.job_id]].max()))
+            profile, per_epoch = pseudo_profile(job, float(sched.tput[sched.slot[job.job_id]].max()))
         self.planned[job.job_id] = PlannerJob(job.job_id, job.arrival_time_s, profile, per_epoch)
         self.resolve = self.reestimate = True
 
-    def remove_job(self, job_id: int) -> None:
-        super().remove_job(job_id)
+    def job_removed(self, job_id: int) -> None:
         self.planned.pop(job_id, None)
         self.resolve = self.reestimate = True
 
     def _batch_size(self, job_id: int) -> int:
-        state = self.adaptation.jobs.get(job_id) if self.adaptation is not None else None
+        state = self.sched.adaptation.jobs.get(job_id) if self.sched.adaptation is not None else None
         if state is not None:
             return state.batch_size
-        return split_job_type(self.jobs[job_id].job_type)[1] or 1
+        return split_job_type(self.sched.jobs[job_id].job_type)[1] or 1
 
     # ---- planning ---------------------------------------------------------------------------------
-    def plan(self, now: float, force_recompute: bool = False, place: bool = True) -> RoundPlan:
+    def select(self) -> tuple[np.ndarray, np.ndarray, bool]:
+        """This round's planned set: (entries, type columns, whether the window was re-solved)."""
+        sched = self.sched
         offset = self.round_ptr - self.schedule_start
         recomputed = False
-        if self.jobs and (self.resolve or offset >= len(self.schedule)):
+        if sched.jobs and (self.resolve or offset >= len(self.schedule)):
             self._solve()
             recomputed, offset = True, 0
         # Skip jobs that finished, and a planned type on which a batch-size switch left the job no rate.
-        pairs = [(j, w) for j, w in self.schedule[offset] if j in self.jobs and self.tput[self.slot[j], w] > 0] \
-            if self.jobs else []
-        entry = np.array([self._entry_index[(j,)] for j, _ in pairs], np.int64)
-        plan = RoundPlan(now, entry, np.array([w for _, w in pairs], np.int64), recomputed)
-        if place or self.placement_aware:
-            self._place(plan)
-        return plan
+        pairs = [(j, w) for j, w in self.schedule[offset] if j in sched.jobs and sched.tput[sched.slot[j], w] > 0] \
+            if sched.jobs else []
+        entry = np.array([sched._entry_index[(j,)] for j, _ in pairs], np.int64)
+        return entry, np.array([w for _, w in pairs], np.int64), recomputed
 
-    def credit(self, entry, gpu_type, steps, exec_time):
-        slots = self.members[entry, 0]
+    def measured(self, entry: np.ndarray, gpu_type: np.ndarray) -> None:
+        """A round ran: each job's measured rate (before any batch-size switch) feeds calibration."""
+        sched = self.sched
+        slots = sched.members[entry, 0]
         # The round's measurements, before any switch. A heterogeneity-aware plan already weighs each type by
         # its speed, so calibration sees the rate on the profile's type: it corrects batch sizes, not types.
-        rates = self.tput[slots, gpu_type]
-        if self.n > 1 and self.cfg.heterogeneity_aware:
+        rates = sched.tput[slots, gpu_type]
+        if sched.n > 1 and self.cfg.heterogeneity_aware:
             rates = self._profile_rates(slots)
         for s, rate in zip(slots.tolist(), rates.tolist()):
-            job_id = int(self.job_of_slot[s])
-            self.planned[job_id].measured(self.round_ptr, rate, self._batch_size(job_id), self.round_s)
-        completed = super().credit(entry, gpu_type, steps, exec_time)
-        self.round_done()
-        return completed
+            job_id = int(sched.job_of_slot[s])
+            self.planned[job_id].measured(self.round_ptr, rate, self._batch_size(job_id), sched.round_s)
 
     def round_done(self) -> None:
         """A round ended: advance the window; re-plan every `reopt_rounds` rounds (the artifact's REOPT_ROUNDS)."""
@@ -125,35 +120,38 @@ class PlannerCore(Scheduler):
     def _profile_rates(self, slots: np.ndarray) -> np.ndarray:
         """Each job's current rate (at its current batch size) on the profile's GPU type, from the table; its
         fastest rate here where the table lacks it."""
-        rows = self.key_row[slots]
-        ref = np.where(rows >= 0, self.table.isolated[np.maximum(rows, 0), self.table.gpu_index(self.profile_type), 0],
-                       np.nan)
-        return np.where(np.isfinite(ref) & (ref > 0), ref, self.tput[slots].max(axis=1))
+        sched = self.sched
+        rows = sched.key_row[slots]
+        column = sched.table.gpu_index(self.profile_type)
+        ref = np.where(rows >= 0, sched.table.isolated[np.maximum(rows, 0), column, 0], np.nan)
+        return np.where(np.isfinite(ref) & (ref > 0), ref, sched.tput[slots].max(axis=1))
 
     def _speeds(self, ids: list[int]) -> np.ndarray:
         """(N, W) each job's current rate per GPU type over its rate on the profile's type (epoch times)."""
-        slots = np.array([self.slot[j] for j in ids])
+        sched = self.sched
+        slots = np.array([sched.slot[j] for j in ids])
         if not self.cfg.heterogeneity_aware:
-            return (self.tput[slots] > 0).astype(float)
+            return (sched.tput[slots] > 0).astype(float)
         ref = self._profile_rates(slots)
-        return self.tput[slots] / np.where(ref > 0, ref, 1.0)[:, None]
+        return sched.tput[slots] / np.where(ref > 0, ref, 1.0)[:, None]
 
     def _rounds(self, ids, n, inputs: WindowInputs, priority, remaining) -> list[list[tuple[int, int]]]:
         """The window's rounds as (job id, type column) lists: ranked rounds, then the work-conserving fill
-        (s.4.7): idle GPUs go to unplanned jobs, longest predicted remaining time first."""
+        (docs/rules.md#planner): idle GPUs go to unplanned jobs, longest predicted remaining time first."""
+        sched = self.sched
         cfg, R, gpus = self.cfg, self.cfg.future_rounds, inputs.gpus
-        if self.n == 1:
+        if sched.n == 1:
             y = rank_program(n, gpus, priority, capacity=self.gpus, rounds=R, gap=cfg.gap,
                              time_limit_s=cfg.time_limit_s, solver=cfg.solver, seed=cfg.solver_seed)
             typed = np.where(y, 0, -1)
         else:
-            typed = typed_rounds(n, gpus, priority, inputs.speed, self.capacity.astype(np.int64), R)
+            typed = typed_rounds(n, gpus, priority, inputs.speed, sched.capacity.astype(np.int64), R)
         by_remaining = np.argsort(-remaining, kind="stable").tolist()
-        rates = self.tput[[self.slot[j] for j in ids]]
+        rates = sched.tput[[sched.slot[j] for j in ids]]
         out = []
         for r in range(R):
             col = typed[:, r].copy()
-            free = self.capacity.astype(np.int64).copy()
+            free = sched.capacity.astype(np.int64).copy()
             np.subtract.at(free, col[col >= 0], gpus[col >= 0])
             for i in by_remaining:
                 if free.max() <= 0:
@@ -168,13 +166,14 @@ class PlannerCore(Scheduler):
         return out
 
     def _solve(self) -> None:
-        cfg, R, delta = self.cfg, self.cfg.future_rounds, self.round_s
+        sched = self.sched
+        cfg, R, delta = self.cfg, self.cfg.future_rounds, sched.round_s
         started = time.perf_counter()
-        ids = sorted(self.jobs)
+        ids = sorted(sched.jobs)
         jobs = [self.planned[j] for j in ids]
         N = len(ids)
         share = min(1.0, self.gpus / N)
-        progress = np.array([pj.epoch_progress(self.steps_done(j), self._batch_size(j)) for j, pj in zip(ids, jobs)])
+        progress = np.array([pj.epoch_progress(sched.steps_done(j), self._batch_size(j)) for j, pj in zip(ids, jobs)])
         for pj in jobs:
             if not pj.fixed_epoch_steps:
                 pj.calibrate(delta, DATASET_SIZE[pj.model])
@@ -187,9 +186,9 @@ class PlannerCore(Scheduler):
         fair = np.array([pj.fair_finish_s(self.round_ptr, cfg.momentum) for pj in jobs])
         inputs = WindowInputs(np.array([pj.gpus for pj in jobs]), np.array([pj.epochs for pj in jobs]),
                               progress.astype(float), mean_epoch, remaining, np.ones(N),
-                              speed=self._speeds(ids) if self.n > 1 else None)
-        program = artifact_window_program if cfg.formulation == "artifact" and self.n == 1 else window_program
-        solve = dict(capacity=self.capacity if self.n > 1 else self.gpus, rounds=R, round_s=delta, k=cfg.k, bases=cfg.log_bases,
+                              speed=self._speeds(ids) if sched.n > 1 else None)
+        program = artifact_window_program if cfg.formulation == "artifact" and sched.n == 1 else window_program
+        solve = dict(capacity=sched.capacity if sched.n > 1 else self.gpus, rounds=R, round_s=delta, k=cfg.k, bases=cfg.log_bases,
                      log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s, solver=cfg.solver,
                      seed=cfg.solver_seed)
         slack = share * (cfg.rhomax * fair - delta * (self.round_ptr + R))
@@ -210,12 +209,12 @@ class PlannerCore(Scheduler):
             n, status = program(inputs, **solve)
         if n is None:
             log.warning("shockwave: window program %s at round %d; planning by remaining time", status, self.round_ptr)
-            n = np.full((N, self.n), R) if self.n > 1 else np.full(N, R)
+            n = np.full((N, sched.n), R) if sched.n > 1 else np.full(N, R)
             priority = remaining.copy()
         self.schedule = self._rounds(ids, n, inputs, priority, remaining)
         self.schedule_start = self.round_ptr
         self.resolve = False
-        self.num_recomputes += 1
+        sched.num_recomputes += 1
         self.solve_log.append({"round": self.round_ptr, "jobs": N, "relaxed": relaxed, "status": status,
                                "capped": int((priority >= cfg.priority_cap).sum()) if relaxed else 0,
                                "seconds": time.perf_counter() - started})

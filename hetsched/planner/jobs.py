@@ -1,4 +1,4 @@
-"""What the Shockwave planner knows about a job (spec/shockwave.md s.4.2-4.4): its oracle epoch profile, the
+"""What the Shockwave planner knows about a job (docs/rules.md#predictor, docs/rules.md#calibration): its oracle epoch profile, the
 Dirichlet predictor of its remaining time, and its momentum-averaged fair-share finish time."""
 
 from __future__ import annotations
@@ -48,13 +48,13 @@ class PlannerJob:
         self.mode_counts = np.cumsum(onehot, axis=1)          # [b, e]: epochs < e with batch size b
         self.mode_mean = np.array([self.durations[code == b].mean() for b in range(len(self.modes))])
         self.shares: list[tuple[int, float]] = []              # (round, fair-share finish-time estimate)
-        self.samples = 0.0               # measured samples, as if running since global round 0 (s.4.2)
+        self.samples = 0.0               # measured samples, as if running since global round 0 (docs/rules.md#calibration)
         self.last_round = 0
         self.amp = 1.0
 
     # ---- progress ----------------------------------------------------------------------------------
     def epoch_progress(self, steps_done: float, batch_size: int) -> int:
-        """Completed epochs, counted at the current batch size (s.4.1)."""
+        """Completed epochs, counted at the current batch size (docs/rules.md#planner)."""
         per_epoch = self.fixed_epoch_steps or iterations_per_epoch(self.model, batch_size)
         return min(self.epochs, int(steps_done // per_epoch))
 
@@ -67,7 +67,7 @@ class PlannerJob:
         return self.amp * self.prefix[min(p, self.epochs)]
 
     def remaining_s(self, p: int) -> float:
-        """The Dirichlet-posterior remaining time (s.4.3): which batch sizes are known, not when they come."""
+        """The Dirichlet-posterior remaining time (docs/rules.md#predictor): which batch sizes are known, not when they come."""
         E = self.epochs
         if E - p <= 0:
             return 1.0
@@ -100,8 +100,8 @@ class PlannerJob:
 
     def calibrate(self, round_s: float, dataset_size: int) -> None:
         """Rescale the epoch times when the measured samples differ from the profile's prediction for the same
-        window by more than 40 % (s.4.2). Like the artifact, the window runs from global round 0, not from the
-        job's arrival. Past the profile's last epoch the prediction continues at that epoch's rate: s.4.2 states
+        window by more than 40 % (docs/rules.md#calibration). Like the artifact, the window runs from global round 0, not from the
+        job's arrival. Past the profile's last epoch the prediction continues at that epoch's rate: docs/rules.md#calibration states
         that in simulation the calibration fires only when the runtime batch size diverges from the profile's,
         and a prediction that stopped at the profile's end would fire for every job that arrives later than its
         own isolated duration (2,085 of 5,338 calibrations on the canonical trace fired that way; now only the 7

@@ -1,6 +1,6 @@
-"""AlloX baseline (spec/gavel.md s.2.13): min-cost matching of jobs to (GPU, position) slots.
+"""AlloX baseline (docs/rules.md#allox): min-cost matching of jobs to (GPU, position) slots.
 
-Read as the spec states it, which is also what Shockwave runs (alpha = 0.2) on its multi-GPU streams: a job that
+Read as the rule states it, which is also what Shockwave runs (alpha = 0.2) on its multi-GPU streams: a job that
 holds a full allocation keeps it and removes one worker (the policy was written for single-GPU jobs, and its
 single-GPU assertion is the only thing Shockwave dropped); the *remaining* jobs, oldest first, are truncated to
 max(int(alpha x their number), free workers); and the first job on every worker gets 1.0 on its type, with no

@@ -173,66 +173,10 @@ ALIASES = {
 
 
 def resolve_policy_name(name: str) -> str:
-    """The registry name for `name` or one of its aliases (unknown names come back unchanged)."""
-    return ALIASES.get(name, name)
-
-
-def _did_you_mean(name: str) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name.lower(), [*POLICIES, *ALIASES], n=3, cutoff=0.6)
-    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
-
-
-def make_policy(name: str, **params) -> Policy:
-    """A new policy object by registry name (Gavel's names included) or alias (`gavel`, `las`, `themis`, ...),
-    e.g. `make_policy("max_min_fairness_perf")`."""
-    from . import catalog  # noqa: F401  (registers every policy)
-
-    name = resolve_policy_name(name)
-    base, _, arg = name.partition("=")
-    if base in POLICIES and arg and base.endswith("_alpha"):
-        params.setdefault("alpha", float(arg))
-        name = base
-    try:
-        factory = POLICIES[name]
-    except KeyError:
-        from .ordering import parse_resource_policy
-        composed = _with_resources(name, params)
-        if composed is not None:
-            return composed
-        resource = parse_resource_policy(name, **params)
-        if resource is not None:
-            return resource
-        raise HetschedError(f"unknown policy {name!r}{_did_you_mean(name)} Known: {', '.join(sorted(POLICIES))}; "
-                            f"aliases: {', '.join(sorted(ALIASES))}; and Synergy's "
-                            f"ORDERING[+fair|+tune|+opt][+place] (e.g. FIFO+tune)") from None
-    return factory(**params)
-
-
-def _with_resources(name: str, params: dict) -> Policy | None:
-    """`<Gavel policy>+tune` (or `+fair`, `+greedy`, with `+place`): Gavel's allocation picks the GPU type,
-    Synergy's mechanism shares CPU and memory on that type's servers (hetsched.resources.hetero)."""
-    base, *mods = [p.strip() for p in name.split("+")]
-    if base not in POLICIES or not mods:
-        return None
-    mechs = [m for m in mods if m in ("tune", "fair", "greedy")]
-    if len(mechs) != 1 or any(m not in ("tune", "fair", "greedy", "place") for m in mods):
-        raise HetschedError(f"policy {name!r}: expected <Gavel policy>+tune|+fair|+greedy[+place]")
-    policy = POLICIES[base](**params)
-    if policy.packing:
-        raise HetschedError(f"policy {name!r}: space sharing ({base}) cannot be combined with CPU/memory "
-                            f"placement; use a non-packed policy")
-    policy.resource_mechanism = mechs[0]
-    policy.resource_least_free = "place" in mods
-    policy.name = name
-    return policy
-
-
-def policy_names() -> list[str]:
-    from . import catalog  # noqa: F401
-
-    return sorted(POLICIES)
+    """The registry name for `name` or one of its aliases, also as the head of a composed name (`gavel+tune` ->
+    `max_min_fairness_perf+tune`); unknown names come back unchanged."""
+    head, plus, rest = name.partition("+")
+    return ALIASES.get(head, head) + plus + rest
 
 
 def empty_allocation(view: PolicyView) -> Allocation:

@@ -1,10 +1,10 @@
-"""FIFO (spec/gavel.md s.2.10): jobs in arrival (id) order take whole GPUs until the head does not fit.
+"""FIFO (docs/rules.md#fifo): jobs in arrival (id) order take whole GPUs until the head does not fit.
 
 `fifo_perf` gives each job the fastest type with room; `fifo_packed` then pairs queued jobs with running ones
 when their combined normalised throughput exceeds 1.5. `fifo` (heterogeneity-agnostic) picks a type uniformly
 at random among those with room and keeps a job's type while it runs. This is the *intended* baseline: the
 artifact's `fifo` draws the random type but then uses a stale loop variable, so it mostly runs on V100s
-(spec s.10.2) and its stored FIFO curves are worse than this baseline.
+(docs/rules.md#fifo) and its stored FIFO curves are worse than this baseline.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Finish-time fairness, Themis-style (spec/gavel.md s.2.8): minimise the largest finish-time ratio rho.
+"""Finish-time fairness, Themis-style (docs/rules.md#ftf): minimise the largest finish-time ratio rho.
 
 rho_i(x) = (t_i + R_i / E_i(x)) / (C_i + R_i / iso_i), where C_i is the isolated time the job has accrued
 (kept across calls, like the artifact: one policy object per simulation). Solved in one second-order cone

@@ -1,4 +1,4 @@
-"""Gandiva baseline (spec/gavel.md s.2.12): random pairing under contention, equal time share, type-agnostic."""
+"""Gandiva baseline (docs/rules.md#gandiva): random pairing under contention, equal time share, type-agnostic."""
 
 from __future__ import annotations
 

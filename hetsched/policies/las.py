@@ -1,4 +1,4 @@
-"""LAS / max-min fairness (spec/gavel.md s.2.5-2.6): maximise the minimum normalised effective throughput."""
+"""LAS / max-min fairness (docs/rules.md#las): maximise the minimum normalised effective throughput."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _cvxpy_layout(m: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 class MaxMinFairness(VariantPolicy):
     """LAS: max-min of normalised effective throughput (heterogeneity-aware, agnostic, or with space sharing).
 
-    The agnostic variant sees every throughput as 1 (spec s.2.5).
+    The agnostic variant sees every throughput as 1 (docs/rules.md#las).
     """
 
     def allocate(self, view: PolicyView) -> Allocation:
@@ -75,7 +75,7 @@ class MaxMinFairness(VariantPolicy):
 
         Variables `[t', x (column-major)]`, minimise t' with rows `-t' - C_i x_i <= 0`, `-x <= 0`, capacity,
         time. Same data, same interior-point path: the artifact's allocations to the last digits, which keeps
-        per-job JCTs reproducible (spec s.12, amendments 1-2).
+        per-job JCTs reproducible (docs/rules.md#proportional, docs/rules.md#las).
         """
         m, n = v.throughput.shape
         prop = proportional_throughput(v)

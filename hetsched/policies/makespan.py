@@ -1,4 +1,4 @@
-"""Makespan (spec/gavel.md s.2.9, s.10.6): one LP in theta = 1/T instead of Gavel's 5% bisection."""
+"""Makespan (docs/rules.md#makespan): one LP in theta = 1/T instead of Gavel's 5% bisection."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class MinTotalDuration(VariantPolicy):
         return poly.allocation(sol.x[:-1])
 
     def _bisect(self, view: PolicyView, v: PolicyView) -> Allocation:
-        """Gavel's search (spec/gavel.md s.2.9): lo = 100 s, hi = 1e6 s, halve while 1.05 lo < hi; if nothing
+        """Gavel's search (docs/rules.md#makespan): lo = 100 s, hi = 1e6 s, halve while 1.05 lo < hi; if nothing
         is feasible, the next decade. Any status but optimal counts as infeasible."""
         units = make_units(v, [v.remaining_steps], aggregate=False)
         poly = build_polytope(v, units, packing=self.packing)

@@ -1,4 +1,4 @@
-"""Synergy's job orderings (spec/synergy.md s.2.2): FIFO, SRTF, LAS, FTF, DRF and Tetris.
+"""Synergy's job orderings (docs/rules.md#decide): FIFO, SRTF, LAS, FTF, DRF and Tetris.
 
 An ordering ranks the runnable jobs each round; a resource mechanism (fair, greedy, tune, opt) then places
 them in that order. Keys are computed over numpy arrays of the runnable jobs and ranked with one stable
@@ -56,6 +56,9 @@ class Ordering:
 
     name: ClassVar[str] = "ordering"
     static: ClassVar[bool] = False
+    # Keys move by a fixed amount per repeated round (remaining time, attained service, time in system), so
+    # identical rounds can be merged up to the first swap; False (a step-shaped key) merges no dynamic round.
+    linear: ClassVar[bool] = True
     all_jobs: ClassVar[bool] = True      # place every runnable job in order (False: only the GPU-count fill)
     uses_speedup: ClassVar[bool] = False # the key reads last round's speedup (remaining time)
 
@@ -72,7 +75,7 @@ class Ordering:
 
 
 class FIFO(Ordering):
-    """First in, first out (the key is the arrival time only; amendment 8)."""
+    """First in, first out (the key is the arrival time only; docs/rules.md#starvation-guard)."""
 
     name = "FIFO"
     static = True
@@ -140,10 +143,18 @@ class Tetris(Ordering):
 ORDERINGS: dict[str, type[Ordering]] = {o.name: o for o in (FIFO, SRTF, LAS, FTF, DRF, Tetris)}
 
 
+def register_ordering(cls: type[Ordering]) -> type[Ordering]:
+    """Class decorator: make an ordering available by its upper-case `name`, with every mechanism
+    (`NAME+tune`, `NAME+fair`, ...); docs/architecture.md#new-ordering shows one."""
+    if not cls.name.isupper() or "+" in cls.name:
+        raise HetschedError(f"ordering name {cls.name!r}: upper case, without '+'")
+    ORDERINGS[cls.name] = cls
+    return cls
+
+
 class ResourcePolicy(Policy):
     """An ordering with a CPU/memory-aware mechanism; runs on the resource core, not through `allocate`."""
 
-    resource_aware = True
     heterogeneity_aware = False
 
     def __init__(self, ordering: str = "FIFO", mechanism: str = "tune", placement: bool = False,
@@ -156,7 +167,7 @@ class ResourcePolicy(Policy):
         self.mechanism = mechanism
         self.placement = placement
         # The artifact's LAS/FTF/DRF/TETRIS build Synergy-OPT with the per-server GPU count as CPU and memory
-        # budget (spec s.2.4); True reproduces that (it makes the program infeasible). Off by default.
+        # budget (docs/rules.md#opt); True reproduces that (it makes the program infeasible). Off by default.
         self.opt_artifact_budget = opt_artifact_budget
 
     def allocate(self, view):
@@ -165,16 +176,17 @@ class ResourcePolicy(Policy):
 
 
 def parse_resource_policy(name: str, **params) -> ResourcePolicy | None:
-    """`FIFO+tune`, `SRTF+fair`, `LAS+opt`, `DRF` (greedy), `TETRIS+tune+place`, ...; None if not such a name."""
+    """`FIFO+tune`, `SRTF+fair`, `LAS+opt`, `DRF` (greedy; `DRF+greedy` too), `TETRIS+tune+place`, ...; None if
+    not such a name."""
     parts = [p.strip() for p in name.split("+")]
     if parts[0].upper() not in ORDERINGS or not all(parts):
         return None
     mods = [p.lower() for p in parts[1:]]
-    unknown = [m for m in mods if m not in ("fair", "tune", "opt", "place")]
-    mechs = [m for m in mods if m in ("fair", "tune", "opt")]
+    unknown = [m for m in mods if m not in (*MECHANISMS, "place")]
+    mechs = [m for m in mods if m in MECHANISMS]
     if unknown or len(mechs) > 1 or len(set(mods)) != len(mods):
-        raise HetschedError(f"policy {name!r}: expected ORDERING[+fair|+tune|+opt][+place] with ORDERING one of "
-                            f"{', '.join(ORDERINGS)}")
+        raise HetschedError(f"policy {name!r}: expected ORDERING[+fair|+tune|+opt|+greedy][+place] with ORDERING "
+                            f"one of {', '.join(ORDERINGS)}")
     policy = ResourcePolicy(parts[0], mechs[0] if mechs else "greedy", "place" in mods, **params)
-    policy.name = "+".join([parts[0].upper()] + mods)
+    policy.name = "+".join([parts[0].upper()] + [m for m in mods if m != "greedy"])   # Synergy's name for greedy
     return policy

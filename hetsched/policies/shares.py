@@ -1,4 +1,4 @@
-"""Closed-form shares used as baselines and normalisers (spec/gavel.md s.2.3)."""
+"""Closed-form shares used as baselines and normalisers (docs/rules.md#proportional)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def proportional_fractions(view: PolicyView) -> np.ndarray:
 
 
 def proportional_throughput(view: PolicyView) -> np.ndarray:
-    """prop_i = sum_j T_ij x_prop_ij, summed in column order (fixes ECOS's last digits, amendment 1)."""
+    """prop_i = sum_j T_ij x_prop_ij, summed in column order (fixes ECOS's last digits, docs/rules.md#proportional)."""
     return (view.throughput * proportional_fractions(view)).sum(axis=1)
 
 
@@ -56,7 +56,7 @@ class Proportional(Policy):
 
 class GandivaFair(Policy):
     """Gandiva-Fair as Shockwave evaluates it: an equal split, G/m of every GPU type per job, with no
-    scale-factor normalisation (spec/shockwave.md s.3); each row is capped at 1."""
+    scale-factor normalisation (docs/rules.md#proportional); each row is capped at 1."""
 
     heterogeneity_aware = False
 

@@ -1,4 +1,4 @@
-"""Maximum total throughput, optionally per dollar and subject to SLOs (spec/gavel.md s.2.11)."""
+"""Maximum total throughput, optionally per dollar and subject to SLOs (docs/rules.md#throughput-sum)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hierarchical max-min fairness by water filling (spec/gavel.md s.2.7), with a dual-based bottleneck test.
+"""Hierarchical max-min fairness by water filling (docs/rules.md#water-filling), with a dual-based bottleneck test.
 
 Each iteration raises the levels of all unfrozen jobs together (one LP) and freezes the bottleneck jobs: those
 that cannot rise further while every other job keeps its level. Gavel finds them with a MILP (GLPK); here an
@@ -33,7 +33,7 @@ class WaterFilling(VariantPolicy):
         self.iterations = 0
 
     def _weights(self, view: PolicyView, frozen: np.ndarray) -> np.ndarray:
-        """Per-job weights for this iteration (spec s.2.7 step 1)."""
+        """Per-job weights for this iteration (docs/rules.md#water-filling)."""
         w = view.priority_weight.astype(float).copy()
         if view.entity is None:
             return np.where(frozen, 0.0, w)

@@ -15,14 +15,4 @@ def profiles_ratio_for(cluster) -> int:
     return 3
 
 
-def resource_core(cluster, policy, config):
-    """The core for a CPU/memory-aware policy under a `SimulationConfig`."""
-    from .core import ResourceScheduler
-
-    ratio = config.profiles_ratio or profiles_ratio_for(cluster)
-    return ResourceScheduler(cluster, policy, load_sensitivity(ratio), round_s=config.round_s,
-                             macro_rounds=config.macro_rounds, round_origin_s=config.round_origin_s)
-
-
-__all__ = ["JobResources", "ModelProfile", "SensitivityTable", "load_sensitivity", "profiles_ratio_for",
-           "resource_core"]
+__all__ = ["JobResources", "ModelProfile", "SensitivityTable", "load_sensitivity", "profiles_ratio_for"]

@@ -1,4 +1,4 @@
-"""The scheduling core with CPU/memory-aware stages (Synergy, spec/synergy.md s.2 with the amendments of s.8).
+"""The scheduling core with CPU/memory-aware stages (Synergy, docs/rules.md#cpu-memory, docs/rules.md#server-credit).
 
 Each round: (1) decide: an ordering ranks the runnable jobs; (2) select: jobs are taken in that order while
 GPUs remain (LAS and OPT place only the GPU-count fill); (3) place: the mechanism gives each job GPUs, CPU
@@ -69,7 +69,7 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         self.stage = None
         if policy.mechanism != "opt":
             self.stage = PlacementStage(self.pool, policy.mechanism, policy.placement, self._c_share, self._c_adjust)
-        self.next_arrival_s: float | None = None     # set by the simulator before each plan
+        self.next_arrival_s: float | None = None     # given with each plan
         # Jobs by slot.
         size = 64
         self._init_slots(size)
@@ -188,7 +188,7 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         """Step 1: the runnable jobs (given in arrival order) in the policy's order."""
         ordering = self.policy.ordering
         if ordering.name == "FIFO":
-            return slots                          # FIFO's key ignores the starvation guard (amendment 8)
+            return slots                          # FIFO's key ignores the starvation guard (docs/rules.md#starvation-guard)
         order = slots[ordering.rank(OrderingView(self, slots, now))]
         self._raise_guard(slots, now)        # raised after sorting: it reorders from the next round on
         return order
@@ -214,7 +214,11 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         return np.array(out, np.int64)
 
     # ---- the round ------------------------------------------------------------------------------------
-    def plan(self, now: float, force_recompute: bool = False, place: bool = True) -> RoundPlan:
+    def plan(self, now: float, force_recompute: bool = False, place: bool = True,
+             next_arrival_s: float | None = None) -> RoundPlan:
+        """One ordered, placed round, or several identical ones (`plan.rounds`) until `plan.end`; every round
+        recomputes the order, so `force_recompute` changes nothing; `next_arrival_s` bounds merged rounds."""
+        self.next_arrival_s = next_arrival_s
         slots = self.active_slots()
         if not len(slots):
             return RoundPlan(now, np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -323,8 +327,6 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         return self.stage.run(jobs, self.escale, self.cls, self.job_of_slot)
 
     # ---- progress ------------------------------------------------------------------------------------
-    leases_end_with_rounds = True   # the simulator drives this core with `_step_leases`
-
     def credit_plan(self, plan: RoundPlan) -> np.ndarray:
         """Credit a finished plan; returns the slots of the jobs that completed."""
         entry = plan.entry
@@ -332,8 +334,6 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         self.attained[entry] += plan.end - plan.now
         self.last_run[entry] = plan.end
         return entry[self.remaining[entry] <= 0]
-
-    accounts_progress = True        # the ResultBuilder asks `account` instead of mirroring every round
 
     def account(self, slot: int) -> tuple[float, float, float, dict[str, float]]:
         """(start time, iterations done, cost, GPU-seconds per type) of the job in `slot`."""

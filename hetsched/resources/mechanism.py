@@ -1,4 +1,4 @@
-"""The placement stage of a round for Synergy's mechanisms (spec/synergy.md s.2.3, amendments 1-6).
+"""The placement stage of a round for Synergy's mechanisms (docs/rules.md#cpu-memory, docs/rules.md#tune-demotion).
 
 - `fair`: every job gets the GPU-proportional share of CPU, memory and storage (first fit).
 - `greedy`: the job's ideal share, or it is skipped this round.
@@ -181,11 +181,11 @@ class PlacementStage:
         return i
 
     def _tune_fallback(self, pos: int, s: int, g: int, code: int) -> None:
-        """TUNE when the ideal share does not fit: self-demotion, then peer demotion (amendments 1-6)."""
+        """TUNE when the ideal share does not fit: self-demotion, then peer demotion (docs/rules.md#tune-demotion)."""
         pool = self.pool
         c, m, ss = self.shares[code]
         st = IDEAL
-        if self.adjust[code]:                              # self-demotion (amendment 4)
+        if self.adjust[code]:                              # self-demotion (docs/rules.md#tune-demotion)
             c, m, ss = pool.fair
             st = FAIR
         where = self.fit(c, m, ss, g)
@@ -203,7 +203,7 @@ class PlacementStage:
             self._trail.append((3, pos))
 
     def _demote_peers(self, pos: int, c: float, m: float, ss: float, g: int) -> None:
-        """Bring CPU-rich peers on the least-free server(s) back to the fair share (amendments 1-3)."""
+        """Bring CPU-rich peers on the least-free server(s) back to the fair share (docs/rules.md#tune-demotion)."""
         pool, trail, status = self.pool, self._trail, self.status
         self._first = [0] * len(self.shares)            # demotions free resources: search from server 0 again
         fair = pool.fair
@@ -220,7 +220,7 @@ class PlacementStage:
                 old = pool.share[p]
                 if not pool.reshare(p, *share):
                     raise SimulationError(f"Synergy-TUNE: demoting a peer to its fair share overflows server {k} "
-                                        f"(spec amendment 3)")
+                                        f"(docs/rules.md#tune-demotion)")
                 trail.append((1, pos, p, old, status[p], bool(self.adjust[code])))
                 status[p] = FAIR                           # re-credited without speedup for the whole round
                 if self.adjust[code]:

@@ -98,6 +98,8 @@ class RoundMerging:
         so they are evaluated after one and two more rounds and extrapolated; the plan stops one round before
         the first pair of neighbours could meet (ties break by arrival, so meeting counts as a swap).
         """
+        if not self.policy.ordering.linear:
+            return 1
         per_round = np.zeros(len(self.remaining))
         per_round[run] = credit
         step = per_round[order]
@@ -160,7 +162,7 @@ class RoundMerging:
         overtake a running one. None when this shortcut does not apply (ties at the boundary, ...)."""
         ordering = self.policy.ordering
         G = self.pool.num_gpus
-        if ordering.static or self._multi_gpu_jobs or len(slots) <= G or self._k_penalized:
+        if ordering.static or not ordering.linear or self._multi_gpu_jobs or len(slots) <= G or self._k_penalized:
             return None
         if self.priority[slots].any():
             return None

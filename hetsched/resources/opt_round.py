@@ -8,7 +8,7 @@ from .profiles import CPU_LEVELS, MEM_LEVELS
 
 
 class OptRound:
-    """Mixin of `ResourceScheduler` for the `+opt` mechanism (spec s.2.4)."""
+    """Mixin of `ResourceScheduler` for the `+opt` mechanism (docs/rules.md#opt)."""
 
     def _opt_budgets(self) -> tuple[float, float]:
         pool = self.pool
@@ -26,7 +26,7 @@ class OptRound:
 
     def _opt_round(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
         """Synergy-OPT on the GPU-count fill: every job runs at the grid point program 1 gives it (no GPUs
-        are reserved: an idealised upper bound, spec s.2.4). Returns the jobs, their credits and whether the
+        are reserved: an idealised upper bound, docs/rules.md#opt). Returns the jobs, their credits and whether the
         solution is every job at its best point (then the order does not matter)."""
         from .opt import choose_points
 

@@ -1,4 +1,4 @@
-"""Per-model CPU/memory sensitivity (Synergy's profiles, spec/synergy.md s.1.3) and a job's resource demands.
+"""Per-model CPU/memory sensitivity (Synergy's profiles, docs/rules.md#profiles) and a job's resource demands.
 
 A profile gives a model's iteration time at the GPU-proportional share, its speedup at its ideal CPU/memory
 point, the ideal per GPU, and the 9x5 grid of relative throughput over (CPUs per GPU, GB per GPU). The tables
@@ -84,7 +84,7 @@ class SensitivityTable:
         return tuple(m for m, p in self.profiles.items() if p.task == task)
 
     def demands(self, model: str, gpus: int, server: tuple[int, float, float, float]) -> JobResources:
-        """Ideal demands of `model` on `gpus` GPUs, capped to one server (spec s.1.2), as the artifact does.
+        """Ideal demands of `model` on `gpus` GPUs, capped to one server (docs/rules.md#profiles), as the artifact does.
 
         `server` is the per-server size (GPUs, CPUs, GB, MB/s). Demands above a server's capacity are capped
         and the speedup re-interpolated linearly in CPU between the fair share and the ideal; a job larger than

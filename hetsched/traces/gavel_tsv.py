@@ -1,4 +1,4 @@
-"""Gavel's 10-field tab-separated trace (spec/gavel.md s.4.4)."""
+"""Gavel's 10-field tab-separated trace (docs/rules.md#trace-formats)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Microsoft Philly's `cluster_job_log` (JSON, spec/synergy.md s.3.3), read the way Synergy's parser reads it.
+"""Microsoft Philly's `cluster_job_log` (JSON, docs/rules.md#trace-formats), read the way Synergy's parser reads it.
 
 Each job: `jobid`, `user`, `vc`, `submitted_time` ("YYYY-mm-dd HH:MM:SS") and `attempts`, each with
 `start_time`, `end_time` and `detail: [{"ip", "gpus": [...]}]`. Time 0 is the earliest submission. With

@@ -1,4 +1,4 @@
-"""Shockwave's 12-field tab-separated trace with adaptation modes (spec/shockwave.md s.5.2)."""
+"""Shockwave's 12-field tab-separated trace with adaptation modes (docs/rules.md#trace-formats)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Gavel's Philly-like job generator, draw for draw (spec/gavel.md s.4.1-4.2)."""
+"""Gavel's Philly-like job generator, draw for draw (docs/rules.md#gavel-stream)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ...catalog import GAVEL_JOB_TEMPLATES
 from ...errors import SpecError
 from ...jobs import Job
 from ...throughputs import ThroughputTable, load_throughputs
-from . import register_generator
+from .base import register_generator
 
 REFERENCE_GPU = "v100"  # durations are exclusive run times on s V100s
 

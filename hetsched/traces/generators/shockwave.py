@@ -1,4 +1,4 @@
-"""Shockwave's dynamic-adaptation trace generator, draw for draw (spec/shockwave.md s.5).
+"""Shockwave's dynamic-adaptation trace generator, draw for draw (docs/rules.md#shockwave-stream).
 
 One RNG per quantity, seeded from `seed`: job types `Random(seed)`, inter-arrivals `Random(seed + 1)`, duration
 classes `Random(seed + 2)`, scale factors `Random(seed + 3)`, modes `Random(seed + 4)`, and numpy's global RNG
@@ -24,10 +24,10 @@ from ...catalog import GAVEL_JOB_TEMPLATES
 from ...errors import SpecError
 from ...jobs import AdaptationMode, Job
 from ...throughputs import ThroughputTable, load_throughputs
-from . import register_generator
+from .base import register_generator
 
 #: Shockwave's job table: Gavel's templates without ResNet-18 bs16, ResNet-50 bs128, Transformer bs256, A3C and
-#: CycleGAN, in Gavel's order (spec s.2.1).
+#: CycleGAN, in Gavel's order (docs/rules.md#catalogues).
 _DROPPED = {"ResNet-18 (batch size 16)", "ResNet-50 (batch size 128)", "Transformer (batch size 256)", "A3C",
             "CycleGAN"}
 SHOCKWAVE_TEMPLATES = tuple(t for t in GAVEL_JOB_TEMPLATES if t.job_type not in _DROPPED)
@@ -52,7 +52,7 @@ def _pick(r: float, weights) -> int:
 @register_generator("shockwave")
 @dataclass
 class ShockwaveGenerator:
-    """Shockwave's generator (`scripts/utils/generate_trace.py` with the one-line fix of spec s.5.1)."""
+    """Shockwave's generator (`scripts/utils/generate_trace.py` with its one-line fix, docs/rules.md#shockwave-stream)."""
 
     seed: int = 0
     mean_interarrival_s: float = 40.0

@@ -1,4 +1,4 @@
-"""Synergy's Philly-derived job stream, draw for draw (spec/synergy.md s.3.2 and s.7).
+"""Synergy's Philly-derived job stream, draw for draw (docs/rules.md#synergy-stream).
 
 Durations are Gavel-like draws (20 % `60*10^U(3,4)` s, else `60*10^U(1.5,3)` s at the fair share), made by
 the artifact while it parses the Philly trace after `seed(42)`: job i takes the i-th draw. The run then
@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 from ...errors import SpecError
 from ...jobs import Job
 from ...resources.profiles import TASKS, SensitivityTable, load_sensitivity
-from . import register_generator
+from .base import register_generator
 
 
 def gavel_like_duration(rng: random.Random) -> float:

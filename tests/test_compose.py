@@ -1,0 +1,162 @@
+"""Every combination of stages either runs with every stage acting, or is refused when it is built.
+
+The names cover each decide family (allocations, space sharing, the planner, Synergy's orderings) x each
+placement x each artifact's round rules, on a mixed-type and a one-type cluster with CPU cores and memory. A
+refusal must name two stages and suggest a name that runs; a run must finish every job, and the stages must
+change the result where they should (TUNE where CPU is scarce, Shockwave's rules against Gavel's).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from functools import lru_cache
+
+import pytest
+
+from hetsched import ClusterSpec, load_throughputs
+from hetsched.errors import HetschedError
+from hetsched.metrics import summary
+from hetsched.pipeline import CompositionError
+from hetsched.registry import pipeline_for, policy_for
+from hetsched.simulator import SYSTEM_RULES, SimulationConfig, simulate
+from hetsched.traces import make_generator
+
+DECIDES = ["gavel", "las", "gavel_ss", "themis", "allox", "shockwave", "FIFO", "LAS", "SRTF"]
+PLACES = ["", "+fair", "+greedy", "+tune", "+opt", "+tune+place"]
+RULES = ["gavel", "synergy", "shockwave"]
+# 3 CPU cores and 62.5 GB per GPU (a point of the profiles' grid, which Synergy-OPT needs): CPU-sensitive jobs
+# run faster when TUNE gives them more.
+CLUSTERS = {"mixed": "2x4/12/250@v100+2x4/12/250@k80", "one type": "4x4/12/250@v100"}
+SYNERGY_ORDERINGS = {"FIFO", "LAS", "SRTF"}
+
+
+@lru_cache(maxsize=None)
+def table():
+    return load_throughputs("gavel_simulation")
+
+
+@lru_cache(maxsize=None)
+def jobs(synergy: bool) -> tuple:
+    """A small stream: Synergy's models for its orderings (its profiles give their rates), Gavel's job types
+    (about an hour each on a V100) for the allocations and the planner."""
+    if synergy:
+        return tuple(make_generator("synergy", jobs_per_hour=12.0).jobs(14))
+    out = []
+    for job in make_generator("gavel", seed=1, mean_interarrival_s=300.0).jobs(14):
+        key = table().isolated[table().index(job.key), table().gpu_index("v100"), 0] if job.key in table() else 0
+        out.append(replace(job, total_steps=max(100, int(key * 3600)) if key > 0 else 3600))
+    return tuple(out)
+
+
+def config_for(rules: str) -> SimulationConfig:
+    return SimulationConfig.for_system(rules, record_timeline=False)
+
+
+def run(name: str, rules: str, cluster: str):
+    synergy = name.split("+")[0] in SYNERGY_ORDERINGS
+    spec = ClusterSpec.load(CLUSTERS[cluster])
+    return simulate(list(jobs(synergy)), spec, policy_for(name, 0, system=rules), table(), config_for(rules))
+
+
+def build(name: str, rules: str, cluster: str):
+    spec = ClusterSpec.load(CLUSTERS.get(cluster, "4x4/12/120@v100"))
+    return pipeline_for(policy_for(name, 0, system=rules), config_for(rules), spec)
+
+
+COMBINATIONS = [(d + p, r, c) for d in DECIDES for p in PLACES for r in RULES for c in CLUSTERS]
+
+
+def _names_in(message: str) -> list[str]:
+    return re.findall(r"'([A-Za-z_]+(?:\+[a-z]+)+|[a-z_]+)'", message)
+
+
+@pytest.mark.parametrize("name,rules,cluster", COMBINATIONS, ids=["-".join(c) for c in COMBINATIONS])
+def test_combination_runs_or_is_refused(name, rules, cluster):
+    try:
+        pipeline = build(name, rules, cluster)
+    except CompositionError as exc:
+        first, second = exc.stages
+        assert first.split(" ")[0] in ("decide", "select", "place", "rates", "rules"), exc
+        assert first in str(exc) and second in str(exc)
+        suggested = [n for n in _names_in(str(exc).split(". ", 1)[1]) if n not in ("place",)]
+        for other in suggested:
+            try:                       # every name a refusal suggests resolves (on another cluster or rules, maybe)
+                policy_for(other, 0)
+            except HetschedError as again:
+                pytest.fail(f"{name}: suggested {other!r}, which does not resolve: {again}")
+        return
+    result = run(name, rules, cluster)
+    assert summary(result)["num_jobs"] == len(jobs(pipeline.decide.kind == "ordering"))
+    assert pipeline.rules.round_s == {"gavel": 360.0, "synergy": 300.0, "shockwave": 120.0}[rules]
+
+
+#: Compositions that must run (the papers' own and the ones no artifact has); guards against refusing too much.
+MUST_RUN = [("gavel+tune", "gavel", "mixed"), ("themis+tune", "gavel", "mixed"), ("las+fair", "gavel", "mixed"),
+            ("shockwave+tune", "shockwave", "mixed"), ("shockwave+tune", "shockwave", "one type"),
+            ("FIFO+tune", "synergy", "one type"), ("gavel+tune", "shockwave", "mixed"),
+            ("LAS+opt", "synergy", "one type"), ("gavel_ss", "gavel", "mixed")]
+
+
+@pytest.mark.parametrize("name,rules,cluster", MUST_RUN)
+def test_composition_is_accepted(name, rules, cluster):
+    build(name, rules, cluster)
+
+
+@pytest.mark.parametrize("decide,rules", [("gavel", "gavel"), ("themis", "gavel"), ("shockwave", "shockwave"),
+                                          ("gavel", "shockwave")])
+@pytest.mark.parametrize("cluster", list(CLUSTERS))
+def test_tune_acts_where_cpu_is_scarce(decide, rules, cluster):
+    """TUNE gives CPU-sensitive jobs more CPU and memory: the JCT moves; '+fair' (the table's own share per GPU)
+    places CPU and memory and keeps the table's rates."""
+    plain = summary(run(decide, rules, cluster))["avg_jct_s"]
+    tuned = summary(run(decide + "+tune", rules, cluster))["avg_jct_s"]
+    assert tuned != pytest.approx(plain, rel=1e-6)
+    assert tuned < plain
+
+
+def test_shockwave_rules_act_on_a_composition():
+    """The preemption penalty and batch-size rules change gavel+tune's result (they were dropped before)."""
+    gavel = summary(run("gavel+tune", "gavel", "mixed"))
+    shockwave = summary(run("gavel+tune", "shockwave", "mixed"))
+    assert gavel["avg_jct_s"] != shockwave["avg_jct_s"]
+
+
+@pytest.mark.parametrize("name,rules,cluster,stages", [
+    ("FIFO+opt", "synergy", "off grid", ("place 'opt'", "servers of 4 GPUs, 12 CPUs, 120 GB")),
+    ("FIFO+tune", "synergy", "mixed", ("decide 'FIFO'", "a cluster of 2 GPU types")),
+    ("FIFO+tune", "shockwave", "one type", ("decide 'FIFO'", "rules")),
+    ("gavel+opt", "gavel", "mixed", ("decide 'max_min_fairness_perf'", "place 'opt'")),
+    ("gavel_ss+tune", "gavel", "mixed", ("decide 'max_min_fairness_packed'", "place 'tune'")),
+])
+def test_refusals_name_both_stages(name, rules, cluster, stages):
+    with pytest.raises(CompositionError) as info:
+        build(name, rules, cluster)
+    for stage in stages:
+        assert stage in str(info.value)
+
+
+def test_refusal_suggestions_run_on_the_same_cluster():
+    """The new user's path on a mixed cluster: the name the refusal suggests runs there."""
+    with pytest.raises(CompositionError) as info:
+        build("FIFO+tune", "gavel", "mixed")
+    suggested = re.search(r"e\.g\. '([^']+)'", str(info.value)).group(1)
+    assert suggested == "fifo_perf+tune"
+    assert summary(run(suggested, "gavel", "mixed"))["num_jobs"] == 14
+
+
+def test_estimates_and_profiles_need_the_stage_they_change():
+    spec = ClusterSpec.load(CLUSTERS["mixed"])
+    with pytest.raises(CompositionError, match="rates 'table \\+ estimated co-location'"):
+        pipeline_for(policy_for("gavel", 0), SimulationConfig(estimate_colocation=(4, 0.1)), spec)
+    with pytest.raises(CompositionError, match="place 'gpus'"):
+        pipeline_for(policy_for("gavel", 0), SimulationConfig(profiles_ratio=4), spec)
+    with pytest.raises(CompositionError, match="decide 'shockwave'"):
+        pipeline_for(policy_for("shockwave", 0), SimulationConfig(ideal=True), spec)
+
+
+def test_readme_shows_the_registry_table():
+    from pathlib import Path
+
+    from hetsched.registry import composition_markdown
+    assert composition_markdown() in (Path(__file__).parents[1] / "README.md").read_text()
