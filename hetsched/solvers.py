@@ -9,6 +9,8 @@ did; HiGHS (LPs only) returns a vertex.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -149,3 +151,24 @@ def solve(problem: ConicProblem, solver: str = DEFAULT_SOLVER, tol: float = 1e-8
         log.info("ecos returned %s; retrying with clarabel", sol.status)
         return solve(problem, "clarabel", tol)
     return sol
+
+
+def new_highs():
+    """A silent `highspy.Highs` with one thread. The constructor prints a banner on the process's stdout, which
+    would corrupt `hetsched simulate --json`. HiGHS fixes its thread pool at the first solve of a process, and a
+    later instance that asks for another thread count fails every solve ("error"): Synergy-OPT followed by
+    Shockwave's planner in one process did. So every instance asks for the same count."""
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    return h

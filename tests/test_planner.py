@@ -194,3 +194,25 @@ def test_calibration_corrects_batch_sizes_not_gpu_types(monkeypatch, policy, cal
     simulate(jobs, ClusterSpec.load("v100=1,k80=1"), policy, "gavel_simulation",
              SimulationConfig.for_system("shockwave"))
     assert amps and any(a != 1.0 for a in amps) == calibrated
+
+
+def test_planner_solves_after_synergy_opt_in_one_process():
+    """HiGHS fixes its thread pool at a process's first solve: Synergy-OPT first used to make every later planner
+    solve fail ("error"), and the planner silently planned by remaining time. A fresh process, in that order."""
+    import subprocess
+    import sys
+
+    code = """
+import numpy as np
+from hetsched.cluster_ini import synergy_cluster
+from hetsched.planner.milp import WindowInputs, window_program
+from hetsched.simulator import simulate
+from hetsched.traces import make_generator
+simulate(make_generator("synergy", jobs_per_hour=30.0).jobs(30), synergy_cluster(servers=1), "LAS+opt")
+inp = WindowInputs(np.ones(4, int), np.full(4, 10), np.zeros(4), np.full(4, 300.0), np.full(4, 3000.0), np.ones(4))
+print(window_program(inp, capacity=2, rounds=6, round_s=120.0, k=1e-3, bases=(0.0, 0.5, 1.0), log_origin=1e-6, gap=1e-4,
+                     time_limit_s=30.0)[1])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "optimal"

@@ -1,4 +1,4 @@
-"""The planner's two programs, built as sparse matrices and solved by HiGHS (spec/shockwave.md s.4.5-4.6).
+"""The planner's two programs, built as sparse matrices and solved by HiGHS (docs/rules.md#planner-programs).
 
 The artifact's model has a binary x[j, r] per job and round plus SOS2 binaries for the log. The objective
 sees a job's rounds only through n_j = sum_r x[j, r], and the weighted log is concave, so its piecewise-linear
@@ -43,12 +43,11 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
         return _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s, seed)
     import highspy
 
-    from ..resources.opt import _new_highs
+    from ..solvers import new_highs
 
-    h = _new_highs()
+    h = new_highs()
     h.setOptionValue("mip_rel_gap", float(gap))
     h.setOptionValue("time_limit", float(time_limit_s))
-    h.setOptionValue("threads", 1)
     h.setOptionValue("random_seed", int(seed))
     n = len(c)
     inf = highspy.kHighsInf
@@ -270,7 +269,7 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
 def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,
                             bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
                             solver: str = "highs", start=None, seed: int = 0) -> tuple[np.ndarray | None, str]:
-    """The artifact's own model (s.4.5): x[j, r] binaries per round and an SOS2 lambda formulation of the log.
+    """The artifact's own model (docs/rules.md#planner-programs): x[j, r] binaries per round and an SOS2 lambda formulation of the log.
     Same optimum as `window_program`, far larger; kept to measure what the reformulation changes."""
     N, R = len(inp.gpus), rounds
     B = len(bases)

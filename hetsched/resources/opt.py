@@ -1,4 +1,4 @@
-"""Synergy-OPT (spec/synergy.md s.2.4) on HiGHS: the best CPU/memory point per job, then a server assignment.
+"""Synergy-OPT (docs/rules.md#opt) on HiGHS: the best CPU/memory point per job, then a server assignment.
 
 Program 1 picks one (CPUs per GPU, GB per GPU) grid point per job to maximise the summed relative throughput
 under the cluster's CPU and memory budgets, never below the job's fair-share throughput. Jobs of the same
@@ -14,14 +14,13 @@ a job's speed in simulation: with cluster-wide budgets met, the uniform spread i
 
 from __future__ import annotations
 
-import os
-import sys
 from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import linprog
 
 from ..errors import SolverError
+from ..solvers import new_highs
 from .profiles import CPU_LEVELS, MEM_LEVELS
 
 CPU = np.repeat(np.asarray(CPU_LEVELS, float), len(MEM_LEVELS))       # per grid point (row-major c, m)
@@ -35,24 +34,6 @@ def fair_index(levels, value: float) -> int:
             return i
     raise SolverError(f"Synergy-OPT: the fair share {value:g} per GPU is not a grid point of {tuple(levels)}; "
                       f"the artifact's lookup fails there too")
-
-
-def _new_highs():
-    """A silent `highspy.Highs` (its constructor prints a banner on the process's stdout, which would corrupt
-    `hetsched simulate --json`)."""
-    import highspy
-
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 1)
-            h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-    h.setOptionValue("output_flag", False)
-    return h
 
 
 class ProgramOne:
@@ -82,7 +63,7 @@ class ProgramOne:
         g = np.array([self.gpus[k] for k, _ in self.cols], float)
         self.cpu = np.array([CPU[p] for _, p in self.cols]) * g
         self.mem = np.array([MEM[p] for _, p in self.cols]) * g
-        h = _new_highs()
+        h = new_highs()
         h.setOptionValue("time_limit", 30.0)
         inf = highspy.kHighsInf
         # Maximise throughput; a tiny tie-break prefers cheaper points among equal throughputs.
