@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Two workers on the 2-core machines: the notebooks' tiny-preset run (one fixture, one worker) beside the rest.
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # The browser test drives Debian's Chromium (Playwright cannot download browsers here); installing needs root.
 chromium:

@@ -20,6 +20,9 @@ from hetsched.simulator import SimulationConfig, policy_for, simulate
 from hetsched.throughputs import data_dir
 from hetsched.traces import GavelGenerator, read_trace
 
+# One worker runs every notebook test: they share the session's tiny-preset run (the `runs` fixture).
+pytestmark = pytest.mark.xdist_group("notebooks")
+
 SYNERGY_SEED = 42
 
 

@@ -14,6 +14,9 @@ from hetsched.plots import VEGA_MIME
 from hetsched.experiments.synergy import PRESETS as SYNERGY_PRESETS
 from hetsched.reproduce import figure_notebooks
 
+# One worker runs every notebook test: they share the session's tiny-preset run (the `runs` fixture).
+pytestmark = pytest.mark.xdist_group("notebooks")
+
 NOTEBOOKS = [p.stem for p in figure_notebooks()]
 SINGLE = set(PRESETS["single"]["tiny"].rates)
 MULTI = set(PRESETS["multi"]["tiny"].rates)
