@@ -69,7 +69,7 @@ class Scheduler(JobSlots, PolicyViews):
 
     def __init__(self, cluster: ClusterSpec, policy: Policy, throughputs: ThroughputTable, *,
                  round_s: float = 360.0, min_reset_interval_s: float = 1920.0, seed: int = 0,
-                 placement_aware: bool = False, estimator=None, resources=None, adaptation=None, planner=None,
+                 placement_aware: bool = False, estimator=None, resources=None, adaptation=None, decide=None,
                  gpu_types: tuple[str, ...] | None = None, entity_weights: Mapping[str, float] | None = None):
         self.cluster = cluster
         self.policy = policy
@@ -81,7 +81,9 @@ class Scheduler(JobSlots, PolicyViews):
         self.estimator = estimator          # ThroughputEstimator: policies see estimated pair throughputs
         self.resources = resources          # TypeAwareResources: CPU/memory placement on the chosen type's servers
         self.adaptation = adaptation        # RuntimeAdaptation: Shockwave's batch-size switching
-        self.planner = planner              # Planner: Shockwave's decide and select stages (else the allocation's)
+        # A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering); None: the policy's
+        # allocation and Gavel's priorities (docs/rules.md#decide).
+        self.decide = decide
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
         self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
@@ -123,8 +125,8 @@ class Scheduler(JobSlots, PolicyViews):
         self.last_reset_time = 0.0
         self.num_recomputes = 0
         self._last_gpus: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
-        if planner is not None:
-            planner.attach(self)
+        if decide is not None:
+            decide.attach(self)
 
     def _set_capacity(self, cluster: ClusterSpec) -> None:
         counts = cluster.as_dict()
@@ -147,8 +149,8 @@ class Scheduler(JobSlots, PolicyViews):
         self._set_capacity(cluster)
         self._last_gpus = {}
         self.need_update = True
-        if self.planner is not None:
-            self.planner.cluster_changed()
+        if self.decide is not None:
+            self.decide.cluster_changed()
 
     # ---- jobs -------------------------------------------------------------------------------------
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
@@ -173,8 +175,8 @@ class Scheduler(JobSlots, PolicyViews):
             self.adaptation.add_job(job)
         self._add_entries([(job.job_id,)])
         self.need_update = True
-        if self.planner is not None:
-            self.planner.job_added(job)
+        if self.decide is not None:
+            self.decide.job_added(job)
 
     def _set_rates(self, s: int, row: int) -> None:
         """Slot `s` runs the table's job key `row`: its consolidated and spread steps/s per type."""
@@ -210,8 +212,8 @@ class Scheduler(JobSlots, PolicyViews):
             self.adaptation.remove_job(job_id)
         self._drop_entries(np.flatnonzero((self.members == s).any(axis=1)))
         self.need_update = True
-        if self.planner is not None:
-            self.planner.job_removed(job_id)
+        if self.decide is not None:
+            self.decide.job_removed(job_id)
 
     def _add_entries(self, new: list[tuple[int, ...]]) -> None:
         if not new:
@@ -441,8 +443,8 @@ class Scheduler(JobSlots, PolicyViews):
     def plan(self, now: float, force_recompute: bool = False, place: bool = True,
              next_arrival_s: float | None = None) -> RoundPlan:
         """Decide, select and place the combinations to run from `now` (docs/rules.md#select)."""
-        if self.planner is not None:
-            entry, gpu_type, recomputed = self.planner.select()
+        if self.decide is not None:
+            entry, gpu_type, recomputed = self.decide.select(now)
             plan = RoundPlan(now, entry, gpu_type, recomputed)
         else:
             order = self.type_order_for_round()          # drawn every planning step (docs/rules.md#select)
@@ -477,8 +479,8 @@ class Scheduler(JobSlots, PolicyViews):
     def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray,
                ) -> np.ndarray:
         """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
-        if self.planner is not None:
-            self.planner.measured(entry, gpu_type)
+        if self.decide is not None:
+            self.decide.measured(entry, gpu_type, exec_time)
         self.t[entry, gpu_type] += exec_time          # an entry runs at most once per round
         np.add.at(self.S, gpu_type, exec_time)        # sequential, in plan order (float order matters)
         members = self.members[entry]
@@ -495,6 +497,6 @@ class Scheduler(JobSlots, PolicyViews):
             slots = members[valid]
             self.remaining[slots] -= steps[valid]
         done = slots[self.remaining[slots] <= 0]
-        if self.planner is not None:
-            self.planner.round_done()
+        if self.decide is not None:
+            self.decide.round_done()
         return done

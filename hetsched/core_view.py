@@ -42,7 +42,7 @@ class PolicyViews:
 
     def _entities(self, jobs: list[Job]) -> dict:
         """Entity codes and weights for policies that share among entities; none when no job has one."""
-        if not getattr(self.policy, "uses_entities", False) or not any(j.entity for j in jobs):
+        if not self.policy.uses_entities or not any(j.entity for j in jobs):
             return {}
         names, code = np.unique([j.entity or "" for j in jobs], return_inverse=True)
         weights = np.array([self.entity_weights.get(str(n), 1.0) for n in names], float)

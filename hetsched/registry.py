@@ -103,7 +103,7 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
     decide = decide_of(policy)
     rules = RoundRules(
         round_s=float(config.round_s if config.round_s is not None else DEFAULT_ROUND_S[decide.kind]),
-        credit="round" if decide.kind == "ordering" else "task",
+        credit=config.credit or ("round" if decide.kind == "ordering" else "task"),
         min_reset_interval_s=config.min_reset_interval_s, preemption_penalty_s=config.preemption_penalty_s,
         replay_reset=config.replay_reset, grid_origin_s=config.round_origin_s, macro_rounds=config.macro_rounds,
         ideal=config.ideal)
@@ -128,13 +128,20 @@ def _works(pipeline: Pipeline) -> str:
 def validate(p: Pipeline, cluster=None) -> None:
     """Raise `CompositionError` for the first pair of stages that cannot act together (docs/rules.md#compose)."""
     d, place, rates, rules = p.decide, p.place, p.rates, p.rules
+    if rules.credit == "round" and d.kind != "ordering":
+        raise CompositionError(str(d), str(rules), "per-round credit is Synergy's server rounds, which run an "
+                               "ordering", "Use Gavel's rules with Synergy's round length (--rules gavel --round "
+                               "300), or an ordering, e.g. 'FIFO+tune'")
     if d.kind == "ordering":
-        server_rounds = f"{d} (Synergy's server rounds)"
-        if cluster is not None and len(cluster.gpu_types) > 1:
-            raise CompositionError(server_rounds, f"a cluster of {len(cluster.gpu_types)} GPU types",
-                                   "an ordering's rounds run one pool of servers of one GPU type",
-                                   f"On mixed GPU types use Gavel's allocation with Synergy's placement, e.g. "
-                                   f"{_works(p)}")
+        ordering = f"{d} (Synergy's server rounds)" if rules.credit == "round" else str(d)
+        if rules.credit == "round" and cluster is not None and len(cluster.gpu_types) > 1:
+            raise CompositionError(ordering, f"a cluster of {len(cluster.gpu_types)} GPU types",
+                                   "Synergy's server rounds run one pool of servers of one GPU type",
+                                   f"On mixed GPU types run the ordering under Gavel's rules (--rules gavel, "
+                                   f"credit per micro-task), or Gavel's allocation, e.g. {_works(p)}")
+        if place.kind == "opt" and rules.credit == "task":
+            raise CompositionError(ordering, str(rules), "Synergy-OPT's program places one pool per round with "
+                                   "per-round credit", f"Use '{head_of(p)}+tune', or Synergy's rules (--rules synergy)")
         if place.kind == "opt" and cluster is not None and cluster.has_resources:
             from .resources.profiles import CPU_LEVELS, MEM_LEVELS
             for server in cluster.server_shapes():
@@ -147,12 +154,16 @@ def validate(p: Pipeline, cluster=None) -> None:
                                            f"Use '{head_of(p)}+tune', or servers whose share per GPU is a grid point")
         refused = [(rules.preemption_penalty_s > 0, str(rules)), (rates.batch_size, str(rates)),
                    (rates.estimate_colocation is not None, str(rates)), (rates.placement_aware, str(rates)),
-                   (rules.ideal, str(rules))]
+                   (rules.ideal, str(rules)), (bool(rules.grid_origin_s) and rules.credit == "task", str(rules))]
         for bad, stage in refused:
             if bad:
-                raise CompositionError(server_rounds, stage, "Synergy's rounds credit whole rounds at the CPU/"
-                                       "memory speedup and have no such rule", f"These act with Gavel's allocations "
-                                       f"and Shockwave's planner, e.g. {_works(p)}")
+                raise CompositionError(ordering, stage, "an ordering ranks jobs afresh every round at their "
+                                       "CPU/memory speedup and has no such rule", f"These act with Gavel's "
+                                       f"allocations and Shockwave's planner, e.g. {_works(p)}")
+        if rules.credit == "task" and cluster is not None and not cluster.has_resources:
+            raise CompositionError(str(place), "a cluster without CPU cores and memory per server",
+                                   "the placement shares CPU and memory", "Give servers shapes, e.g. "
+                                   "'4x8/24/500@v100+4x8/24/500@k80', or a Synergy .ini file")
         return
     if rules.grid_origin_s:
         raise CompositionError(str(d), str(rules), "a grid origin applies to rounds that all end together",
@@ -197,7 +208,7 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
                     gpu_types: tuple[str, ...] | None = None):
     """The scheduler that runs `pipeline` on `cluster` (the simulator's and the runtime's)."""
     d, rates, rules = pipeline.decide, pipeline.rates, pipeline.rules
-    if d.kind == "ordering":
+    if d.kind == "ordering" and rules.credit == "round":
         from .resources import load_sensitivity, profiles_ratio_for
         from .resources.core import ResourceScheduler
         ratio = rates.profiles_ratio or profiles_ratio_for(cluster)
@@ -220,13 +231,16 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
     if rates.batch_size:
         from .adaptation.runtime import RuntimeAdaptation
         adaptation = RuntimeAdaptation(table)
-    planner = None
+    stage = None
     if d.kind == "planner":
         from .planner.core import Planner
-        planner = Planner(d.policy.config)
+        stage = Planner(d.policy.config)
+    elif d.kind == "ordering":
+        from .policies.ordering_stage import OrderingStage
+        stage = OrderingStage(d.policy.ordering, fair=pipeline.place.kind == "fair")
     return Scheduler(cluster, d.policy, table, round_s=rules.round_s,
                      min_reset_interval_s=rules.min_reset_interval_s, seed=seed, placement_aware=rates.placement_aware,
-                     estimator=estimator, resources=resources, adaptation=adaptation, planner=planner,
+                     estimator=estimator, resources=resources, adaptation=adaptation, decide=stage,
                      gpu_types=gpu_types, entity_weights=entity_weights)
 
 
@@ -237,11 +251,13 @@ def composition_table() -> list[dict]:
     clusters = {"one type": ClusterSpec.load("4x4/12/250@v100"),
                 "mixed types": ClusterSpec.load("2x4/12/250@v100+2x4/12/250@k80")}
     rows = []
-    for family, head in (("allocation", "gavel"), ("allocation, space sharing", "gavel_ss"),
-                         ("planner", "shockwave"), ("ordering", "FIFO")):
-        config = SimulationConfig.for_system("shockwave" if head == "shockwave" else "gavel")
+    for family, head, system in (("allocation", "gavel", "gavel"), ("allocation, space sharing", "gavel_ss", "gavel"),
+                                 ("planner", "shockwave", "shockwave"),
+                                 ("ordering, Synergy's rules", "FIFO", "synergy"),
+                                 ("ordering, Gavel's rules", "FIFO", "gavel")):
+        config = SimulationConfig.for_system(system)
         for place in ("", "+fair", "+greedy", "+tune", "+opt"):
-            row = {"decide": family, "name": head + place}
+            row = {"decide": family, "name": head + place, "rules": system}
             for shape, cluster in clusters.items():
                 try:
                     pipeline_for(policy_for(head + place, 0), config, cluster)
@@ -263,8 +279,8 @@ def composition_markdown() -> str:
         for r in (r for r in rows if r["decide"] == family):
             ok = [r[k] == "runs" for k in ("one type", "mixed types")]
             cells.append("runs" if all(ok) else "one GPU type" if ok[0] else "refused")
-        head = next(r["name"] for r in rows if r["decide"] == family)
-        lines.append(f"| {family} (`{head}`) | " + " | ".join(cells) + " |")
+        first = next(r for r in rows if r["decide"] == family)
+        lines.append(f"| {family} (`{first['name']}`, `--rules {first['rules']}`) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -38,6 +38,9 @@ class SimulationConfig:
     preemption_penalty_s: float = 0.0
     dynamic_adaptation: bool = False
     replay_reset: bool = True
+    # When progress is credited (docs/rules.md#credit): "task" (each micro-task, Gavel and Shockwave), "round"
+    # (every lease ends with the round, Synergy's server rounds); None: the decide stage's own (round for orderings).
+    credit: str | None = None
 
     @classmethod
     def for_system(cls, system: str, **overrides) -> "SimulationConfig":
@@ -50,8 +53,8 @@ class SimulationConfig:
 
 
 SYSTEM_RULES: dict[str, dict] = {
-    "gavel": {"round_s": 360.0, "min_reset_interval_s": 1920.0},
-    "synergy": {"round_s": 300.0},
+    "gavel": {"round_s": 360.0, "min_reset_interval_s": 1920.0, "credit": "task"},
+    "synergy": {"round_s": 300.0, "credit": "round"},
     "shockwave": {"round_s": 120.0, "min_reset_interval_s": 1000.0, "preemption_penalty_s": 20.0,
-                  "dynamic_adaptation": True, "replay_reset": False},
+                  "dynamic_adaptation": True, "replay_reset": False, "credit": "task"},
 }

@@ -53,10 +53,15 @@ def config_for(rules: str) -> SimulationConfig:
     return SimulationConfig.for_system(rules, record_timeline=False)
 
 
-def run(name: str, rules: str, cluster: str):
-    synergy = name.split("+")[0] in SYNERGY_ORDERINGS
+def server_rounds(name: str, rules: str) -> bool:
+    """Synergy's orderings under Synergy's rules run its server rounds on its own models."""
+    return name.split("+")[0] in SYNERGY_ORDERINGS and rules == "synergy"
+
+
+def run(name: str, rules: str, cluster: str, **overrides):
     spec = ClusterSpec.load(CLUSTERS[cluster])
-    return simulate(list(jobs(synergy)), spec, policy_for(name, 0, system=rules), table(), config_for(rules))
+    return simulate(list(jobs(server_rounds(name, rules))), spec, policy_for(name, 0, system=rules), table(),
+                    config_for(rules), **overrides)
 
 
 def build(name: str, rules: str, cluster: str):
@@ -87,7 +92,7 @@ def test_combination_runs_or_is_refused(name, rules, cluster):
                 pytest.fail(f"{name}: suggested {other!r}, which does not resolve: {again}")
         return
     result = run(name, rules, cluster)
-    assert summary(result)["num_jobs"] == len(jobs(pipeline.decide.kind == "ordering"))
+    assert summary(result)["num_jobs"] == len(jobs(pipeline.rules.credit == "round"))
     assert pipeline.rules.round_s == {"gavel": 360.0, "synergy": 300.0, "shockwave": 120.0}[rules]
 
 
@@ -95,7 +100,8 @@ def test_combination_runs_or_is_refused(name, rules, cluster):
 MUST_RUN = [("gavel+tune", "gavel", "mixed"), ("themis+tune", "gavel", "mixed"), ("las+fair", "gavel", "mixed"),
             ("shockwave+tune", "shockwave", "mixed"), ("shockwave+tune", "shockwave", "one type"),
             ("FIFO+tune", "synergy", "one type"), ("gavel+tune", "shockwave", "mixed"),
-            ("LAS+opt", "synergy", "one type"), ("gavel_ss", "gavel", "mixed")]
+            ("LAS+opt", "synergy", "one type"), ("gavel_ss", "gavel", "mixed"), ("FIFO+tune", "gavel", "mixed"),
+            ("SRTF+fair", "gavel", "mixed"), ("TETRIS+tune+place", "gavel", "one type")]
 
 
 @pytest.mark.parametrize("name,rules,cluster", MUST_RUN)
@@ -126,6 +132,7 @@ def test_shockwave_rules_act_on_a_composition():
     ("FIFO+opt", "synergy", "off grid", ("place 'opt'", "servers of 4 GPUs, 12 CPUs, 120 GB")),
     ("FIFO+tune", "synergy", "mixed", ("decide 'FIFO'", "a cluster of 2 GPU types")),
     ("FIFO+tune", "shockwave", "one type", ("decide 'FIFO'", "rules")),
+    ("FIFO+opt", "gavel", "mixed", ("decide 'FIFO'", "credit per task")),
     ("gavel+opt", "gavel", "mixed", ("decide 'max_min_fairness_perf'", "place 'opt'")),
     ("gavel_ss+tune", "gavel", "mixed", ("decide 'max_min_fairness_packed'", "place 'tune'")),
 ])
@@ -139,7 +146,8 @@ def test_refusals_name_both_stages(name, rules, cluster, stages):
 def test_refusal_suggestions_run_on_the_same_cluster():
     """The new user's path on a mixed cluster: the name the refusal suggests runs there."""
     with pytest.raises(CompositionError) as info:
-        build("FIFO+tune", "gavel", "mixed")
+        build("FIFO+tune", "synergy", "mixed")
+    assert "--rules gavel" in str(info.value)
     suggested = re.search(r"e\.g\. '([^']+)'", str(info.value)).group(1)
     assert suggested == "fifo_perf+tune"
     assert summary(run(suggested, "gavel", "mixed"))["num_jobs"] == 14
@@ -160,3 +168,26 @@ def test_readme_shows_the_registry_table():
 
     from hetsched.registry import composition_markdown
     assert composition_markdown() in (Path(__file__).parents[1] / "README.md").read_text()
+
+
+@pytest.mark.parametrize("ordering", ["FIFO", "LAS", "SRTF", "FTF", "DRF", "TETRIS"])
+def test_orderings_run_on_mixed_types_with_per_type_placement(ordering):
+    """Under Gavel's rules an ordering is the decide stage of the one scheduler: its jobs take their fastest
+    type with room, TUNE places CPU and memory on that type's servers, and Gavel's job types get their demands
+    from the one demand model."""
+    result = run(ordering + "+tune", "gavel", "mixed", record_timeline=True)
+    assert summary(result)["num_jobs"] == 14
+    assert set(result.timeline_frame()["gpu_type"]) == {"v100", "k80"}
+    fair = summary(run(ordering + "+fair", "gavel", "mixed"))["avg_jct_s"]
+    assert summary(result)["avg_jct_s"] < fair
+
+
+def test_orderings_differ_on_the_one_scheduler():
+    jcts = {o: summary(run(o + "+tune", "gavel", "mixed"))["avg_jct_s"] for o in ("FIFO", "LAS", "SRTF")}
+    assert len(set(jcts.values())) == 3, jcts
+
+
+def test_an_ordering_refuses_job_types_the_table_lacks():
+    spec = ClusterSpec.load(CLUSTERS["mixed"])
+    with pytest.raises(HetschedError, match="has no rate in the throughput table"):
+        simulate(list(jobs(True))[:3], spec, "FIFO+tune", table(), config_for("gavel"))

@@ -84,7 +84,7 @@ class Planner:
         return split_job_type(self.sched.jobs[job_id].job_type)[1] or 1
 
     # ---- planning ---------------------------------------------------------------------------------
-    def select(self) -> tuple[np.ndarray, np.ndarray, bool]:
+    def select(self, now: float) -> tuple[np.ndarray, np.ndarray, bool]:
         """This round's planned set: (entries, type columns, whether the window was re-solved)."""
         sched = self.sched
         offset = self.round_ptr - self.schedule_start
@@ -98,7 +98,7 @@ class Planner:
         entry = np.array([sched._entry_index[(j,)] for j, _ in pairs], np.int64)
         return entry, np.array([w for _, w in pairs], np.int64), recomputed
 
-    def measured(self, entry: np.ndarray, gpu_type: np.ndarray) -> None:
+    def measured(self, entry: np.ndarray, gpu_type: np.ndarray, exec_time: np.ndarray) -> None:
         """A round ran: each job's measured rate (before any batch-size switch) feeds calibration."""
         sched = self.sched
         slots = sched.members[entry, 0]

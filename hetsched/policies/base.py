@@ -131,6 +131,7 @@ class Policy:
     heterogeneity_aware: bool = True      # False: the mechanism shuffles GPU-type order each round
     fills_idle_gpus: bool = True          # False (FIFO): zero-priority jobs are not back-filled
     stateful: bool = False                # keeps state between calls: one object per simulation
+    uses_entities: bool = False           # sees each job's entity and the entities' weights (hierarchical)
 
     def allocate(self, view: PolicyView) -> Allocation:
         raise NotImplementedError

@@ -80,6 +80,7 @@ class TypeAwareResources:
             self.stages.append(stage)
             self.classes.append({"index": {}, "shares": shares, "adjust": adjust, "speedup": []})
         self._code: dict[int, list[int]] = {}            # slot -> class code per type
+        self._gpus: dict[int, int] = {}                   # slot -> GPUs
 
     def profile_of(self, job_type: str):
         from ..catalog import split_job_type
@@ -110,6 +111,7 @@ class TypeAwareResources:
                 cls["speedup"].append(speedup)
             codes.append(code)
         self._code[slot] = codes
+        self._gpus[slot] = gpus
 
     def place(self, sched, plan: RoundPlan) -> None:
         """Place each type's chosen jobs with the mechanism and set this round's steps/s (x speedup if IDEAL)."""
@@ -138,5 +140,14 @@ class TypeAwareResources:
             plan.entry, plan.gpu_type = plan.entry[keep], plan.gpu_type[keep]
             plan.assignments = [a for a, k in zip(plan.assignments, keep) if k]
 
+    def demands(self, slots: np.ndarray) -> np.ndarray:
+        """(n, 2) CPU cores and GB each job asks for on the reference type (V100, else the first type)."""
+        w = self.gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in self.gpu_types else 0
+        shares = self.classes[w]["shares"]
+        gpus = np.array([self._gpus[s] for s in slots.tolist()], float)
+        per_gpu = np.array([shares[self._code[s][w]][:2] for s in slots.tolist()], float).reshape(-1, 2)
+        return per_gpu * gpus[:, None]
+
     def remove_job(self, slot: int) -> None:
         self._code.pop(slot, None)
+        self._gpus.pop(slot, None)
