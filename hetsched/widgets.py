@@ -24,12 +24,13 @@ from .errors import HetschedError
 from .metrics import summary
 from .names import display_name
 from .plots import cdf_points, save_figure
-from .policies import policy_names
-from .policies.base import DESCRIPTIONS
+from .registry import policy_for
 from .result import Result
 from .simulator import RoundSimulation, simulate
-from .throughputs import available_datasets, load_throughputs
+from .stage_picker import PolicyPicker
+from .throughputs import load_throughputs
 from .traces import GavelGenerator
+from .traces.generators.synergy import SynergyGenerator
 from .traces.formats import FORMATS
 
 _ERROR = "<span style='color:#b00020'>{}</span>"
@@ -92,10 +93,11 @@ class ClusterBuilder:
 
 
 class WorkloadPicker:
-    """Generator family, rate or number of jobs, seed, multi-GPU, or an uploaded trace file."""
+    """Generator family (Gavel's job types, or Synergy's models), rate or number of jobs, seed, multi-GPU, or an
+    uploaded trace file."""
 
     def __init__(self):
-        self.family = W.Dropdown(options=["gavel"], value="gavel", description="generator")
+        self.family = W.Dropdown(options=["gavel", "synergy"], value="gavel", description="generator")
         self.mode = W.ToggleButtons(options=["continuous", "static"], value="continuous")
         self.rate = W.BoundedFloatText(value=2.0, min=0.01, max=1000, description="jobs/hour")
         self.num_jobs = W.BoundedIntText(value=60, min=1, max=100_000, description="jobs")
@@ -122,32 +124,14 @@ class WorkloadPicker:
             fmt = "gavel" if name.endswith(".trace") else "csv"
             return FORMATS[fmt].parse(data, source=name)
         static = self.mode.value == "static"
+        if self.family.value == "synergy":        # Synergy's models: its orderings under Synergy's rules
+            if static:
+                raise HetschedError("the synergy generator makes a continuous stream; pick 'continuous'")
+            gen = SynergyGenerator(seed=self.seed.value, jobs_per_hour=self.rate.value, multi_gpu=self.multi_gpu.value)
+            return gen.jobs(self.num_jobs.value)
         gen = GavelGenerator(seed=self.seed.value, static=static, multi_gpu=self.multi_gpu.value,
                              mean_interarrival_s=0.0 if static else 3600.0 / self.rate.value, throughputs=table)
         return gen.jobs(self.num_jobs.value)
-
-
-class PolicyPicker:
-    """Every registered policy under the papers' name, with its description and the round length."""
-
-    def __init__(self, default: str = "max_min_fairness_perf"):
-        options = [(f"{display_name(n)} ({n})", n) for n in policy_names()]
-        self.policy = W.Dropdown(options=sorted(options), value=default, description="policy",
-                                 layout=W.Layout(width="440px"))
-        self.about = W.HTML()
-        self.round_s = W.BoundedFloatText(value=360, min=1, max=86_400, description="round (s)")
-        self.throughputs = W.Dropdown(options=available_datasets(), value="gavel_simulation",
-                                      description="throughputs")
-        self.policy.observe(lambda _: self._describe(), names="value")
-        self._describe()
-        self.widget = W.VBox([W.HTML("<b>Policy</b>"), W.HBox([self.policy, self.about]),
-                              W.HBox([self.round_s, self.throughputs])])
-
-    def controls(self) -> list[W.Widget]:
-        return [self.policy, self.round_s, self.throughputs]
-
-    def _describe(self):
-        self.about.value = f"<i>{DESCRIPTIONS.get(self.policy.value, '')}</i>"
 
 
 def _binned(times_h: np.ndarray, values: np.ndarray, end_h: float) -> tuple[np.ndarray, np.ndarray]:
@@ -246,7 +230,9 @@ class Explorer:
                               W.HBox([self.run_button, self.cancel_button, self.reset_button, self.export_button,
                                       self.step_button, self.overlay]),
                               self.progress, self.status, self.summary, self.plots, self.round_view])
-        self.cluster.validate()
+        for w in self.cluster.controls():
+            w.observe(lambda _: self.policy.set_cluster(self.cluster.validate()), names="value")
+        self.policy.set_cluster(self.cluster.validate())
 
     def _ipython_display_(self):
         display(self.widget)
@@ -279,8 +265,8 @@ class Explorer:
             self.status.value = _ERROR.format(exc)
             return None
         total = max(len(jobs), 1)
-        policy = self.policy.policy.value
-        label = (f"{len(self.runs) + 1 if self.overlay.value else 1}: {display_name(policy)} · "
+        name, seed = self.policy.name, self.workload.seed.value
+        label = (f"{len(self.runs) + 1 if self.overlay.value else 1}: {display_name(name)} · "
                  f"{self.workload.describe()} · {spec}")
         self._cancel.clear()
 
@@ -292,8 +278,8 @@ class Explorer:
         def work():
             try:
                 self.status.value = f"Running {label} ..."
-                result = simulate(jobs, spec, policy, table, round_s=self.policy.round_s.value,
-                                  on_progress=progress)
+                policy = policy_for(name, seed, system=self.policy.rules_name)
+                result = simulate(jobs, spec, policy, table, self.policy.config(seed=seed), on_progress=progress)
                 self.progress.value = 1.0
                 runs = (self.runs if self.overlay.value else []) + [(label, result)]
                 row = summary(result)
@@ -354,22 +340,25 @@ class Explorer:
         try:
             if self._stepper is None:
                 spec, table, jobs = self._inputs()
-                self._stepper = RoundSimulation(jobs, spec, self.policy.policy.value, table,
-                                                round_s=self.policy.round_s.value)
+                seed = self.workload.seed.value
+                self._stepper = RoundSimulation(jobs, spec, policy_for(self.policy.name, seed,
+                                                                       system=self.policy.rules_name),
+                                                table, self.policy.config(seed=seed))
             sim = self._stepper
             more = sim.step()
         except HetschedError as exc:
             self.status.value = _ERROR.format(exc)
             return
         sched = sim.sched
-        self.status.value = f"Stepping {display_name(self.policy.policy.value)}: t = {sim.now / 3600:.2f} h."
+        self.status.value = f"Stepping {display_name(self.policy.name)}: t = {sim.now / 3600:.2f} h."
         self.round_view.clear_output(wait=True)
         with self.round_view:
-            print(f"{display_name(self.policy.policy.value)}: t = {sim.now / 3600:.2f} h, {len(sched.jobs)} "
+            print(f"{display_name(self.policy.name)}: t = {sim.now / 3600:.2f} h, {len(sched.jobs)} "
                   f"active jobs" + ("" if more else " (finished)"))
-            if sched.allocation is not None and len(sched.allocation.job_ids):
-                alloc = pd.DataFrame(sched.allocation.x, columns=sched.gpu_types,
-                                     index=[_readable(np.atleast_1d(i)) for i in sched.allocation.job_ids])
+            allocation = sched.allocation
+            if allocation is not None and len(allocation.job_ids):
+                alloc = pd.DataFrame(allocation.x, columns=sched.gpu_types,
+                                     index=[_readable(np.atleast_1d(i)) for i in allocation.job_ids])
                 display(alloc.round(3).rename_axis("job"))
             plan = sim.plan
             if plan is not None and plan.assignments:

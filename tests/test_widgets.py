@@ -64,3 +64,38 @@ def test_export_writes_every_run(explorer, tmp_path):
     assert table.groupby("run").size().tolist() == [200, 200]
     assert pd.read_csv(paths[1]).shape[0] == 400
     assert {p.suffix for p in paths} == {".parquet", ".csv", ".png", ".svg", ".html"}
+
+
+def _servers(e: Explorer, gpus: int, cpus: int, gb: float) -> None:
+    for row in e.cluster.rows.values():
+        row["per_server"].value, row["cpus"].value, row["dram"].value = gpus, cpus, gb
+
+
+def test_stages_are_picked_separately_and_refusals_show_both_stages(explorer):
+    """Decide, place and rules are separate pickers; the registry's refusal shows while the settings conflict,
+    and the composition runs once they do not."""
+    picker = explorer.policy
+    picker.policy.value, picker.place.value = "FIFO", "+tune"
+    assert picker.rules_name == "synergy" and picker.round_s.value == 300
+    assert "refused: decide 'FIFO'" in picker.stages.value and "3 GPU types" in picker.stages.value
+    picker.rules.value = "gavel"
+    assert picker.round_s.value == 360
+    assert "refused: place 'tune' x a cluster without CPU cores and memory" in picker.stages.value
+    _servers(explorer, 4, 12, 250.0)
+    assert "refused" not in picker.stages.value and "<b>place</b> 'tune'" in picker.stages.value
+    explorer.workload.num_jobs.value = 40
+    explorer.start().join(120)
+    assert explorer.status.value == "Done.", explorer.status.value
+    assert explorer.runs[-1][1].policy == "FIFO+tune"
+
+
+def test_shockwave_with_tune_from_the_pickers(explorer):
+    _servers(explorer, 4, 12, 250.0)
+    picker = explorer.policy
+    picker.policy.value, picker.place.value = "shockwave", "+tune"
+    assert picker.rules_name == "shockwave" and picker.round_s.value == 120
+    assert "refused" not in picker.stages.value
+    explorer.workload.num_jobs.value = 20
+    explorer.start().join(300)
+    assert explorer.status.value == "Done.", explorer.status.value
+    assert explorer.runs[-1][1].policy == "shockwave+tune"

@@ -34,6 +34,7 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
     """Synergy's round on one homogeneous pool of servers (single GPU type)."""
 
     starvation_s = STARVATION_S       # the guard (a class attribute, so an experiment can shorten it)
+    allocation = None                 # an ordering keeps no time-fraction allocation (the explorer shows none)
     SLOT_ARRAYS = ("remaining", "total", "arrival", "attained", "last_run", "priority", "escale", "cls",
                    "cpu_demand", "mem_demand", "iter_time", "speedup", "speedup_now", "etput", "start_time",
                    "credit_free")
