@@ -39,7 +39,7 @@ def run(setup: str, formulation: str):
     while sim.step():
         pass
     result = sim.result()
-    return time.process_time() - start, result, pd.DataFrame(sim.sched.planner.solve_log)
+    return time.process_time() - start, result, pd.DataFrame(sim.sched.decide.solve_log)
 
 
 def main() -> None:

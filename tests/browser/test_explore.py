@@ -114,6 +114,9 @@ def test_explorer_runs_in_the_browser(jupyter):
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1600})
             page.set_default_timeout(90_000)
+            # expect() has its own 5 s default; the first widgets appear only after the kernel has imported
+            # hetsched, which takes longer than that while the other xdist worker is busy.
+            expect.set_options(timeout=90_000)
             requests = []
             page.on("request", lambda r: requests.append(r.url))
             page.goto(f"{base}/lab/tree/notebooks/explore.ipynb?token={token}")
