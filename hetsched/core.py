@@ -53,15 +53,17 @@ class RoundPlan:
     gpu_type: np.ndarray
     recomputed: bool = False
     assignments: list[Assignment] = field(default_factory=list)
-    # Set by cores whose leases end with the round (resource core): iterations per job this plan, the lease end,
-    # and how many identical rounds the plan stands for.
+    # Set by a whole-round stage (`RoundStage`; then `entry` holds slots): iterations per job this plan, the
+    # lease end, and how many identical rounds the plan stands for.
     steps: np.ndarray | None = None
     end: float = 0.0
     rounds: int = 1
 
 
 class Scheduler(JobSlots, PolicyViews):
-    """Gavel's mechanism around any policy: priorities = allocation / share received, then placement."""
+    """The one scheduler: Gavel's mechanism around an allocation policy (priorities = allocation / share
+    received, then placement), or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
+    planner, an ordering) or plans, places and credits whole rounds (`RoundStage`: Synergy's server rounds)."""
 
     SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row")
 
@@ -81,9 +83,10 @@ class Scheduler(JobSlots, PolicyViews):
         self.estimator = estimator          # ThroughputEstimator: policies see estimated pair throughputs
         self.resources = resources          # TypeAwareResources: CPU/memory placement on the chosen type's servers
         self.adaptation = adaptation        # RuntimeAdaptation: Shockwave's batch-size switching
-        # A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering); None: the policy's
-        # allocation and Gavel's priorities (docs/rules.md#decide).
+        # A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering) or whole rounds
+        # (Synergy's); None: the policy's allocation and Gavel's priorities (docs/rules.md#decide).
         self.decide = decide
+        self.whole_rounds = decide is not None and decide.whole_rounds   # rates from the stage, not the table
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
         self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
@@ -92,13 +95,13 @@ class Scheduler(JobSlots, PolicyViews):
         # workers can join and leave (`set_cluster`) without reshaping the arrays.
         self.gpu_types = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)
         self.n = n = len(self.gpu_types)
-        missing = [g for g in self.gpu_types if g not in throughputs.gpu_types]
+        missing = [g for g in self.gpu_types if g not in throughputs.gpu_types] if not self.whole_rounds else []
         if missing:
             raise HetschedError(f"throughput table {throughputs.name!r} has no GPU type {missing}")
         self._set_capacity(cluster)
         self.shuffle = not policy.heterogeneity_aware and not policy.packing
         self._shuffler = random.Random(seed + 5)
-        self._cols = np.array([throughputs.gpu_index(g) for g in self.gpu_types])
+        self._cols = np.array([throughputs.gpu_index(g) for g in self.gpu_types if not self.whole_rounds], np.int64)
         # Jobs by slot.
         size = 64
         self._init_slots(size)
@@ -144,7 +147,7 @@ class Scheduler(JobSlots, PolicyViews):
     def set_cluster(self, cluster: ClusterSpec) -> None:
         """GPUs joined or left (the runtime's workers): new capacities and servers; jobs, the time each
         received and the policy's state stay. The allocation is recomputed at the next plan."""
-        if self.resources is not None:
+        if self.resources is not None or self.whole_rounds:
             raise HetschedError("capacity changes are not supported with CPU/memory-aware placement")
         self._set_capacity(cluster)
         self._last_gpus = {}
@@ -153,7 +156,22 @@ class Scheduler(JobSlots, PolicyViews):
             self.decide.cluster_changed()
 
     # ---- jobs -------------------------------------------------------------------------------------
+    def _grow(self) -> None:
+        super()._grow()
+        if self.decide is not None:
+            self.decide.slots_grown(len(self.job_of_slot))
+
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
+        if self.whole_rounds:                   # the stage keeps the job's demands and rates by slot
+            s = self._take_slot(job)
+            self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
+            self.scale[s] = job.scale_factor
+            try:
+                self.decide.job_added(job)
+            except HetschedError:
+                self._release_slot(job.job_id)
+                raise
+            return
         key = JobKey(job.job_type, job.scale_factor)
         known = key in self.table
         pin = self._pin_mask(job)
@@ -204,6 +222,10 @@ class Scheduler(JobSlots, PolicyViews):
             self.tput_spread[s] *= pin
 
     def remove_job(self, job_id: int) -> None:
+        if self.whole_rounds:
+            self.decide.job_removed(job_id)
+            self._release_slot(job_id)
+            return
         s = self._release_slot(job_id)
         self._pins.pop(s, None)
         if self.resources is not None:
@@ -437,12 +459,16 @@ class Scheduler(JobSlots, PolicyViews):
         return np.concatenate(out_e), np.repeat(np.array(out_w, np.int64), [len(e) for e in out_e])
 
     def next_round_time(self, t: float) -> float:
-        """After an idle gap a round starts at the next arrival itself (docs/rules.md#round)."""
-        return t
+        """After an idle gap a round starts at the next arrival itself (docs/rules.md#round), or on the whole-round
+        stage's grid."""
+        return self.decide.next_round_time(t) if self.whole_rounds else t
 
     def plan(self, now: float, force_recompute: bool = False, place: bool = True,
              next_arrival_s: float | None = None) -> RoundPlan:
-        """Decide, select and place the combinations to run from `now` (docs/rules.md#select)."""
+        """Decide, select and place the combinations to run from `now` (docs/rules.md#select). A whole-round stage
+        recomputes every round (`force_recompute` changes nothing) and merges rounds up to `next_arrival_s`."""
+        if self.whole_rounds:
+            return self.decide.plan(now, next_arrival_s)
         if self.decide is not None:
             entry, gpu_type, recomputed = self.decide.select(now)
             plan = RoundPlan(now, entry, gpu_type, recomputed)
@@ -500,3 +526,7 @@ class Scheduler(JobSlots, PolicyViews):
         if self.decide is not None:
             self.decide.round_done()
         return done
+
+    def credit_plan(self, plan: RoundPlan) -> np.ndarray:
+        """Credit a whole-round plan (docs/rules.md#server-credit); returns the slots of jobs that completed."""
+        return self.decide.credit_plan(plan)

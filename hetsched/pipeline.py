@@ -9,9 +9,15 @@ scheduler from the pipeline; no stage is chosen by a flag on a policy object.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+import numpy as np
 
 from .errors import HetschedError
+
+if TYPE_CHECKING:
+    from .core import RoundPlan, Scheduler
+    from .jobs import Job
 
 DecideKind = Literal["allocation", "planner", "ordering"]
 SelectKind = Literal["priority", "planned", "gpu_fill"]
@@ -131,3 +137,64 @@ class Pipeline:
         """Each stage in words (the CLI's `--json` config and `hetsched policies`)."""
         return {k: str(getattr(self, k)).split(" ", 1)[1]
                 for k in ("decide", "select", "place", "rates", "rules")}
+
+
+class DecideStage:
+    """A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering): the interface the
+    one `Scheduler` calls (docs/architecture.md#stages). The hooks default to doing nothing."""
+
+    #: False: the stage returns a round's (entries, GPU type columns) and the scheduler places them and credits
+    #: each micro-task; True (`RoundStage`): the stage also places and credits whole rounds.
+    whole_rounds: ClassVar[bool] = False
+
+    def attach(self, sched: "Scheduler") -> None:
+        self.sched = sched
+
+    def cluster_changed(self) -> None:
+        """GPUs joined or left."""
+
+    def job_added(self, job: "Job") -> None:
+        """`job` took slot `sched.slot[job.job_id]`."""
+
+    def job_removed(self, job_id: int) -> None:
+        """`job_id` leaves (its slot is still assigned during the call)."""
+
+    def slots_grown(self, size: int) -> None:
+        """The scheduler's per-slot arrays now have `size` rows."""
+
+    def select(self, now: float) -> "tuple[np.ndarray, np.ndarray, bool]":
+        """This round's (entries, GPU type columns, whether the decision was recomputed)."""
+        raise NotImplementedError
+
+    def measured(self, entry: np.ndarray, gpu_type: np.ndarray, exec_time: np.ndarray) -> None:
+        """A round's micro-tasks ran for `exec_time` seconds."""
+
+    def round_done(self) -> None:
+        """A round was credited."""
+
+
+class RoundStage(DecideStage):
+    """A decide stage that also selects, places on servers (GPUs, CPU cores, memory) and credits whole rounds:
+    every lease ends with the round (Synergy, docs/rules.md#server-credit). A plan may stand for several
+    identical rounds (`plan.rounds`)."""
+
+    whole_rounds: ClassVar[bool] = True
+
+    def select(self, now: float) -> "tuple[np.ndarray, np.ndarray, bool]":
+        raise HetschedError("a whole-round stage plans rounds (`plan`), it does not select entries")
+
+    def plan(self, now: float, next_arrival_s: float | None) -> "RoundPlan":
+        """The next plan: slots to run, iterations each (`plan.steps`), its end and how many rounds it covers."""
+        raise NotImplementedError
+
+    def credit_plan(self, plan: "RoundPlan") -> np.ndarray:
+        """Credit a finished plan; the slots of the jobs that completed."""
+        raise NotImplementedError
+
+    def next_round_time(self, t: float) -> float:
+        """The first round start at or after `t` (rounds keep a grid)."""
+        raise NotImplementedError
+
+    def account(self, slot: int) -> "tuple[float, float, float, dict[str, float]]":
+        """(start time, steps done, cost, GPU-seconds per type) of the job in `slot`."""
+        raise NotImplementedError

@@ -208,13 +208,15 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
                     gpu_types: tuple[str, ...] | None = None):
     """The scheduler that runs `pipeline` on `cluster` (the simulator's and the runtime's)."""
     d, rates, rules = pipeline.decide, pipeline.rates, pipeline.rules
+    from .core import Scheduler
     if d.kind == "ordering" and rules.credit == "round":
         from .resources import load_sensitivity, profiles_ratio_for
-        from .resources.core import ResourceScheduler
+        from .resources.server_rounds import ServerRounds
         ratio = rates.profiles_ratio or profiles_ratio_for(cluster)
-        return ResourceScheduler(cluster, d.policy, load_sensitivity(ratio), round_s=rules.round_s,
-                                 macro_rounds=rules.macro_rounds, round_origin_s=rules.grid_origin_s)
-    from .core import Scheduler
+        rounds = ServerRounds(cluster, d.policy, load_sensitivity(ratio), round_s=rules.round_s,
+                              macro_rounds=rules.macro_rounds, round_origin_s=rules.grid_origin_s)
+        return Scheduler(cluster, d.policy, table, round_s=rules.round_s, seed=seed, decide=rounds,
+                         gpu_types=gpu_types)
     from .policies.view import sorted_gpu_types
     columns = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)
     estimator = resources = adaptation = None

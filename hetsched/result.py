@@ -203,9 +203,13 @@ class ResultBuilder:
         preemption penalty, docs/rules.md#preemption-penalty); utilization counts it, costs and GPU-seconds count the wall time."""
         sched = self.sched
         exec_time = ends - start
-        scale = sched.escale[plan.entry].astype(float)
+        if self.core_accounts:                            # a whole-round plan's entries are slots
+            members = np.stack([plan.entry, np.full(len(plan.entry), -1)], axis=1)
+            scale = sched.scale[plan.entry].astype(float)
+        else:
+            members = sched.members[plan.entry]
+            scale = sched.escale[plan.entry].astype(float)
         self.busy += float((exec_time if credited is None else credited) @ scale)
-        members = sched.members[plan.entry]
         valid = members >= 0 if (sched._has_pairs or self.record_timeline) else None
         gpu_seconds = exec_time * scale
         priced = self._prices.any()
@@ -241,7 +245,7 @@ class ResultBuilder:
     def _flush(self, job_id: int, slot: int) -> None:
         rec = self.records[job_id]
         if self.core_accounts:
-            rec.start_time_s, rec.steps_done, rec.cost, rec.gpu_seconds = self.sched.account(slot)
+            rec.start_time_s, rec.steps_done, rec.cost, rec.gpu_seconds = self.sched.decide.account(slot)
             return
         row = self._acc[slot]
         rec.start_time_s, rec.steps_done, rec.cost = float(row[0]), float(row[1]), float(row[2])
@@ -259,8 +263,8 @@ class ResultBuilder:
             keys = ("round", "start_s", "end_s", "job_id", "partner_id", "gpu_type", "num_gpus", "steps",
                     "lease_extended")
             timeline = {k: np.concatenate([c[k] for c in self._tl]) if self._tl else np.zeros(0) for k in keys}
-        stats = self.sched.stats if self.core_accounts else None
-        busy = self.sched.busy_gpu_s if self.core_accounts else self.busy
+        stats = self.sched.decide.stats if self.core_accounts else None
+        busy = self.sched.decide.busy_gpu_s if self.core_accounts else self.busy
         return Result(self.sched.policy.name, self.sched.gpu_types, int(self.sched.capacity.sum()), self.records,
                       now, busy, self.config.window, self.rounds, self.sched.num_recomputes, timeline,
                       None if stats is None else stats.averages(self.config.round_s))

@@ -1,4 +1,4 @@
-"""Jobs in slots of preallocated numpy arrays: the bookkeeping both scheduling cores share."""
+"""Jobs in slots of preallocated numpy arrays: the scheduler's bookkeeping, which its stages index by slot."""
 
 from __future__ import annotations
 
@@ -21,11 +21,7 @@ class JobSlots:
 
     def _grow(self) -> None:
         old = len(self.job_of_slot)
-        for name in ("job_of_slot",) + self.SLOT_ARRAYS:
-            arr = getattr(self, name)
-            new = np.zeros((old * 2,) + arr.shape[1:], arr.dtype)
-            new[:old] = arr
-            setattr(self, name, new)
+        grow_arrays(self, ("job_of_slot",) + self.SLOT_ARRAYS, old * 2)
         self.job_of_slot[old:] = -1
         self._free_slots.extend(range(old * 2 - 1, old - 1, -1))
 
@@ -48,3 +44,12 @@ class JobSlots:
         self.job_of_slot[s] = -1
         self._free_slots.append(s)
         return s
+
+
+def grow_arrays(owner, names, size: int) -> None:
+    """Each array `owner.<name>` zero-padded to `size` rows (its values kept)."""
+    for name in names:
+        arr = getattr(owner, name)
+        new = np.zeros((size,) + arr.shape[1:], arr.dtype)
+        new[: len(arr)] = arr
+        setattr(owner, name, new)

@@ -168,7 +168,9 @@ def test_order_free_certificate_holds_for_every_order():
     TUNE must indeed place every job at IDEAL with no demotion."""
     from hetsched import Job
     from hetsched.policies import make_policy
-    from hetsched.resources.core import ResourceScheduler
+    from hetsched.core import Scheduler
+    from hetsched.resources.server_rounds import ServerRounds
+    from hetsched.throughputs import load_throughputs
 
     table = load_sensitivity(3)
     models = table.models
@@ -176,10 +178,12 @@ def test_order_free_certificate_holds_for_every_order():
     cluster = synergy_cluster(servers=4)
     certified = 0
     for trial in range(300):
-        core = ResourceScheduler(cluster, make_policy("FIFO+tune"), table)
+        policy = make_policy("FIFO+tune")
+        core = ServerRounds(cluster, policy, table)
+        sched = Scheduler(cluster, policy, load_throughputs("gavel_simulation"), decide=core)
         n = rng.randint(1, 18)
         for i in range(n):
-            core.add_job(Job(i, float(i), rng.choice(models), rng.choice([1, 1, 1, 2, 4]), 1000))
+            sched.add_job(Job(i, float(i), rng.choice(models), rng.choice([1, 1, 1, 2, 4]), 1000))
         core._refresh_class_arrays()
         slots = core.active_slots()
         if not core._everyone_fits(slots):

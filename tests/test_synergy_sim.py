@@ -71,8 +71,8 @@ def test_greedy_leaves_gpus_idle_when_cpus_run_out():
 
 
 def test_starvation_guard_reorders(monkeypatch):
-    from hetsched.resources.core import ResourceScheduler
-    monkeypatch.setattr(ResourceScheduler, "starvation_s", 3000.0)
+    from hetsched.resources.server_rounds import ServerRounds
+    monkeypatch.setattr(ServerRounds, "starvation_s", 3000.0)
     long = Job(0, 0.0, "res50", 1, 50_000)
     shorts = [Job(i, 0.0 + i, "res50", 1, 300) for i in range(1, 40)]
     result = simulate([long] + shorts, synergy_cluster(servers=1, gpus=1, cpus=3, dram_gb=62.5,

@@ -16,6 +16,7 @@ from ..adaptation.schedules import DATASET_SIZE
 from ..catalog import split_job_type
 from ..errors import HetschedError
 from ..jobs import Job
+from ..pipeline import DecideStage
 from ..policies.base import Allocation, Policy, PolicyView
 from .config import PlannerConfig, load_planner_config
 from .jobs import PlannerJob, pseudo_profile
@@ -41,7 +42,7 @@ class ShockwavePolicy(Policy):
         raise HetschedError("shockwave plans rounds, not time fractions: run it through simulate() or the runtime")
 
 
-class Planner:
+class Planner(DecideStage):
     """Shockwave's decide and select stages on the one `Scheduler`: which jobs run, on which GPU type, in each of
     the next R rounds (docs/rules.md#planner). The scheduler calls it when jobs arrive and leave, when the
     cluster changes, to pick a round's set, and when a round is credited."""

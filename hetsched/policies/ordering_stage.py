@@ -13,11 +13,12 @@ import numpy as np
 
 from ..errors import HetschedError
 from ..jobs import Job
+from ..pipeline import DecideStage
 from ..resources.merging import STARVATION_S
 from .ordering import Ordering, OrderingView
 
 
-class OrderingStage:
+class OrderingStage(DecideStage):
     """An ordering on the one scheduler: the scheduler calls it as it calls Shockwave's planner."""
 
     starvation_s = STARVATION_S

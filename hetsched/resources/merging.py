@@ -19,7 +19,7 @@ STARVATION_S = 1000 * 3600.0       # a job not run for this long is sorted first
 
 
 class RoundMerging:
-    """Mixin of `ResourceScheduler`: order-free rounds and merged rounds."""
+    """Mixin of `ServerRounds`: order-free rounds and merged rounds."""
 
     def _everyone_fits(self, slots: np.ndarray) -> bool:
         """True when every runnable job gets its GPUs and its share (ideal, or fair under `fair`) in any order.

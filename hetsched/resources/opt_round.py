@@ -8,7 +8,7 @@ from .profiles import CPU_LEVELS, MEM_LEVELS
 
 
 class OptRound:
-    """Mixin of `ResourceScheduler` for the `+opt` mechanism (docs/rules.md#opt)."""
+    """Mixin of `ServerRounds` for the `+opt` mechanism (docs/rules.md#opt)."""
 
     def _opt_budgets(self) -> tuple[float, float]:
         pool = self.pool

@@ -83,10 +83,15 @@ def jupyter(tmp_path):
 def _wait_for_kernel(base: str, token: str, timeout: float = 90) -> None:
     """Sending keys before the kernel's websocket is up loses them: wait for a connected kernel."""
     deadline = time.monotonic() + timeout
+    kernels = None
     while time.monotonic() < deadline:
-        kernels = _get(f"{base}/api/kernels?token={token}")
-        if kernels and all(k.get("connections", 0) > 0 and k.get("execution_state") == "idle" for k in kernels):
-            return
+        try:        # the kernels API answers 500 while a kernel is still starting on a loaded machine
+            kernels = _get(f"{base}/api/kernels?token={token}")
+        except OSError as exc:
+            kernels = repr(exc)
+        else:
+            if kernels and all(k.get("connections", 0) > 0 and k.get("execution_state") == "idle" for k in kernels):
+                return
         time.sleep(0.5)
     pytest.fail(f"no connected idle kernel after {timeout} s: {kernels}")
 

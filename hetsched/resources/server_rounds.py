@@ -1,4 +1,4 @@
-"""The scheduling core with CPU/memory-aware stages (Synergy, docs/rules.md#cpu-memory, docs/rules.md#server-credit).
+"""Synergy's rounds as a stage of the one `Scheduler` (docs/rules.md#cpu-memory, docs/rules.md#server-credit).
 
 Each round: (1) decide: an ordering ranks the runnable jobs; (2) select: jobs are taken in that order while
 GPUs remain (LAS and OPT place only the GPU-count fill); (3) place: the mechanism gives each job GPUs, CPU
@@ -6,9 +6,9 @@ cores and memory on servers (fair, greedy, tune, opt); (4) run: a job credits `f
 iterations, its iteration time divided by its speedup when it got its ideal share (and by the placement
 penalty when spread over servers). Every lease ends with the round; JCTs end on the round grid.
 
-It drives the same simulator loop and `Result` as Gavel's mechanism through the core interface (`add_job`,
-`remove_job`, `plan`, `credit_plan`, slot arrays). A plan may cover several identical rounds when nothing can
-change in between (`merging.py`); Synergy-OPT's round is in `opt_round.py`.
+The scheduler keeps the jobs' slots and remaining iterations and calls this stage to plan, credit and account
+whole rounds (`RoundStage`); the stage keeps the rest per slot. A plan may cover several identical rounds when
+nothing can change in between (`merging.py`); Synergy-OPT's round is in `opt_round.py`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from ..cluster import ClusterSpec
 from ..core import RoundPlan
 from ..errors import HetschedError
 from ..jobs import Job
-from ..slots import JobSlots
+from ..pipeline import RoundStage
+from ..slots import grow_arrays
 from ..policies.ordering import OrderingView, ResourcePolicy
 from .mechanism import PlacementStage
 from .merging import STARVATION_S, RoundMerging
@@ -30,14 +31,13 @@ from .pool import FAIR, ServerPool
 from .stats import RoundStats
 from .profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
 
-class ResourceScheduler(JobSlots, RoundMerging, OptRound):
-    """Synergy's round on one homogeneous pool of servers (single GPU type)."""
+class ServerRounds(RoundStage, RoundMerging, OptRound):
+    """Synergy's round on one homogeneous pool of servers (single GPU type): decide (the ordering), select (the
+    GPU-count fill, or placement order), place (fair, greedy, tune, opt) and credit per round."""
 
     starvation_s = STARVATION_S       # the guard (a class attribute, so an experiment can shorten it)
-    allocation = None                 # an ordering keeps no time-fraction allocation (the explorer shows none)
-    SLOT_ARRAYS = ("remaining", "total", "arrival", "attained", "last_run", "priority", "escale", "cls",
-                   "cpu_demand", "mem_demand", "iter_time", "speedup", "speedup_now", "etput", "start_time",
-                   "credit_free")
+    SLOT_ARRAYS = ("total", "arrival", "attained", "last_run", "priority", "escale", "cls", "cpu_demand",
+                   "mem_demand", "iter_time", "speedup", "speedup_now", "start_time", "credit_free")
 
     def __init__(self, cluster: ClusterSpec, policy: ResourcePolicy, sensitivity: SensitivityTable | None = None,
                  *, round_s: float = 300.0, macro_rounds: bool = True, round_origin_s: float = 0.0):
@@ -51,12 +51,7 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         self.round_origin_s = float(round_origin_s)
         self.macro_rounds = macro_rounds
         self.pool = ServerPool(cluster.server_shapes())
-        self.gpu_types = tuple(cluster.gpu_types)
-        self.n = 1
-        self.capacity = np.array([float(self.pool.num_gpus)])
-        self.placement_aware = False
-        self.num_recomputes = 0
-        self._has_pairs = False
+        self.gpu_type = cluster.gpu_types[0]
         self.stats = RoundStats(self.pool.totals)
         self._fair = policy.mechanism == "fair"
         # Job classes (model, GPUs): demands, speedup and per-round credits, in Python lists for the hot loop.
@@ -71,26 +66,11 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         if policy.mechanism != "opt":
             self.stage = PlacementStage(self.pool, policy.mechanism, policy.placement, self._c_share, self._c_adjust)
         self.next_arrival_s: float | None = None     # given with each plan
-        # Jobs by slot.
-        size = 64
-        self._init_slots(size)
-        self.remaining = np.zeros(size)
-        self.total = np.zeros(size)
-        self.arrival = np.zeros(size)
-        self.attained = np.zeros(size)
-        self.last_run = np.full(size, -1.0)
-        self.priority = np.zeros(size)
-        self.escale = np.zeros(size, np.int64)
-        self.cls = np.zeros(size, np.int64)
-        self.cpu_demand = np.zeros(size)
-        self.mem_demand = np.zeros(size)
-        self.iter_time = np.zeros(size)
-        self.speedup = np.zeros(size)
-        self.speedup_now = np.zeros(size)          # last round's speedup (1 after a demotion), for SRTF/FTF/TETRIS
-        self.start_time = np.full(size, np.nan)
-        self.credit_free = np.zeros(size)          # iterations per round when every job gets its class's share
-        self.members = np.stack([np.arange(size), np.full(size, -1)], axis=1)
-        self.etput = np.zeros((size, 1, 2))
+        # Per slot (the scheduler's slots; every field is set when a job takes one). `speedup_now` is last
+        # round's speedup (1 after a demotion), for SRTF/FTF/TETRIS; `credit_free` the iterations per round
+        # when every job gets its class's share.
+        for name in self.SLOT_ARRAYS:
+            setattr(self, name, np.zeros(0, np.int64 if name in ("escale", "cls") else float))
         self._active: np.ndarray | None = None
         self._demand_gpus = 0
         self._multi_gpu_jobs = 0
@@ -99,6 +79,30 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         self._measures: dict[bytes, tuple] = {}   # present-class mask -> per-class blocking measure, widest job
         self._class_count = np.zeros(0, np.int64)
         self.busy_gpu_s = 0.0
+
+    # ---- the scheduler's slots -----------------------------------------------------------------------
+    def attach(self, sched) -> None:
+        super().attach(sched)
+        self.slots_grown(len(sched.job_of_slot))
+
+    def slots_grown(self, size: int) -> None:
+        grow_arrays(self, self.SLOT_ARRAYS, size)
+
+    @property
+    def jobs(self) -> dict[int, Job]:
+        return self.sched.jobs
+
+    @property
+    def slot(self) -> dict[int, int]:
+        return self.sched.slot
+
+    @property
+    def job_of_slot(self) -> np.ndarray:
+        return self.sched.job_of_slot
+
+    @property
+    def remaining(self) -> np.ndarray:
+        return self.sched.remaining
 
     # ---- jobs -------------------------------------------------------------------------------------
     def _class_of(self, model: str, g: int) -> int:
@@ -128,21 +132,15 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         self._class_count = np.append(self._class_count, 0)
         return code
 
-    def _grow(self) -> None:
-        super()._grow()
-        size = len(self.job_of_slot)
-        self.members = np.stack([np.arange(size), np.full(size, -1)], axis=1)
-
-    def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
+    def job_added(self, job: Job) -> None:
         if job.scale_factor > self.pool.num_gpus:
             raise HetschedError(f"job {job.job_id} needs {job.scale_factor} GPUs; the cluster has "
                                 f"{self.pool.num_gpus}")
         code = self._class_of(job.job_type, job.scale_factor)
-        s = self._take_slot(job)
+        s = self.slot[job.job_id]
         res = self._c_res[code]
         p = self.table[job.job_type]
         self.total[s] = float(job.total_steps)
-        self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
         self.arrival[s] = job.arrival_time_s
         self.attained[s] = 0.0
         self.last_run[s] = -1.0
@@ -162,8 +160,8 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         self._demand_gpus += job.scale_factor
         self._multi_gpu_jobs += job.scale_factor > 1
 
-    def remove_job(self, job_id: int) -> None:
-        s = self._release_slot(job_id)
+    def job_removed(self, job_id: int) -> None:
+        s = self.slot[job_id]
         self._demand_gpus -= int(self.escale[s])
         code = int(self.cls[s])
         self._class_count[code] -= 1
@@ -215,15 +213,14 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
         return np.array(out, np.int64)
 
     # ---- the round ------------------------------------------------------------------------------------
-    def plan(self, now: float, force_recompute: bool = False, place: bool = True,
-             next_arrival_s: float | None = None) -> RoundPlan:
+    def plan(self, now: float, next_arrival_s: float | None) -> RoundPlan:
         """One ordered, placed round, or several identical ones (`plan.rounds`) until `plan.end`; every round
-        recomputes the order, so `force_recompute` changes nothing; `next_arrival_s` bounds merged rounds."""
+        recomputes the order; `next_arrival_s` bounds merged rounds."""
         self.next_arrival_s = next_arrival_s
         slots = self.active_slots()
         if not len(slots):
             return RoundPlan(now, np.zeros(0, np.int64), np.zeros(0, np.int64))
-        self.num_recomputes += 1
+        self.sched.num_recomputes += 1
         self._refresh_class_arrays()
         mech = self.policy.mechanism
         order_free = mech != "opt" and self._everyone_fits(slots)
@@ -339,6 +336,6 @@ class ResourceScheduler(JobSlots, RoundMerging, OptRound):
     def account(self, slot: int) -> tuple[float, float, float, dict[str, float]]:
         """(start time, iterations done, cost, GPU-seconds per type) of the job in `slot`."""
         seconds = float(self.attained[slot] * self.escale[slot])
-        price = self.cluster.price(self.gpu_types[0])
+        price = self.cluster.price(self.gpu_type)
         return (float(self.start_time[slot]), float(self.total[slot] - self.remaining[slot]),
-                seconds / 3600.0 * price, {self.gpu_types[0]: seconds} if seconds else {})
+                seconds / 3600.0 * price, {self.gpu_type: seconds} if seconds else {})
