@@ -24,7 +24,7 @@ import pandas as pd
 
 from hetsched.experiments.compare import paper_table
 from hetsched.experiments.continuous import configs
-from hetsched.sweep import sweep
+from hetsched.experiments.sweep import sweep
 
 FIG8 = ["max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed", "gandiva", "allox"]
 EXTRAS = ["fifo", "fifo_perf", "finish_time_fairness", "finish_time_fairness_perf", "isolated"]

@@ -8,8 +8,8 @@ import time
 from itertools import islice
 
 from hetsched import ClusterSpec, load_throughputs
-from hetsched.metrics import summary
-from hetsched.simulator import simulate
+from hetsched.sim.metrics import summary
+from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
 
 

@@ -4,7 +4,7 @@ Prints JSON lines:
 - `run`: the Shockwave planner on one setup (CPU seconds, best of --repeat), with the artifact's 898 s
   (HiGHS, this kind of machine: fidelity/README.md) and the issue's goal of 60 s, its solve statistics
   (re-solves, mean/max seconds per solve, capped priorities) and the metrics;
-- `figure`: the seven policies of the canonical figure through `hetsched.sweep` on a 2-worker Dask LocalCluster,
+- `figure`: the seven policies of the canonical figure through `hetsched.experiments.sweep` on a 2-worker Dask LocalCluster,
   no cache, wall seconds against the 120-s goal.
 `--setups canonical,scale_64,scale_128,scale_256` picks the runs; `--formulation artifact` times the artifact's
 own x[j, r] + SOS2 model instead of hetsched's; `--profile` prints the top cProfile entries of the first run.
@@ -18,11 +18,11 @@ import time
 
 import pandas as pd
 
-from hetsched.cluster import ClusterSpec
+from hetsched.model.cluster import ClusterSpec
 from hetsched.experiments import shockwave as W
-from hetsched.metrics import summary
+from hetsched.sim.metrics import summary
 from hetsched.planner.core import ShockwavePolicy
-from hetsched.simulator import RoundSimulation, SimulationConfig
+from hetsched.sim.simulator import RoundSimulation, SimulationConfig
 from hetsched.traces import read_trace
 
 ARTIFACT_CPU_S = 898.0       # canonical run, HiGHS in place of Gurobi (the artifact with Gurobi: about 600 s)
@@ -75,7 +75,7 @@ def main() -> None:
             out["speedup"] = round(ARTIFACT_CPU_S / best, 1)
         print(json.dumps(out), flush=True)
     if not args.no_figure:
-        from hetsched.sweep import sweep
+        from hetsched.experiments.sweep import sweep
         start = time.perf_counter()
         rows = sweep(W.configs("canonical"), cache_dir=None, n_workers=2, progress=False)
         wall = time.perf_counter() - start

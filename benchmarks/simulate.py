@@ -10,8 +10,8 @@ import json
 import time
 
 from hetsched import ClusterSpec, load_throughputs
-from hetsched.metrics import average_jct
-from hetsched.simulator import simulate
+from hetsched.sim.metrics import average_jct
+from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
 
 ARTIFACT_CPU_S = 91.0

@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from hetsched.cluster_ini import synergy_cluster
-from hetsched.metrics import summary
-from hetsched.simulator import simulate
+from hetsched.io.cluster_ini import synergy_cluster
+from hetsched.sim.metrics import summary
+from hetsched.sim.simulator import simulate
 from hetsched.traces import make_generator
 
 ARTIFACT_CPU_S = {"FIFO+tune": 855.0, "FIFO+fair": 1420.0}

@@ -1,4 +1,4 @@
-"""Synergy's single-GPU load sweep at the paper preset through `hetsched.sweep` on a 2-worker Dask LocalCluster:
+"""Synergy's single-GPU load sweep at the paper preset through `hetsched.experiments.sweep` on a 2-worker Dask LocalCluster:
 FIFO/SRTF/LAS/FTF x fair/tune/opt x 16 loads (0.5-8.0 jobs/h), 128 GPUs, seed 42, jobs 4000-4999, no cache.
 
 Prints one JSON line: wall seconds, the goal (60 s), summed CPU seconds of the runs and the slowest runs.
@@ -12,7 +12,7 @@ import json
 import time
 
 from hetsched.experiments.synergy import single_gpu_configs
-from hetsched.sweep import sweep
+from hetsched.experiments.sweep import sweep
 
 GOAL_S = 60.0
 

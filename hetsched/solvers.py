@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import SolverError
+from hetsched.errors import SolverError
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Writes the figure notebooks from the cell texts below (run: python notebooks/_build.py).
 
 The notebooks are thin on purpose: every function they call lives in the library (hetsched.experiments,
-hetsched.sweep, hetsched.plots). Edit here, rebuild, commit the .ipynb files.
+hetsched.experiments.sweep, hetsched.ui.plots). Edit here, rebuild, commit the .ipynb files.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ dask_address = None           # scheduler address of an existing Dask cluster; N
 use_dask = True
 cache_dir = "../outputs/.cache"'''
 
-# Papermill parameters that re-point a sweep (hetsched.sweep.repoint); None keeps the preset's.
+# Papermill parameters that re-point a sweep (hetsched.experiments.sweep.repoint); None keeps the preset's.
 REPOINT_PARAMS = '''cluster = None                # e.g. "24:12:12" or "16x8/24/500"; continuous rates scale with its GPU count
 window = None                 # measured jobs, e.g. "600:800"
 throughputs = None            # a table in data/throughputs (e.g. "gavel_physical") or a .json/.parquet file
@@ -31,8 +31,8 @@ RUN_REPOINTED = ("run = lambda cfgs: sweep(repoint(cfgs, cluster=cluster, window
 
 SETUP = '''from pathlib import Path
 import numpy as np, pandas as pd
-from hetsched.sweep import sweep, repoint
-from hetsched.plots import lines, cdf, publish
+from hetsched.experiments.sweep import sweep, repoint
+from hetsched.ui.plots import lines, cdf, publish
 from hetsched.experiments import continuous as C
 from hetsched.experiments.compare import paper_table, side_by_side
 out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
@@ -208,7 +208,7 @@ trace_format = None           # e.g. "helios": its virtual clusters become entit
 entity_weights = None         # a CSV of entity,weight rows; None: weights 1, 2, 3 for e0, e1, e2
 cluster = "3:3:3\"""",
              [("code", SETUP + "\nfrom hetsched import load_throughputs\nfrom hetsched.experiments import microbench as M"
-                       "\nfrom hetsched.traces import read_trace, write_trace\nfrom hetsched.entities import read_entity_weights"),
+                       "\nfrom hetsched.traces import read_trace, write_trace\nfrom hetsched.model.entities import read_entity_weights"),
               ("code", """table = load_throughputs()
 if trace is None:                       # the paper's stream, as a trace file
     trace = out / "fig11_trace.csv"
@@ -273,7 +273,7 @@ for r in round_lengths:
     variants += [c.with_(round_s=float(r), labels=c.labels + (("mechanism", f"rounds of {r} s"),)) for c in base]
 results = C.tidy(run(variants))
 results[["policy", "mechanism", "paper_rate", "seed", "avg_jct_h", "saturated"]].to_csv(out / "results.csv", index=False)
-from hetsched.names import display_name
+from hetsched.ui.names import display_name
 chart = lines(results, "paper_rate", "avg_jct_h", "mechanism",
               f"{', '.join(map(display_name, policies))}: round-based mechanism vs ideal",
               "input job rate (jobs/h, paper-equivalent)", "average JCT (hours)", y_max=100)
@@ -346,7 +346,7 @@ def build_explore() -> None:
                                  "(Parquet and CSV) and the chart to `outputs/explore/`. **Step one round** "
                                  "shows the allocation matrix and where each job runs; changing any setting "
                                  "starts the stepping over."),
-        nbf.v4.new_code_cell("from hetsched.widgets import Explorer\nexplorer = Explorer()\nexplorer"),
+        nbf.v4.new_code_cell("from hetsched.ui.widgets import Explorer\nexplorer = Explorer()\nexplorer"),
     ]
     _write(nb, "explore")
 
@@ -355,7 +355,7 @@ def build_explore() -> None:
 def build_runtime() -> None:
     code = """import tempfile
 from hetsched import ClusterSpec, load_throughputs
-from hetsched.simulator import simulate
+from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
 from hetsched.runtime.replay import emulated_throughputs, run_on_local_cluster
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _build import SETUP, notebook
 
-OWN = SETUP + "\nfrom hetsched.experiments import own_cluster as O\nfrom hetsched.plots import grouped_bars"
+OWN = SETUP + "\nfrom hetsched.experiments import own_cluster as O\nfrom hetsched.ui.plots import grouped_bars"
 
 
 def build_own() -> None:
@@ -56,7 +56,7 @@ pods = "openb_pod_list_gpuspec33.csv"
 gpu_map = None              # None: hetsched.experiments.own_cluster.OPENB_GPU_MAP
 node_fraction = None        # sample of the servers (contention); None: the preset's
 policies = ["max_min_fairness", "max_min_fairness_perf", "finish_time_fairness_perf", "max_min_fairness_perf+tune"]""",
-             [("code", OWN + "\nfrom hetsched import ClusterSpec\nfrom hetsched.plots import cdf"),
+             [("code", OWN + "\nfrom hetsched import ClusterSpec\nfrom hetsched.ui.plots import cdf"),
               ("code", """folder = Path(openb_dir) if openb_dir else O.shared_data_dir() / "alibaba_openb"
 gpu_map = gpu_map or O.OPENB_GPU_MAP
 fraction = node_fraction or {"tiny": 0.01, "quick": 0.05, "paper": 1.0}[preset]

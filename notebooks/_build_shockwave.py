@@ -6,8 +6,8 @@ from _build import notebook
 
 SETUP = '''from pathlib import Path
 import numpy as np, pandas as pd
-from hetsched.sweep import sweep, repoint
-from hetsched.plots import relative_bars, lines, publish, seed_strip
+from hetsched.experiments.sweep import sweep, repoint
+from hetsched.ui.plots import relative_bars, lines, publish, seed_strip
 from hetsched.experiments import shockwave as W
 out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
 run = lambda cfgs: sweep(cfgs, cache_dir=cache_dir, dask_address=dask_address, use_dask=use_dask)
@@ -92,8 +92,8 @@ results.pivot_table(index="label", columns="setup", values=["makespan_s", "avg_j
              "switch. Here, for a few jobs of the canonical trace under Shockwave, both schedules.",
              "jobs = [0, 1, 3, 12]          # job ids of the canonical trace",
              [("code", SETUP),
-              ("code", '''from hetsched.simulator import SimulationConfig, simulate
-from hetsched.cluster import ClusterSpec
+              ("code", '''from hetsched.sim.simulator import SimulationConfig, simulate
+from hetsched.model.cluster import ClusterSpec
 from hetsched.traces import read_trace
 s = W.SETUPS["tiny" if preset == "tiny" else "canonical"]
 stream = read_trace(W.trace_path(s))[: s.num_jobs]

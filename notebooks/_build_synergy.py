@@ -8,8 +8,8 @@ PARAMS = '''loads = None                  # None: the preset's paper-equivalent 
 
 SETUP = '''from pathlib import Path
 import numpy as np, pandas as pd
-from hetsched.sweep import sweep, repoint
-from hetsched.plots import lines, cdf, publish
+from hetsched.experiments.sweep import sweep, repoint
+from hetsched.ui.plots import lines, cdf, publish
 from hetsched.experiments import synergy as Y
 out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
 run = lambda cfgs: sweep(cfgs, cache_dir=cache_dir, dask_address=dask_address, use_dask=use_dask)
@@ -174,7 +174,7 @@ results[["trace", "policy", "ordering", "mechanism", "cluster", "avg_jct_h", "jc
          "avg_gpu_alloc_pct", "avg_cpu_alloc_pct", "avg_mem_alloc_pct"]].to_csv(out / "results.csv", index=False)
 static = results[results["trace"] == "static_100"][["policy", "mechanism", "makespan_h"]]
 dynamic = results[results["trace"] == "dynamic_srtf"][["policy", "mechanism", "avg_jct_h"]]
-from hetsched.plots import grouped_bars
+from hetsched.ui.plots import grouped_bars
 chart = (grouped_bars(static.assign(trace="static, 100 jobs"), "trace", "makespan_h", "policy",
                       "Static trace: makespan", "makespan (hours)")
          | grouped_bars(dynamic.assign(trace="dynamic"), "trace", "avg_jct_h", "policy",

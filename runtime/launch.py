@@ -16,9 +16,9 @@ from typing import Iterable
 
 import pandas as pd
 
-from hetsched.catalog import template_for
-from hetsched.cluster import ClusterSpec
-from hetsched.jobs import Job
+from hetsched.model.catalog import template_for
+from hetsched.model.cluster import ClusterSpec
+from hetsched.model.jobs import Job
 
 import grpc
 

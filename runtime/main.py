@@ -92,7 +92,7 @@ def run_scheduler(args) -> int:
         return 2
     tls = (args.tls_key, args.tls_cert) if args.tls_key else None
     try:
-        from hetsched.entities import read_entity_weights
+        from hetsched.model.entities import read_entity_weights
         weights = read_entity_weights(args.entity_weights) if args.entity_weights else None
         server = SchedulerServer(args.state_dir, scheduler_credentials(args), args.policy, args.round, args.host,
                                  args.port, args.throughputs, seed=args.seed, worker_timeout_s=args.worker_timeout,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from hetsched.cluster import ClusterSpec
-from hetsched.jobs import Job
-from hetsched.throughput_json import COLUMNS, normalise_frame
-from hetsched.throughputs import ThroughputTable
+from hetsched.model.cluster import ClusterSpec
+from hetsched.model.jobs import Job
+from hetsched.io.throughput_json import COLUMNS, normalise_frame
+from hetsched.model.throughputs import ThroughputTable
 
 from .launch import DEFAULT_SLOWDOWNS, launch_local_cluster
 from .worker import EMULATED_STEPS_PER_S

@@ -19,7 +19,7 @@ from pathlib import Path
 import grpc
 
 from hetsched.errors import HetschedError
-from hetsched.throughputs import load_throughputs
+from hetsched.model.throughputs import load_throughputs
 
 from .auth import CLIENT, JOB, WORKER, Credentials, require
 from .checkpoints import CheckpointError, CheckpointStore

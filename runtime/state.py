@@ -19,14 +19,14 @@ import uuid
 
 import numpy as np
 
-from hetsched.cluster import ClusterSpec, Server
-from hetsched.core import Scheduler
+from hetsched.model.cluster import ClusterSpec, Server
+from hetsched.core.scheduler import Scheduler
 from hetsched.errors import HetschedError
-from hetsched.jobs import Job
-from hetsched.pipeline import CompositionError
-from hetsched.registry import build_scheduler, pipeline_for, policy_for
-from hetsched.run_config import SimulationConfig
-from hetsched.throughputs import ThroughputTable
+from hetsched.model.jobs import Job
+from hetsched.core.pipeline import CompositionError
+from hetsched.core.registry import build_scheduler, pipeline_for, policy_for
+from hetsched.core.run_config import SimulationConfig
+from hetsched.model.throughputs import ThroughputTable
 
 from . import validate
 from .checkpoints import CheckpointStore

@@ -10,7 +10,7 @@ import math
 import shlex
 
 from hetsched.errors import HetschedError
-from hetsched.throughputs import JobKey, ThroughputTable
+from hetsched.model.throughputs import JobKey, ThroughputTable
 
 MAX_GPUS_PER_WORKER = 64
 MAX_SCALE_FACTOR = 64            # when no worker has registered yet

@@ -36,7 +36,7 @@ def gavel_table():
 def runs(tmp_path_factory):
     """Every figure notebook executed once at the tiny preset: (output folder, {name: NotebookRun}).
     HETSCHED_NOTEBOOK_RUNS=DIR reuses a finished `hetsched reproduce --preset tiny --out DIR` (while iterating)."""
-    from hetsched.reproduce import NotebookRun, reproduce
+    from hetsched.experiments.reproduce import NotebookRun, reproduce
 
     reuse = os.environ.get("HETSCHED_NOTEBOOK_RUNS")
     if reuse:

@@ -5,12 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from hetsched.adaptation.profile import epoch_profile
-from hetsched.adaptation.runtime import RuntimeAdaptation
-from hetsched.adaptation.schedules import (GNS_TABLE, accordion_pattern, convert_gns_json, gns_batch_at, gns_pattern,
-                                           gns_rules, is_critical, iterations_per_epoch)
-from hetsched.jobs import AdaptationMode, Job
-from hetsched.throughputs import load_throughputs
+from hetsched.rates.adaptation.profile import epoch_profile
+from hetsched.rates.adaptation.runtime import RuntimeAdaptation
+from hetsched.rates.adaptation.schedules import (GNS_TABLE, accordion_pattern, convert_gns_json, gns_batch_at,
+                                                 gns_pattern, gns_rules, is_critical, iterations_per_epoch)
+from hetsched.model.jobs import AdaptationMode, Job
+from hetsched.model.throughputs import load_throughputs
 from hetsched.traces import read_trace
 
 CANONICAL = "data/traces/shockwave_120_40_25.csv"

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from hetsched import __version__
-from hetsched.cli import _json_ready, main
+from hetsched.cli.main import _json_ready, main
 
 SMALL = ["--generate", "gavel", "--static", "--num-jobs", "12", "--cluster", "2:2:2", "--json"]
 
@@ -89,5 +89,5 @@ def test_policies_lists_the_papers_names(capsys):
     lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
     assert "Gavel w/ SS" in lines["max_min_fairness_packed"] and "gavel_ss" in lines["max_min_fairness_packed"]
     assert "Themis" in lines["finish_time_fairness"] and "Synergy-TUNE" in lines["FIFO+tune"]
-    from hetsched.registry import composition_markdown
+    from hetsched.core.registry import composition_markdown
     assert "decide (allocation | planner | ordering)" in out and composition_markdown() in out

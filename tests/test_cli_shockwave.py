@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hetsched.cli import main
+from hetsched.cli.main import main
 from hetsched.experiments.shockwave import POLICIES, SETUPS
 
 CANONICAL = "data/traces/shockwave_120_40_25.csv"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hetsched.cli import main
+from hetsched.cli.main import main
 from hetsched.policies import policy_names
 
 KEYS = {"avg_jct_s", "makespan_s", "utilization", "num_jobs", "jct_p50_s", "jct_p99_s", "cpu_s"}

@@ -3,7 +3,7 @@
 import pytest
 
 from hetsched import ClusterSpec, SpecError
-from hetsched.cluster_ini import parse_cluster_ini, read_cluster_ini
+from hetsched.io.cluster_ini import parse_cluster_ini, read_cluster_ini
 
 
 def test_shipped_configs(shared_dir):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from hetsched.cli import main
-from hetsched.cluster import ClusterSpec
+from hetsched.cli.main import main
+from hetsched.model.cluster import ClusterSpec
 from hetsched.errors import SpecError
 
 

@@ -16,10 +16,10 @@ import pytest
 
 from hetsched import ClusterSpec, load_throughputs
 from hetsched.errors import HetschedError
-from hetsched.metrics import summary
-from hetsched.pipeline import CompositionError
-from hetsched.registry import pipeline_for, policy_for
-from hetsched.simulator import SYSTEM_RULES, SimulationConfig, simulate
+from hetsched.sim.metrics import summary
+from hetsched.core.pipeline import CompositionError
+from hetsched.core.registry import pipeline_for, policy_for
+from hetsched.sim.simulator import SYSTEM_RULES, SimulationConfig, simulate
 from hetsched.traces import make_generator
 
 DECIDES = ["gavel", "las", "gavel_ss", "themis", "allox", "shockwave", "FIFO", "LAS", "SRTF"]
@@ -166,7 +166,7 @@ def test_estimates_and_profiles_need_the_stage_they_change():
 def test_readme_shows_the_registry_table():
     from pathlib import Path
 
-    from hetsched.registry import composition_markdown
+    from hetsched.core.registry import composition_markdown
     assert composition_markdown() in (Path(__file__).parents[1] / "README.md").read_text()
 
 

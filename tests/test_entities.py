@@ -8,15 +8,15 @@ import pytest
 from runtime_helpers import RESNET
 
 from hetsched import ClusterSpec, Job
-from hetsched.cli import main
-from hetsched.core import Scheduler
-from hetsched.entities import parse_entity_weights
+from hetsched.cli.main import main
+from hetsched.core.scheduler import Scheduler
+from hetsched.model.entities import parse_entity_weights
 from hetsched.errors import HetschedError
 from hetsched.runtime.state import RuntimeState
 from hetsched.runtime.store import Store
 from hetsched.runtime.stubs import pb2
-from hetsched.simulator import policy_for
-from hetsched.throughputs import load_throughputs
+from hetsched.sim.simulator import policy_for
+from hetsched.model.throughputs import load_throughputs
 
 HEADER = "job_id,user,vc,jobname,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hetsched.estimator import ThroughputEstimator, complete_matrix
+from hetsched.rates.estimator import ThroughputEstimator, complete_matrix
 
 GPUS = ("k80", "p100", "v100")
 
@@ -56,8 +56,8 @@ def test_partial_profiling_matches_better_than_chance(gavel_table):
 
 def test_simulation_with_estimated_colocation(gavel_table):
     from hetsched import ClusterSpec
-    from hetsched.metrics import average_jct
-    from hetsched.simulator import simulate
+    from hetsched.sim.metrics import average_jct
+    from hetsched.sim.simulator import simulate
     from hetsched.traces import GavelGenerator
 
     jobs = GavelGenerator(seed=0, mean_interarrival_s=2400, throughputs=gavel_table).jobs(40)

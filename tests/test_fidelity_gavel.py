@@ -10,8 +10,8 @@ import csv
 import pytest
 
 from hetsched import ClusterSpec
-from hetsched.metrics import summary
-from hetsched.simulator import simulate
+from hetsched.sim.metrics import summary
+from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator, read_trace
 
 from conftest import _shared

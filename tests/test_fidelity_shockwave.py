@@ -19,7 +19,7 @@ import statistics
 import pytest
 
 from hetsched.experiments import shockwave as W
-from hetsched.sweep import run_one
+from hetsched.experiments.sweep import run_one
 
 from conftest import _shared
 

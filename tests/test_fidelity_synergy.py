@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from hetsched.cluster_ini import read_cluster_ini
-from hetsched.simulator import simulate
+from hetsched.io.cluster_ini import read_cluster_ini
+from hetsched.sim.simulator import simulate
 from hetsched.traces import read_trace
 
 from conftest import _shared

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from hetsched import SpecError
-from hetsched.catalog import GAVEL_JOB_TEMPLATES
+from hetsched.model.catalog import GAVEL_JOB_TEMPLATES
 from hetsched.traces import GavelGenerator, make_generator
 from hetsched.traces.canonical import parse_canonical_csv
 

@@ -6,7 +6,7 @@ from hetsched import ClusterSpec, HetschedError
 from hetsched.policies import make_policy
 from hetsched.resources.hetero import gavel_models, type_demand
 from hetsched.resources.profiles import load_sensitivity
-from hetsched.simulator import simulate
+from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
 
 CLUSTER = "1x8/24/500@v100+1x8/24/500@p100+1x8/24/500@k80"
@@ -49,9 +49,9 @@ def test_tune_helps_both_allocations(stream, gavel_table):
 
 
 def test_names_and_errors():
-    from hetsched.pipeline import Place
-    from hetsched.registry import pipeline_for
-    from hetsched.simulator import SimulationConfig
+    from hetsched.core.pipeline import Place
+    from hetsched.core.registry import pipeline_for
+    from hetsched.sim.simulator import SimulationConfig
 
     p = make_policy("gavel+tune+place")            # the papers' alias composes like the registry name
     assert p.name == "max_min_fairness_perf+tune+place" and p.heterogeneity_aware
@@ -70,7 +70,7 @@ def test_needs_servers_with_resources(stream, gavel_table):
 
 
 def test_every_gavel_model_has_a_profile(gavel_table):
-    from hetsched.catalog import split_job_type
+    from hetsched.model.catalog import split_job_type
     models = {split_job_type(k.job_type)[0] for k in gavel_table.keys}
     mapping = gavel_models()
     assert models <= set(mapping)

@@ -1,6 +1,6 @@
 """The one vocabulary: every policy has the papers' name and a fixed colour; legends sort numbers by value."""
 
-from hetsched.names import VOCABULARY, color, display_name, legend_order, natural_sorted
+from hetsched.ui.names import VOCABULARY, color, display_name, legend_order, natural_sorted
 from hetsched.policies import policy_names
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetsched.cluster_ini import synergy_cluster
-from hetsched.metrics import summary
-from hetsched.pipeline import CompositionError
+from hetsched.io.cluster_ini import synergy_cluster
+from hetsched.sim.metrics import summary
+from hetsched.core.pipeline import CompositionError
 from hetsched.policies.ordering import ORDERINGS
-from hetsched.simulator import simulate
+from hetsched.sim.simulator import simulate
 from hetsched.traces import make_generator
 
 PAGE = Path(__file__).parents[1] / "docs" / "architecture.md"

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 
 from hetsched import ClusterSpec, load_throughputs
-from hetsched.metrics import summary
-from hetsched.simulator import SimulationConfig, policy_for, simulate
-from hetsched.throughputs import data_dir
+from hetsched.sim.metrics import summary
+from hetsched.sim.simulator import SimulationConfig, policy_for, simulate
+from hetsched.model.throughputs import data_dir
 from hetsched.traces import GavelGenerator, read_trace
 
 # One worker runs every notebook test: they share the session's tiny-preset run (the `runs` fixture).
@@ -102,7 +102,7 @@ def test_gavel_continuous_point(runs, name):
 
 
 def test_cost_slo_point(runs):
-    from hetsched.cluster import GAVEL_GCP_PRICES
+    from hetsched.model.cluster import GAVEL_GCP_PRICES
 
     row = _one(_results(runs, "cost_slo"), policy="max_sum_throughput_normalized_by_cost_perf", paper_rate=3.6,
                seed=0)

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from hetsched.experiments.continuous import PRESETS
-from hetsched.plots import VEGA_MIME
+from hetsched.ui.plots import VEGA_MIME
 from hetsched.experiments.synergy import PRESETS as SYNERGY_PRESETS
-from hetsched.reproduce import figure_notebooks
+from hetsched.experiments.reproduce import figure_notebooks
 
 # One worker runs every notebook test: they share the session's tiny-preset run (the `runs` fixture).
 pytestmark = pytest.mark.xdist_group("notebooks")

@@ -66,7 +66,7 @@ def test_errors(text, match):
 
 def test_as_production_trace_with_table_job_types_and_filters(tmp_path, capsys):
     """`--job-types table`: job types drawn from a throughput table, users/vcs kept, filters applied."""
-    from hetsched.cli import main
+    from hetsched.cli.main import main
     from hetsched.traces.production import Filters, JobMapping
 
     path = tmp_path / "cluster_job_log"

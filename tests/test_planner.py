@@ -4,13 +4,13 @@ the rank program, the Dirichlet predictor, the fair-share target, the priority c
 import numpy as np
 import pytest
 
-from hetsched.adaptation.profile import EpochProfile
-from hetsched.cluster import ClusterSpec
-from hetsched.jobs import AdaptationMode, Job
+from hetsched.rates.adaptation.profile import EpochProfile
+from hetsched.model.cluster import ClusterSpec
+from hetsched.model.jobs import AdaptationMode, Job
 from hetsched.planner.config import PlannerConfig, load_planner_config
 from hetsched.planner.jobs import PlannerJob
 from hetsched.planner.milp import WindowInputs, artifact_window_program, rank_program, window_program
-from hetsched.simulator import SimulationConfig, simulate
+from hetsched.sim.simulator import SimulationConfig, simulate
 
 BASES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 SOLVE = dict(rounds=6, round_s=120.0, k=1e-3, bases=BASES, log_origin=1e-6, gap=1e-9, time_limit_s=30.0)
@@ -167,7 +167,7 @@ def test_a_failing_solver_never_stops_the_run(monkeypatch, caplog):
 
 def test_the_run_seed_seeds_the_solver_and_overrides_keep_the_config():
     from hetsched.planner.core import ShockwavePolicy
-    from hetsched.simulator import policy_for
+    from hetsched.sim.simulator import policy_for
 
     assert policy_for("shockwave", 3, system="shockwave").config.solver_seed == 3
     assert policy_for("shockwave", 3, config="scale_64gpus").config.k == 10.0
@@ -204,9 +204,9 @@ def test_planner_solves_after_synergy_opt_in_one_process():
 
     code = """
 import numpy as np
-from hetsched.cluster_ini import synergy_cluster
+from hetsched.io.cluster_ini import synergy_cluster
 from hetsched.planner.milp import WindowInputs, window_program
-from hetsched.simulator import simulate
+from hetsched.sim.simulator import simulate
 from hetsched.traces import make_generator
 simulate(make_generator("synergy", jobs_per_hour=30.0).jobs(30), synergy_cluster(servers=1), "LAS+opt")
 inp = WindowInputs(np.ones(4, int), np.full(4, 10), np.zeros(4), np.full(4, 300.0), np.full(4, 3000.0), np.ones(4))

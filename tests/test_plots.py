@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetsched.plots import CDF_POINTS, VEGA_MIME, _offline_bundle, cdf, lines, publish, seed_strip, with_note
+from hetsched.ui.plots import CDF_POINTS, VEGA_MIME, _offline_bundle, cdf, lines, publish, seed_strip, with_note
 
 
 def _layers(chart) -> list[dict]:

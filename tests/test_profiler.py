@@ -6,11 +6,11 @@ import json
 import pandas as pd
 import pytest
 
-from hetsched import profiler
-from hetsched.cli import main
+from hetsched.rates import profiler
+from hetsched.cli.main import main
 from hetsched.errors import HetschedError
-from hetsched.profiler import ProfileSpec, profile, profile_cpu_grid
-from hetsched.throughputs import ThroughputTable, load_throughputs
+from hetsched.rates.profiler import ProfileSpec, profile, profile_cpu_grid
+from hetsched.model.throughputs import ThroughputTable, load_throughputs
 
 RESNET = "ResNet-18 (batch size 16)"
 A3C = "A3C"

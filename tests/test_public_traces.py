@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from hetsched import TraceError
-from hetsched.cli import main
-from hetsched.jobs import Job
-from hetsched.throughputs import load_throughputs
+from hetsched.cli.main import main
+from hetsched.model.jobs import Job
+from hetsched.model.throughputs import load_throughputs
 from hetsched.traces import read_trace
 from hetsched.traces.formats import FORMATS
 from hetsched.traces.production import Filters, JobMapping
@@ -157,8 +157,8 @@ def test_unmapped_pinned_model_is_an_error_in_simulate_not_a_silent_default(tmp_
 
 
 def test_pinned_jobs_run_only_on_their_types():
-    from hetsched.cluster import ClusterSpec
-    from hetsched.simulator import simulate
+    from hetsched.model.cluster import ClusterSpec
+    from hetsched.sim.simulator import simulate
 
     jobs = [Job(job_id=i, arrival_time_s=0, job_type="ResNet-18 (batch size 64)", scale_factor=1,
                 total_steps=20000, pinned_gpu_types="k80" if i % 2 else "") for i in range(6)]
@@ -175,7 +175,7 @@ def test_real_openb_tasks_on_the_real_openb_cluster(shared_dir):
     folder = shared_dir / "data" / "alibaba_openb"
     if not folder.exists():
         pytest.skip("no ../shared/data/alibaba_openb")
-    from hetsched.cluster import ClusterSpec
+    from hetsched.model.cluster import ClusterSpec
 
     cluster = ClusterSpec.load(str(folder / "openb_node_list_gpu_node.csv"))
     assert cluster.num_gpus == 6212 and len(cluster.servers) == 1213 and cluster.has_resources
@@ -197,7 +197,7 @@ def test_real_2026_node_list(shared_dir):
     path = shared_dir / "data" / "alibaba_2026_node_info_df.csv"
     if not path.exists():
         pytest.skip("no 2026 node list")
-    from hetsched.cluster import ClusterSpec
+    from hetsched.model.cluster import ClusterSpec
 
     cluster = ClusterSpec.load(str(path))
     assert len(cluster.servers) == 4278 and len(cluster.gpu_types) == 6

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 
 from hetsched import __version__
-from hetsched.cli import main
+from hetsched.cli.main import main
 
 
 def test_only_runs_keep_each_other_and_record_their_preset(tmp_path, capsys):

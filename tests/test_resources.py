@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hetsched import Server, SpecError
-from hetsched.cluster_ini import synergy_cluster
+from hetsched.io.cluster_ini import synergy_cluster
 from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources.opt import CPU, MEM, choose_points, spread_over_servers
 from hetsched.resources.pool import FAIR, IDEAL, ServerPool
@@ -168,9 +168,9 @@ def test_order_free_certificate_holds_for_every_order():
     TUNE must indeed place every job at IDEAL with no demotion."""
     from hetsched import Job
     from hetsched.policies import make_policy
-    from hetsched.core import Scheduler
+    from hetsched.core.scheduler import Scheduler
     from hetsched.resources.server_rounds import ServerRounds
-    from hetsched.throughputs import load_throughputs
+    from hetsched.model.throughputs import load_throughputs
 
     table = load_sensitivity(3)
     models = table.models

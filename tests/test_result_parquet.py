@@ -7,9 +7,9 @@ import pytest
 
 from hetsched import ClusterSpec
 from hetsched.errors import HetschedError
-from hetsched.metrics import summary
-from hetsched.result import Result
-from hetsched.simulator import simulate
+from hetsched.sim.metrics import summary
+from hetsched.sim.result import Result
+from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
 
 

@@ -9,12 +9,12 @@ import numpy as np
 from runtime_helpers import RESNET
 
 from hetsched import ClusterSpec, Job
-from hetsched.core import Scheduler
+from hetsched.core.scheduler import Scheduler
 from hetsched.runtime.state import RuntimeState
 from hetsched.runtime.store import Store
 from hetsched.runtime.stubs import pb2
-from hetsched.simulator import policy_for
-from hetsched.throughputs import load_throughputs
+from hetsched.sim.simulator import policy_for
+from hetsched.model.throughputs import load_throughputs
 
 TABLE = load_throughputs("gavel_simulation")
 

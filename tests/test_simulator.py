@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from hetsched import ClusterSpec, Job
-from hetsched.metrics import average_jct, finish_time_fairness, jct_cdf, summary, unfair_fraction
-from hetsched.simulator import SimulationError, simulate
+from hetsched.sim.metrics import average_jct, finish_time_fairness, jct_cdf, summary, unfair_fraction
+from hetsched.sim.simulator import SimulationError, simulate
 from hetsched.traces import GavelGenerator
 
 

@@ -1,9 +1,9 @@
-"""hetsched.sweep: the same rows with and without Dask, and a cache keyed by the config hash."""
+"""hetsched.experiments.sweep: the same rows with and without Dask, and a cache keyed by the config hash."""
 
 import pandas as pd
 import pytest
 
-from hetsched.sweep import RunConfig, grid, sweep
+from hetsched.experiments.sweep import RunConfig, grid, sweep
 
 BASE = RunConfig(policy="max_min_fairness_perf", cluster="4:4:4", jobs_per_hour=1.0, window=(5, 20))
 
@@ -48,7 +48,7 @@ def test_paper_preset_carries_the_timeout():
 def test_repoint_moves_runs_and_keeps_the_load():
     from hetsched.errors import HetschedError
     from hetsched.experiments import continuous as C
-    from hetsched.sweep import repoint
+    from hetsched.experiments.sweep import repoint
 
     base = C.configs("single", "quick", ["max_min_fairness_perf"])               # 12:12:12, rates x 1/3
     moved = C.configs("single", "quick", ["max_min_fairness_perf"], cluster="24:12:12", window="100:200",
@@ -68,7 +68,7 @@ def test_repoint_moves_runs_and_keeps_the_load():
 
 def test_cache_keys_follow_the_code(monkeypatch):
     """A cached run is reused only by the code and the tables that produced it."""
-    from hetsched import sweep as S
+    from hetsched.experiments import sweep as S
 
     fingerprint = S.code_fingerprint()
     assert len(fingerprint) == 16 and S.code_fingerprint() == fingerprint

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from hetsched import HetschedError, Job
-from hetsched.cluster_ini import synergy_cluster
+from hetsched.io.cluster_ini import synergy_cluster
 from hetsched.policies import make_policy
 from hetsched.policies.ordering import ORDERINGS
-from hetsched.simulator import simulate
+from hetsched.sim.simulator import simulate
 from hetsched.traces.generators.synergy import SynergyGenerator
 
 MECHANISMS = ("", "+fair", "+tune", "+opt")

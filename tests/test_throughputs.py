@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from hetsched import JobKey, ThroughputError, ThroughputTable, load_throughputs
-from hetsched.throughput_json import read_throughput_json
-from hetsched.throughputs import available_datasets
+from hetsched.io.throughput_json import read_throughput_json
+from hetsched.model.throughputs import available_datasets
 
 SHARED_TABLES = {
     "gavel_simulation": "gavel/simulation_throughputs.json",

@@ -4,7 +4,7 @@ and a stepper that follows the current settings (the browser test drives the sam
 import pandas as pd
 import pytest
 
-from hetsched.widgets import TIME_BINS, Explorer, charts
+from hetsched.ui.widgets import TIME_BINS, Explorer, charts
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..throughputs import data_dir
+from hetsched.model.throughputs import data_dir
 
 
 def paper_table(name: str) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..sweep import RunConfig, repoint
+from hetsched.experiments.sweep import RunConfig, repoint
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pandas as pd
 
-from ..cluster import ClusterSpec
-from ..policies import make_policy, view_from_jobs
-from ..policies.shares import proportional_throughput
-from ..throughputs import ThroughputTable
-from ..traces import GavelGenerator
+from hetsched.model.cluster import ClusterSpec
+from hetsched.policies import make_policy, view_from_jobs
+from hetsched.policies.shares import proportional_throughput
+from hetsched.model.throughputs import ThroughputTable
+from hetsched.traces import GavelGenerator
 
 
 def fig11_jobs(table: ThroughputTable, num_jobs: int = 18, steps_per_job: int = 4, seed: int = 0,
@@ -33,7 +33,7 @@ def hierarchical_timeline(table: ThroughputTable, jobs=None, entity_weights=None
     are allocated by a hierarchical policy through the core, which gives the policy each job's entity and the
     entities' weights (`{name: weight}`; unlisted entities weigh 1). Default: the paper's stream (`fig11_jobs`)
     with weights 1:2:3. Returns per (timestep, job) normalised effective throughput and its share."""
-    from ..core import Scheduler
+    from hetsched.core.scheduler import Scheduler
 
     jobs = sorted(jobs if jobs is not None else fig11_jobs(table), key=lambda j: (j.arrival_time_s, j.job_id))
     if entity_weights is None:

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..cluster import ClusterSpec
-from ..gpu_map import apply_gpu_map, parse_gpu_map
-from ..metrics import summary, with_hours
-from ..simulator import simulate
-from ..throughputs import ThroughputTable, load_throughputs, merge_tables
-from ..traces import GavelGenerator, read_trace
-from ..traces.production import Filters, JobMapping
+from hetsched.model.cluster import ClusterSpec
+from hetsched.io.gpu_map import apply_gpu_map, parse_gpu_map
+from hetsched.sim.metrics import summary, with_hours
+from hetsched.sim.simulator import simulate
+from hetsched.model.throughputs import ThroughputTable, load_throughputs, merge_tables
+from hetsched.traces import GavelGenerator, read_trace
+from hetsched.traces.production import Filters, JobMapping
 
 #: Job types profiled per preset (the `workloads/` models at the Gavel table's batch sizes).
 PROFILED = {
@@ -41,7 +41,7 @@ def profile_this_machine(out_dir: str | Path, preset: str, gpu_type: str = "cpu"
                          base: str = "gavel_simulation") -> tuple[ThroughputTable, ThroughputTable]:
     """Profile `job_types` on this machine's CPU as `gpu_type` (resumable file in out_dir) and merge the
     column into `base`. Returns (profiled table, merged table)."""
-    from ..profiler import ProfileSpec, profile
+    from hetsched.rates.profiler import ProfileSpec, profile
 
     warmup, steps = STEPS[preset]
     spec = ProfileSpec(tuple(job_types or PROFILED["tiny" if preset == "tiny" else "quick"]), gpu_type=gpu_type,
@@ -53,7 +53,7 @@ def profile_this_machine(out_dir: str | Path, preset: str, gpu_type: str = "cpu"
 
 
 def _dataset_path(name: str) -> Path:
-    from ..throughputs import data_dir
+    from hetsched.model.throughputs import data_dir
 
     candidate = data_dir() / "throughputs" / f"{name}.parquet"
     return candidate if candidate.exists() else Path(name)

@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ..adaptation.profile import epoch_profile
-from ..names import display_name
-from ..sweep import RunConfig
-from ..throughputs import data_dir, load_throughputs
+from hetsched.rates.adaptation.profile import epoch_profile
+from hetsched.ui.names import display_name
+from hetsched.experiments.sweep import RunConfig
+from hetsched.model.throughputs import data_dir, load_throughputs
 
 #: The seven policies of the canonical figure, with its labels (the artifact's canonical figure), in its order.
 POLICIES = {p: display_name(p) for p in ("shockwave", "min_total_duration", "finish_time_fairness",
@@ -132,7 +132,7 @@ def compare_reference(results: pd.DataFrame) -> pd.DataFrame:
 
 def adaptation_frame(result, job_ids, throughputs: str = "shockwave_tacc") -> pd.DataFrame:
     """Batch size per epoch of some jobs: the planner's oracle profile and what the run actually did."""
-    from ..traces import read_trace
+    from hetsched.traces import read_trace
 
     table = load_throughputs(throughputs)
     jobs = {j.job_id: j for j in read_trace(trace_path(SETUPS["canonical"]))}

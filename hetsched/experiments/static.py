@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..sweep import RunConfig
+from hetsched.experiments.sweep import RunConfig
 
 # (cluster, paper-equivalent job counts, seeds, scale) per preset; actual jobs = paper count x scale.
 MAKESPAN = {

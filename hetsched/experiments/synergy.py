@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..resources.profiles import CPU_LEVELS, MEM_LEVELS, load_sensitivity
-from ..sweep import RunConfig
-from ..throughputs import data_dir
+from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, load_sensitivity
+from hetsched.experiments.sweep import RunConfig
+from hetsched.model.throughputs import data_dir
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import SpecError
+from hetsched.errors import SpecError
 
 
 @dataclass(frozen=True)

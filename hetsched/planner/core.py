@@ -11,16 +11,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..adaptation.profile import epoch_profile, profile_gpu_type
-from ..adaptation.schedules import DATASET_SIZE
-from ..catalog import split_job_type
-from ..errors import HetschedError
-from ..jobs import Job
-from ..pipeline import DecideStage
-from ..policies.base import Allocation, Policy, PolicyView
-from .config import PlannerConfig, load_planner_config
-from .jobs import PlannerJob, pseudo_profile
-from .milp import WindowInputs, artifact_window_program, rank_program, typed_rounds, window_program
+from hetsched.rates.adaptation.profile import epoch_profile, profile_gpu_type
+from hetsched.rates.adaptation.schedules import DATASET_SIZE
+from hetsched.model.catalog import split_job_type
+from hetsched.errors import HetschedError
+from hetsched.model.jobs import Job
+from hetsched.core.pipeline import DecideStage
+from hetsched.policies.base import Allocation, Policy, PolicyView
+from hetsched.planner.config import PlannerConfig, load_planner_config
+from hetsched.planner.jobs import PlannerJob, pseudo_profile
+from hetsched.planner.milp import WindowInputs, artifact_window_program, rank_program, typed_rounds, window_program
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from ..adaptation.profile import EpochProfile
-from ..adaptation.schedules import iterations_per_epoch
+from hetsched.rates.adaptation.profile import EpochProfile
+from hetsched.rates.adaptation.schedules import iterations_per_epoch
 
 PROFILE_SAMPLES_TOLERANCE = 0.4     # re-calibrate the profile when measured and predicted samples differ by more
 

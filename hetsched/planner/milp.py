@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import SolverError
+from hetsched.errors import SolverError
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
         return _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s, seed)
     import highspy
 
-    from ..solvers import new_highs
+    from hetsched.solvers import new_highs
 
     h = new_highs()
     h.setOptionValue("mip_rel_gap", float(gap))

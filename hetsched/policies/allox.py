@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import HetschedError
-from .base import Allocation, Policy, PolicyView
+from hetsched.errors import HetschedError
+from hetsched.policies.base import Allocation, Policy, PolicyView
 
 
 class AlloX(Policy):

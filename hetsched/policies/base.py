@@ -8,7 +8,7 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
-from ..errors import HetschedError
+from hetsched.errors import HetschedError
 
 log = logging.getLogger(__name__)
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from .allox import AlloX
-from .base import register_policy
-from .fifo import FIFO
-from .ftf import FinishTimeFairness
-from .gandiva import Gandiva
-from .las import MaxMinFairness
-from .makespan import MinTotalDuration
-from .shares import GandivaFair, Isolated, Proportional
-from .throughput_sum import MaxSumThroughput
-from .water_filling import WaterFilling
+from hetsched.policies.allox import AlloX
+from hetsched.policies.base import register_policy
+from hetsched.policies.fifo import FIFO
+from hetsched.policies.ftf import FinishTimeFairness
+from hetsched.policies.gandiva import Gandiva
+from hetsched.policies.las import MaxMinFairness
+from hetsched.policies.makespan import MinTotalDuration
+from hetsched.policies.shares import GandivaFair, Isolated, Proportional
+from hetsched.policies.throughput_sum import MaxSumThroughput
+from hetsched.policies.water_filling import WaterFilling
 
 _VARIANTS = {"": dict(heterogeneity_aware=False), "_perf": {}, "_packed": dict(packing=True)}
 _HOW = {"": "heterogeneity-agnostic", "_perf": "heterogeneity-aware", "_packed": "heterogeneity-aware, space sharing"}
@@ -44,7 +44,7 @@ register_policy("gandiva", Gandiva)
 register_policy("allox", AlloX)
 register_policy("allox_alpha", AlloX, "AlloX with alpha (allox_alpha=<a>)")
 
-from ..planner.core import ShockwavePolicy  # noqa: E402  (the planner builds on the core, which needs base)
+from hetsched.planner.core import ShockwavePolicy  # noqa: E402  (the planner builds on the core, which needs base)
 
 register_policy("shockwave", ShockwavePolicy, "Shockwave: NSW over future rounds with FTF priorities")
 register_policy("shockwave_agnostic", ShockwavePolicy, "Shockwave planning as if every GPU type were its profile's",

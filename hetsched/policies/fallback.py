@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from .base import Allocation, Policy, PolicyView
-from .shares import isolated_fractions
+from hetsched.policies.base import Allocation, Policy, PolicyView
+from hetsched.policies.shares import isolated_fractions
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import random
 
 import numpy as np
 
-from .base import Allocation, Policy, PolicyView
+from hetsched.policies.base import Allocation, Policy, PolicyView
 
 PACKING_THRESHOLD = 1.5
 

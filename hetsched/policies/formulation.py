@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import HetschedError
-from .base import Allocation, PolicyView
-from .rows import Rows
+from hetsched.errors import HetschedError
+from hetsched.policies.base import Allocation, PolicyView
+from hetsched.policies.rows import Rows
 
 # Pair time fractions below this are interior-point noise (1e-5 of a 360-s round is 4 ms): dropped when
 # decomposing, which only lowers GPU usage, so allocations stay feasible.

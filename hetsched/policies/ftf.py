@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
-from .fallback import fallback_allocation
-from .formulation import build_polytope, make_units
-from .lp import solve_on_polytope
-from .rows import Rows
-from .makespan import reference_throughput
-from .shares import isolated_fractions, isolated_throughput
+from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
+from hetsched.policies.fallback import fallback_allocation
+from hetsched.policies.formulation import build_polytope, make_units
+from hetsched.policies.lp import solve_on_polytope
+from hetsched.policies.rows import Rows
+from hetsched.policies.makespan import reference_throughput
+from hetsched.policies.shares import isolated_fractions, isolated_throughput
 
 
 class FinishTimeFairness(VariantPolicy):

@@ -6,8 +6,8 @@ import random
 
 import numpy as np
 
-from .base import Allocation, Policy, PolicyView
-from .shares import isolated_fractions
+from hetsched.policies.base import Allocation, Policy, PolicyView
+from hetsched.policies.shares import isolated_fractions
 
 
 class Gandiva(Policy):

@@ -7,12 +7,12 @@ import logging
 
 import numpy as np
 
-from ..solvers import solve_lp_csc
-from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
-from .formulation import build_polytope, make_units
-from .fallback import fallback_allocation
-from .lp import epigraph_objective, solve_on_polytope
-from .shares import proportional_throughput
+from hetsched.solvers import solve_lp_csc
+from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
+from hetsched.policies.formulation import build_polytope, make_units
+from hetsched.policies.fallback import fallback_allocation
+from hetsched.policies.lp import epigraph_objective, solve_on_polytope
+from hetsched.policies.shares import proportional_throughput
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..solvers import ConicProblem, Solution, solve
-from .formulation import Polytope
-from .rows import Rows, stack
+from hetsched.solvers import ConicProblem, Solution, solve
+from hetsched.policies.formulation import Polytope
+from hetsched.policies.rows import Rows, stack
 
 
 def solve_on_polytope(poly: Polytope, c: np.ndarray, rows: Sequence[Rows] = (), *, extra_vars: int = 0,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
-from .fallback import fallback_allocation
-from .formulation import build_polytope, make_units
-from .lp import epigraph_objective, solve_on_polytope
+from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
+from hetsched.policies.fallback import fallback_allocation
+from hetsched.policies.formulation import build_polytope, make_units
+from hetsched.policies.lp import epigraph_objective, solve_on_polytope
 
 
 def reference_throughput(view: PolicyView, reference_gpu: str = "v100") -> np.ndarray:

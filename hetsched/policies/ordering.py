@@ -12,8 +12,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..errors import HetschedError
-from .base import Policy
+from hetsched.errors import HetschedError
+from hetsched.policies.base import Policy
 
 MECHANISMS = ("greedy", "fair", "tune", "opt")
 

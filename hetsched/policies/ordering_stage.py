@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import HetschedError
-from ..jobs import Job
-from ..pipeline import DecideStage
-from ..resources.merging import STARVATION_S
-from .ordering import Ordering, OrderingView
+from hetsched.errors import HetschedError
+from hetsched.model.jobs import Job
+from hetsched.core.pipeline import DecideStage
+from hetsched.resources.merging import STARVATION_S
+from hetsched.policies.ordering import Ordering, OrderingView
 
 
 class OrderingStage(DecideStage):

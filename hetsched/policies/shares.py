@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Allocation, Policy, PolicyView
+from hetsched.policies.base import Allocation, Policy, PolicyView
 
 
 def proportional_fractions(view: PolicyView) -> np.ndarray:

@@ -6,11 +6,11 @@ import logging
 
 import numpy as np
 
-from .base import Allocation, Policy, PolicyView, empty_allocation
-from .fallback import fallback_allocation
-from .formulation import build_polytope, make_units
-from .lp import solve_on_polytope
-from .rows import Rows
+from hetsched.policies.base import Allocation, Policy, PolicyView, empty_allocation
+from hetsched.policies.fallback import fallback_allocation
+from hetsched.policies.formulation import build_polytope, make_units
+from hetsched.policies.lp import solve_on_polytope
+from hetsched.policies.rows import Rows
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..cluster import ClusterSpec
-from ..jobs import Job
-from ..throughputs import JobKey, ThroughputTable
-from .base import PolicyView
+from hetsched.model.cluster import ClusterSpec
+from hetsched.model.jobs import Job
+from hetsched.model.throughputs import JobKey, ThroughputTable
+from hetsched.policies.base import PolicyView
 
 
 def sorted_gpu_types(cluster: ClusterSpec) -> tuple[str, ...]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Allocation, PolicyView, VariantPolicy, empty_allocation
-from .fallback import fallback_allocation
-from .formulation import build_polytope, make_units
-from .las import las_coefficients
-from .lp import epigraph_objective, solve_on_polytope
-from .shares import proportional_throughput
+from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
+from hetsched.policies.fallback import fallback_allocation
+from hetsched.policies.formulation import build_polytope, make_units
+from hetsched.policies.las import las_coefficients
+from hetsched.policies.lp import epigraph_objective, solve_on_polytope
+from hetsched.policies.shares import proportional_throughput
 
 
 class WaterFilling(VariantPolicy):

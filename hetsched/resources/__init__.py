@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .profiles import JobResources, ModelProfile, SensitivityTable, load_sensitivity
+from hetsched.resources.profiles import JobResources, ModelProfile, SensitivityTable, load_sensitivity
 
 
 def profiles_ratio_for(cluster) -> int:

@@ -17,13 +17,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..cluster import ClusterSpec
-from ..core import Assignment, RoundPlan
-from ..errors import HetschedError
-from ..throughputs import ThroughputTable, data_dir
-from .mechanism import PlacementStage
-from .pool import IDEAL, ServerPool
-from .profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
+from hetsched.model.cluster import ClusterSpec
+from hetsched.core.scheduler import Assignment, RoundPlan
+from hetsched.errors import HetschedError
+from hetsched.model.throughputs import ThroughputTable, data_dir
+from hetsched.resources.mechanism import PlacementStage
+from hetsched.resources.pool import IDEAL, ServerPool
+from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
 
 REFERENCE_TYPE = "v100"          # the profiles were measured on V100s
 
@@ -83,7 +83,7 @@ class TypeAwareResources:
         self._gpus: dict[int, int] = {}                   # slot -> GPUs
 
     def profile_of(self, job_type: str):
-        from ..catalog import split_job_type
+        from hetsched.model.catalog import split_job_type
         model = split_job_type(job_type)[0]
         name = self.models.get(model, model)
         if name not in self.sensitivity:

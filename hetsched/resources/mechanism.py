@@ -18,8 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import HetschedError, SimulationError
-from .pool import FAIR, IDEAL, ServerPool
+from hetsched.errors import HetschedError, SimulationError
+from hetsched.resources.pool import FAIR, IDEAL, ServerPool
 
 
 class PlacementStage:

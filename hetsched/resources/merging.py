@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from ..core import RoundPlan
-from ..policies.ordering import OrderingView
+from hetsched.core.scheduler import RoundPlan
+from hetsched.policies.ordering import OrderingView
 
 STARVATION_S = 1000 * 3600.0       # a job not run for this long is sorted first (every policy's guard)
 

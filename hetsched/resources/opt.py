@@ -19,9 +19,9 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import linprog
 
-from ..errors import SolverError
-from ..solvers import new_highs
-from .profiles import CPU_LEVELS, MEM_LEVELS
+from hetsched.errors import SolverError
+from hetsched.solvers import new_highs
+from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
 
 CPU = np.repeat(np.asarray(CPU_LEVELS, float), len(MEM_LEVELS))       # per grid point (row-major c, m)
 MEM = np.tile(np.asarray(MEM_LEVELS, float), len(CPU_LEVELS))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .profiles import CPU_LEVELS, MEM_LEVELS
+from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
 
 
 class OptRound:
@@ -28,7 +28,7 @@ class OptRound:
         """Synergy-OPT on the GPU-count fill: every job runs at the grid point program 1 gives it (no GPUs
         are reserved: an idealised upper bound, docs/rules.md#opt). Returns the jobs, their credits and whether the
         solution is every job at its best point (then the order does not matter)."""
-        from .opt import choose_points
+        from hetsched.resources.opt import choose_points
 
         jobs = self._gpu_fill(order)
         if not len(jobs):
@@ -64,7 +64,7 @@ class OptRound:
     def _best_points(self) -> np.ndarray:
         """Per class, Synergy-OPT's best point: (throughput, GPUs, CPUs, GB, CPUs, GB) - allocation twice, as
         allocated and as used (capped at the ideal demand)."""
-        from .opt import CPU, MEM, fair_index, pareto_points
+        from hetsched.resources.opt import CPU, MEM, fair_index, pareto_points
 
         cpu, mem = self._opt_budgets()
         gpus = self.pool.num_gpus

@@ -13,8 +13,8 @@ from __future__ import annotations
 import heapq
 from typing import Sequence
 
-from ..cluster import Server
-from ..errors import SpecError
+from hetsched.model.cluster import Server
+from hetsched.errors import SpecError
 
 #: How a placed job is credited this round.
 IDEAL, FAIR = 1, 2

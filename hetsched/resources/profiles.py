@@ -15,8 +15,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ..errors import SpecError
-from ..throughputs import data_dir
+from hetsched.errors import SpecError
+from hetsched.model.throughputs import data_dir
 
 #: The grid axes of every profile: CPU cores per GPU and GB of DRAM per GPU.
 CPU_LEVELS: tuple[float, ...] = (1, 2, 3, 4, 5, 6, 9, 12, 24)

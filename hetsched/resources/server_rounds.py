@@ -17,19 +17,19 @@ import math
 
 import numpy as np
 
-from ..cluster import ClusterSpec
-from ..core import RoundPlan
-from ..errors import HetschedError
-from ..jobs import Job
-from ..pipeline import RoundStage
-from ..slots import grow_arrays
-from ..policies.ordering import OrderingView, ResourcePolicy
-from .mechanism import PlacementStage
-from .merging import STARVATION_S, RoundMerging
-from .opt_round import OptRound
-from .pool import FAIR, ServerPool
-from .stats import RoundStats
-from .profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
+from hetsched.model.cluster import ClusterSpec
+from hetsched.core.scheduler import RoundPlan
+from hetsched.errors import HetschedError
+from hetsched.model.jobs import Job
+from hetsched.core.pipeline import RoundStage
+from hetsched.core.slots import grow_arrays
+from hetsched.policies.ordering import OrderingView, ResourcePolicy
+from hetsched.resources.mechanism import PlacementStage
+from hetsched.resources.merging import STARVATION_S, RoundMerging
+from hetsched.resources.opt_round import OptRound
+from hetsched.resources.pool import FAIR, ServerPool
+from hetsched.resources.stats import RoundStats
+from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
 
 class ServerRounds(RoundStage, RoundMerging, OptRound):
     """Synergy's round on one homogeneous pool of servers (single GPU type): decide (the ordering), select (the

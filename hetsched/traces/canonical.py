@@ -8,9 +8,9 @@ import math
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..errors import TraceError
-from ..jobs import JOB_FIELDS, AdaptationMode, Job
-from .fields import Where, as_flag, as_float, as_int, as_job_type, build, decode
+from hetsched.errors import TraceError
+from hetsched.model.jobs import JOB_FIELDS, AdaptationMode, Job
+from hetsched.traces.fields import Where, as_flag, as_float, as_int, as_job_type, build, decode
 
 REQUIRED = ("job_id", "arrival_time_s", "job_type", "scale_factor", "total_steps")
 _FLOATS = ("arrival_time_s", "total_steps", "priority_weight", "slo_factor", "duration_s", "cpu_demand",
@@ -149,7 +149,7 @@ def write_canonical_frame(frame, path: str | Path) -> None:
     or `.csv`, without building `Job` objects: how large production traces are written."""
     from dataclasses import MISSING, fields
 
-    from ..jobs import Job
+    from hetsched.model.jobs import Job
 
     path = Path(path)
     out = frame.copy()

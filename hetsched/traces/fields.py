@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from ..errors import SpecError, TraceError
+from hetsched.errors import SpecError, TraceError
 
 
 @dataclass(frozen=True, slots=True)

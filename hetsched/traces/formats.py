@@ -9,16 +9,16 @@ from typing import TYPE_CHECKING, Callable, Iterable
 if TYPE_CHECKING:
     import pandas as pd
 
-from ..errors import TraceError
-from ..jobs import Job
-from .canonical import (format_canonical_csv, parse_canonical_csv, read_canonical_parquet,
+from hetsched.errors import TraceError
+from hetsched.model.jobs import Job
+from hetsched.traces.canonical import (format_canonical_csv, parse_canonical_csv, read_canonical_parquet,
                         write_canonical_parquet)
-from .gavel_tsv import format_gavel_trace, parse_gavel_trace
-from .shockwave_tsv import format_shockwave_trace, looks_like_shockwave_trace, parse_shockwave_trace
-from .philly import parse_philly_trace
-from .production import convert, convert_frame
-from .public import READERS
-from .synergy_csv import format_synergy_csv, looks_like_synergy_csv, parse_synergy_csv
+from hetsched.traces.gavel_tsv import format_gavel_trace, parse_gavel_trace
+from hetsched.traces.shockwave_tsv import format_shockwave_trace, looks_like_shockwave_trace, parse_shockwave_trace
+from hetsched.traces.philly import parse_philly_trace
+from hetsched.traces.production import convert, convert_frame
+from hetsched.traces.public import READERS
+from hetsched.traces.synergy_csv import format_synergy_csv, looks_like_synergy_csv, parse_synergy_csv
 
 
 @dataclass(frozen=True)

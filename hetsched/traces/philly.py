@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ..errors import TraceError
-from ..jobs import Job
-from .fields import decode
+from hetsched.errors import TraceError
+from hetsched.model.jobs import Job
+from hetsched.traces.fields import decode
 
 MIN_S, MAX_S = 60 * 10 ** 1.5, 60 * 10 ** 4
 POWERS = (1, 2, 4, 8, 16)
@@ -121,7 +121,7 @@ def philly_records(data: bytes | str, source: str = "<cluster_job_log>"):
     (hetsched.traces.production), for `--job-types table`."""
     import pandas as pd
 
-    from .production import records_frame
+    from hetsched.traces.production import records_frame
 
     rs = parse_philly_records(data, source, multi_gpu=True, exponential=False)
     return records_frame(arrival_s=pd.Series([r.arrival_s for r in rs], dtype=float),
@@ -141,10 +141,10 @@ def parse_philly_trace(data: bytes | str, source: str = "<cluster_job_log>", *, 
     and `filters` apply, as for the other production traces.
     """
     if mapping is not None or filters is not None:
-        from .production import convert
+        from hetsched.traces.production import convert
         return convert(philly_records(data, source), mapping=mapping, filters=filters, report=report)
-    from ..resources.profiles import load_sensitivity
-    from .generators.synergy import ClassSplit
+    from hetsched.resources.profiles import load_sensitivity
+    from hetsched.traces.generators.synergy import ClassSplit
 
     records = parse_philly_records(data, source, multi_gpu=multi_gpu, exponential=False)
     if window_h is not None:

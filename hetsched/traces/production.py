@@ -33,10 +33,10 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceError
-from ..gpu_map import apply_gpu_map, gpu_type_name, parse_gpu_map
-from ..jobs import Job
-from .fields import decode
+from hetsched.errors import TraceError
+from hetsched.io.gpu_map import apply_gpu_map, gpu_type_name, parse_gpu_map
+from hetsched.model.jobs import Job
+from hetsched.traces.fields import decode
 
 RECORD = ("arrival_s", "duration_s", "gpus", "user", "vc", "status", "gpu_model")
 CHUNK_ROWS = 250_000
@@ -79,7 +79,7 @@ class JobMapping:
     entity: str = "auto"
 
     def table(self):
-        from ..throughputs import ThroughputTable, load_throughputs
+        from hetsched.model.throughputs import ThroughputTable, load_throughputs
         table = self.throughputs if isinstance(self.throughputs, ThroughputTable) else \
             load_throughputs(self.throughputs)
         return apply_gpu_map(table, parse_gpu_map(self.gpu_map))

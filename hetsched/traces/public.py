@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceError
-from .production import RECORD, csv_chunks, numbers, pinned, records_frame, require_columns, text, times
+from hetsched.errors import TraceError
+from hetsched.traces.production import RECORD, csv_chunks, numbers, pinned, records_frame, require_columns, text, times
 
 PAI_TASK = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu", "plan_mem",
             "plan_gpu", "gpu_type")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..catalog import GAVEL_JOB_TYPES
-from ..jobs import AdaptationMode, Job
-from .fields import Where, as_flag, as_float, as_int, as_job_type, build, decode, numbered_lines, split_fields
+from hetsched.model.catalog import GAVEL_JOB_TYPES
+from hetsched.model.jobs import AdaptationMode, Job
+from hetsched.traces.fields import (Where, as_flag, as_float, as_int, as_job_type, build, decode, numbered_lines,
+                                    split_fields)
 
 FIELDS = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir", "total_steps",
           "scale_factor", "mode", "priority_weight", "SLO", "duration", "arrival_time")

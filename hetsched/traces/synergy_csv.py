@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from ..catalog import SYNERGY_MODELS
-from ..jobs import Job
-from .fields import Where, as_float, as_int, as_job_type, build, decode, numbered_lines, split_fields
+from hetsched.model.catalog import SYNERGY_MODELS
+from hetsched.model.jobs import Job
+from hetsched.traces.fields import Where, as_float, as_int, as_job_type, build, decode, numbered_lines, split_fields
 
 FIELDS = ("job_id", "model_name", "arrival_time_s", "total_iterations", "gpu_demand")
 SYNERGY_JOB_TYPES = frozenset(SYNERGY_MODELS)

@@ -6,10 +6,10 @@ A generator is a class registered under a family name, constructed from keyword 
 
 from __future__ import annotations
 
-from .base import GENERATORS, Generator, make_generator, register_generator
-from .gavel import GavelGenerator  # each family registers itself
-from .synergy import SynergyGenerator
-from .shockwave import ShockwaveGenerator
+from hetsched.traces.generators.base import GENERATORS, Generator, make_generator, register_generator
+from hetsched.traces.generators.gavel import GavelGenerator  # each family registers itself
+from hetsched.traces.generators.synergy import SynergyGenerator
+from hetsched.traces.generators.shockwave import ShockwaveGenerator
 
 __all__ = ["GENERATORS", "Generator", "GavelGenerator", "ShockwaveGenerator", "SynergyGenerator", "make_generator",
            "register_generator"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from ...errors import HetschedError
-from ...jobs import Job
+from hetsched.errors import HetschedError
+from hetsched.model.jobs import Job
 
 
 class Generator(Protocol):

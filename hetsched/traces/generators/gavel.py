@@ -7,11 +7,11 @@ import random
 from dataclasses import dataclass
 from typing import Iterator
 
-from ...catalog import GAVEL_JOB_TEMPLATES
-from ...errors import SpecError
-from ...jobs import Job
-from ...throughputs import ThroughputTable, load_throughputs
-from .base import register_generator
+from hetsched.model.catalog import GAVEL_JOB_TEMPLATES
+from hetsched.errors import SpecError
+from hetsched.model.jobs import Job
+from hetsched.model.throughputs import ThroughputTable, load_throughputs
+from hetsched.traces.generators.base import register_generator
 
 REFERENCE_GPU = "v100"  # durations are exclusive run times on s V100s
 

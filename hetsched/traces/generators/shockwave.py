@@ -20,11 +20,11 @@ from typing import Iterator
 
 import numpy as np
 
-from ...catalog import GAVEL_JOB_TEMPLATES
-from ...errors import SpecError
-from ...jobs import AdaptationMode, Job
-from ...throughputs import ThroughputTable, load_throughputs
-from .base import register_generator
+from hetsched.model.catalog import GAVEL_JOB_TEMPLATES
+from hetsched.errors import SpecError
+from hetsched.model.jobs import AdaptationMode, Job
+from hetsched.model.throughputs import ThroughputTable, load_throughputs
+from hetsched.traces.generators.base import register_generator
 
 #: Shockwave's job table: Gavel's templates without ResNet-18 bs16, ResNet-50 bs128, Transformer bs256, A3C and
 #: CycleGAN, in Gavel's order (docs/rules.md#catalogues).

@@ -18,10 +18,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-from ...errors import SpecError
-from ...jobs import Job
-from ...resources.profiles import TASKS, SensitivityTable, load_sensitivity
-from .base import register_generator
+from hetsched.errors import SpecError
+from hetsched.model.jobs import Job
+from hetsched.resources.profiles import TASKS, SensitivityTable, load_sensitivity
+from hetsched.traces.generators.base import register_generator
 
 
 def gavel_like_duration(rng: random.Random) -> float:

@@ -1,0 +1,326 @@
+"""hetsched: a workbench for heterogeneous GPU-cluster scheduling research."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from hetsched.errors import HetschedError
+from hetsched.ui.names import display_name, vocabulary_frame
+from hetsched.cli.generate import add_generate_parser, mean_interarrival, synergy_generator
+from hetsched.cli.profile import add_profile_parser
+from hetsched.cli.traces import add_import_args
+from hetsched.experiments.sweep import parse_window
+
+
+def _cmd_convert_trace(args: argparse.Namespace) -> int:
+    from hetsched.cli.traces import import_options
+    from hetsched.traces import FORMATS, infer_format, read_trace, write_trace
+
+    fmt = args.from_ or infer_format(args.input)
+    options = import_options(args, fmt, args.throughputs, args.seed)
+    reports: list = []
+    if options:
+        options["report"] = reports.append
+    to = args.to or infer_format(args.output, sniff=False)
+    if options and to in ("csv", "parquet") and FORMATS[fmt].read_frame is not None:
+        from hetsched.traces.canonical import write_canonical_frame
+
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        frame = FORMATS[fmt].read_frame(args.input, **options)      # columns all the way: no Job objects
+        write_canonical_frame(frame, args.output)
+        count = len(frame)
+    else:
+        jobs = read_trace(args.input, fmt, **options)
+        write_trace(jobs, args.output, to)
+        count = len(jobs)
+    if reports:
+        print(reports[0].summary(), file=sys.stderr)
+    print(f"converted {count} jobs: {args.input} -> {args.output}", file=sys.stderr)
+    return 0
+
+
+def _cmd_convert_throughputs(args: argparse.Namespace) -> int:
+    from hetsched.model.throughputs import merge_tables
+
+    table = merge_tables(args.inputs)
+    table.write(args.output)
+    n_iso = int((~__import__("numpy").isnan(table.isolated)).sum())
+    print(f"converted {len(table.keys)} job keys x {len(table.gpu_types)} GPU types "
+          f"({n_iso} isolated measurements): {' + '.join(map(str, args.inputs))} -> {args.output}", file=sys.stderr)
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from hetsched.experiments.reproduce import reproduce
+
+    params = {"dask_address": args.dask_address} if args.dask_address else None
+    runs = reproduce(args.preset, args.only, args.out, params)
+    for run in runs:
+        status = "FAILED " + run.error if run.error else "ok"
+        print(f"{run.name:32s} {run.seconds:8.1f} s  {status}")
+    print(f"index: {Path(args.out) / 'index.html'}")
+    return 1 if any(r.error for r in runs) else 0
+
+
+def _jobs_for_simulation(args: argparse.Namespace, table, cluster):
+    from itertools import islice
+
+    from hetsched.traces import make_generator, read_trace
+
+    if args.trace:
+        from hetsched.cli.traces import import_options
+        from hetsched.traces import infer_format
+
+        fmt = args.from_ or infer_format(args.trace)
+        return read_trace(args.trace, fmt, **import_options(args, fmt, table, args.seed or 0))
+    if args.generate == "synergy":
+        if args.window is None and args.num_jobs is None:
+            raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
+        from hetsched.resources import profiles_ratio_for
+        stream = iter(synergy_generator(args, ratio=args.profiles_ratio or profiles_ratio_for(cluster)))
+        return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
+    if args.seed is None:
+        args.seed = 0
+    if args.static:
+        if args.num_jobs is None:
+            raise HetschedError("simulate: a static stream needs --num-jobs")
+        return make_generator(args.generate, seed=args.seed, static=True, multi_gpu=args.multi_gpu,
+                              multi_priority=args.multi_priority, throughputs=table).jobs(args.num_jobs)
+    interarrival = mean_interarrival(args)
+    if interarrival is None:
+        raise HetschedError("simulate: a continuous stream needs --mean-interarrival SECONDS or --jobs-per-hour R")
+    if args.window is None and args.num_jobs is None:
+        raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
+    stream = iter(make_generator(args.generate, seed=args.seed, mean_interarrival_s=interarrival,
+                                 multi_gpu=args.multi_gpu, multi_priority=args.multi_priority,
+                                 throughputs=table))
+    return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
+
+
+def _system_rules(args: argparse.Namespace, jobs) -> str | None:
+    """`--rules auto`: Shockwave's round rules for its planner and for streams with batch-size adaptation."""
+    if args.rules != "auto":
+        return args.rules
+    adaptive = isinstance(jobs, list) and any(j.mode.value != "static" for j in jobs)
+    return "shockwave" if args.policy.split("+")[0] == "shockwave" or adaptive else None
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from hetsched.model.cluster import ClusterSpec
+    from hetsched.sim.metrics import summary, with_hours
+    from hetsched.core.registry import pipeline_for
+    from hetsched.sim.simulator import SimulationConfig, policy_for, simulate
+    from hetsched.model.throughputs import load_throughputs
+
+    from hetsched.io.gpu_map import apply_gpu_map, check_gpu_types, parse_gpu_map
+
+    start = time.process_time()
+    table = apply_gpu_map(load_throughputs(args.throughputs), parse_gpu_map(args.gpu_map))
+    cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server,
+                               prices_per_hour=_parse_prices(args.prices))
+    check_gpu_types(cluster.gpu_types, table, f"the cluster {args.cluster!r}")
+    if args.round is not None and not args.round > 0:
+        raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
+    jobs = _jobs_for_simulation(args, table, cluster)
+    system = _system_rules(args, jobs)
+    planner = args.policy.split("+")[0] == "shockwave"
+    params = {"config": args.shockwave_config} if args.shockwave_config and planner else {}
+    if args.shockwave_config and not planner:
+        raise HetschedError("simulate: --shockwave-config applies to --policy shockwave only (and its compositions, "
+                            "e.g. shockwave+tune)")
+    policy = policy_for(args.policy, args.seed or 0, system=system, **params)
+    if args.entity_weights is not None:
+        from hetsched.model.entities import read_entity_weights
+        overrides_entities = {"entity_weights": read_entity_weights(args.entity_weights)}
+    else:
+        overrides_entities = {}
+    overrides = dict(seed=args.seed or 0, window=parse_window(args.window, "simulate: --window"), ideal=args.ideal,
+                     **overrides_entities,
+                     placement_aware=args.placement_aware, record_timeline=False, profiles_ratio=args.profiles_ratio)
+    if args.round is not None:
+        overrides["round_s"] = args.round
+    if args.min_reset_interval is not None:
+        overrides["min_reset_interval_s"] = args.min_reset_interval
+    config = SimulationConfig.for_system(system, **overrides) if system else SimulationConfig(**overrides)
+    pipeline = pipeline_for(policy, config, cluster)
+    result = simulate(jobs, cluster, pipeline, table, config)
+    if args.jobs_out:
+        result.jobs_frame().to_csv(args.jobs_out, index=False)
+    row = summary(result)
+    if not row["num_jobs"]:
+        raise HetschedError(f"simulate: no job finished inside the measured window "
+                            f"({args.window or 'all jobs'}); nothing to report")
+    row["cpu_s"] = time.process_time() - start
+    row = with_hours(row)
+    row["config"] = {"policy": args.policy, "resolved_policy": result.policy,
+                     "policy_name": display_name(result.policy), "cluster": str(cluster),
+                     "prices_per_hour": dict(cluster.prices_per_hour), "throughputs": args.throughputs,
+                     "round_s": pipeline.rules.round_s, "stages": pipeline.stages(), "seed": config.seed, "window": args.window,
+                     "rules": system or "gavel", "trace": str(args.trace) if args.trace else None,
+                     "generate": args.generate}
+    if args.json:
+        print(json.dumps(_json_ready(row), allow_nan=False))
+    else:
+        for key, value in row.items():
+            print(f"{key:>16}: {value:.6g}" if isinstance(value, float) else f"{key:>16}: {value}")
+    return 0
+
+
+def _parse_prices(text: str | None) -> dict[str, float]:
+    """`v100=2.48,p100=1.46,k80=0.45` ($/h per GPU)."""
+    if not text:
+        return {}
+    out = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise HetschedError(f"--prices: expected TYPE=DOLLARS_PER_HOUR[,...], got {part!r}") from None
+    return out
+
+
+def _json_ready(value):
+    """Valid JSON: NaN and infinities (undefined metrics, saturated runs) become null."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hetsched", description=__doc__.splitlines()[0].split(": ", 1)[-1]
+                                     if __doc__ else None)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    from hetsched import __version__
+    parser.add_argument("--version", action="version", version=f"hetsched {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    from hetsched.traces import FORMATS, GENERATORS
+
+    add_generate_parser(sub)
+
+    conv = sub.add_parser("convert", help="convert traces or throughput tables between formats")
+    conv_sub = conv.add_subparsers(dest="what", required=True, metavar="WHAT")
+    tr = conv_sub.add_parser("trace", help="convert a trace (.trace = Gavel TSV, .csv/.parquet = canonical)")
+    tr.add_argument("input", type=Path)
+    tr.add_argument("output", type=Path)
+    tr.add_argument("--from", dest="from_", choices=sorted(FORMATS), default=None, help="input format")
+    tr.add_argument("--to", choices=sorted(FORMATS), default=None, help="output format")
+    add_import_args(tr, with_table=True)
+    tr.set_defaults(func=_cmd_convert_trace)
+    tp = conv_sub.add_parser("throughputs", help="convert Gavel/Shockwave throughput JSON to a table, or merge "
+                                                 "tables (later inputs win where they overlap)")
+    tp.add_argument("inputs", type=Path, nargs="+", help=".json (Gavel/Shockwave layout), .parquet or .csv")
+    tp.add_argument("output", type=Path, help=".parquet or .csv")
+    tp.set_defaults(func=_cmd_convert_throughputs)
+    sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sim.add_argument("--policy", required=True,
+                     help="policy name: Gavel's (max_min_fairness_perf, ...), Synergy's (FIFO+tune, LAS+fair, ...) "
+                          "or an alias (gavel, las, themis, ossp, mst, ...)")
+    sim.add_argument("--prices", default=None, metavar="TYPE=USD,...",
+                     help="$/h per GPU for the cost policies, e.g. v100=2.48,p100=1.46,k80=0.45")
+    sim.add_argument("--cluster", default="36:36:36",
+                     help="V100:P100:K80 counts, 'type=n,...', server shapes 16x8/24/500[@type], a Synergy .ini "
+                          "file, or a JSON cluster file with prices (hetsched.io.cluster_json)")
+    sim.add_argument("--gpus-per-server", default=None, help="V:P:K GPUs per server (default 1:1:1)")
+    sim.add_argument("--throughputs", default="gavel_simulation", help="dataset name in data/ or a JSON path")
+    source = sim.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", type=Path, help="trace file (.trace, .csv, .parquet, or a production trace with "
+                                                   "--from)")
+    sim.add_argument("--from", dest="from_", choices=sorted(FORMATS), default=None,
+                     help="format of --trace (default: by extension)")
+    sim.add_argument("--entity-weights", type=Path, default=None, metavar="CSV",
+                     help="hierarchical policies: 'entity,weight' per user/team/vc (others weigh 1)")
+    source.add_argument("--generate", choices=sorted(GENERATORS), help="generate the stream")
+    sim.add_argument("--seed", type=int, default=None,
+                     help="RNG seed: trace generators, FIFO/Gandiva tie-breaks, Shockwave's MILP solver "
+                          "(default: 0; the synergy generator 42)")
+    sim.add_argument("--mean-interarrival", type=float, metavar="SECONDS")
+    sim.add_argument("--jobs-per-hour", type=float, metavar="R", help="arrival rate instead of --mean-interarrival")
+    sim.add_argument("--split", default="20:70:10", help="synergy: image:language:speech class split (%%)")
+    sim.add_argument("--philly-trace", type=Path, help="synergy: Philly cluster_job_log for --multi-gpu GPU counts")
+    sim.add_argument("--profiles-ratio", type=int, choices=(3, 4, 5, 6), default=None,
+                     help="CPU:GPU ratio of Synergy's profiles (default: the cluster's)")
+    sim.add_argument("--num-jobs", type=int)
+    sim.add_argument("--static", action="store_true")
+    sim.add_argument("--multi-gpu", action="store_true")
+    sim.add_argument("--multi-priority", action="store_true")
+    sim.add_argument("--window", help="measure job ids START:END (END exclusive), e.g. 4000:5000")
+    sim.add_argument("--round", type=float, default=None,
+                     help="round length in seconds (default: 360 for Gavel's policies, 300 for Synergy's)")
+    sim.add_argument("--min-reset-interval", type=float, default=None,
+                     help="minimum seconds between allocation recomputes (default: Gavel's 1920, Shockwave's 1000)")
+    sim.add_argument("--rules", choices=("auto", "gavel", "synergy", "shockwave"), default="auto",
+                     help="round rules of an artifact (auto: shockwave for --policy shockwave and for traces with "
+                          "accordion/gns jobs: 120-s rounds, 20-s preemption penalty, batch-size adaptation)")
+    sim.add_argument("--shockwave-config", metavar="PRESET|JSON",
+                     help="shockwave planner hyper-parameters: tacc_32gpus (default), scale_64gpus, "
+                          "scale_128gpus, scale_256gpus, or the artifact's JSON file")
+    sim.add_argument("--ideal", action="store_true", help="fluid allocation, no rounds (Fig. 13)")
+    sim.add_argument("--placement-aware", action="store_true",
+                     help="use unconsolidated throughputs for jobs spread over servers")
+    add_import_args(sim, with_table=False)
+    sim.add_argument("--jobs-out", type=Path, help="write per-job records (CSV)")
+    sim.add_argument("--json", action="store_true", help="print one JSON object")
+    sim.set_defaults(func=_cmd_simulate)
+
+    from hetsched.runtime.main import add_scheduler_args, add_worker_args, run_scheduler, run_worker
+
+    sch = sub.add_parser("scheduler", help="run the gRPC scheduler server (real cluster)")
+    add_scheduler_args(sch)
+    sch.set_defaults(func=run_scheduler)
+    wrk = sub.add_parser("worker", help="run a worker that executes leased jobs")
+    add_worker_args(wrk)
+    wrk.set_defaults(func=run_worker)
+
+    add_profile_parser(sub)
+    pol = sub.add_parser("policies", help="list every policy: registry name, the papers' name, aliases")
+    pol.set_defaults(func=_cmd_policies)
+    rep = sub.add_parser("reproduce", help="run the figure notebooks with papermill into an output folder")
+    rep.add_argument("--preset", choices=("tiny", "quick", "paper"), default="quick")
+    rep.add_argument("--only", nargs="+", metavar="NAME", help="notebook names (default: all)")
+    rep.add_argument("--out", default="outputs", help="output folder (default outputs/)")
+    rep.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")
+    rep.set_defaults(func=_cmd_reproduce)
+    return parser
+
+
+def _cmd_policies(_args) -> int:
+    from hetsched.core.registry import composition_markdown
+
+    frame = vocabulary_frame()
+    widths = {c: max(len(c), int(frame[c].str.len().max())) for c in ("policy", "name", "aliases")}
+    for row in [{c: c for c in frame.columns}] + frame.to_dict("records"):
+        print("  ".join(str(row[c]).ljust(w) for c, w in widths.items()) + "  " + row["description"])
+    print("\nStages (docs/architecture.md): decide (allocation | planner | ordering) -> select -> place "
+          "(gpus | fair | greedy | tune | opt, +place) -> rates -> round rules (--rules gavel | synergy | shockwave).\n"
+          "A name is a decide stage, optionally +placement: gavel+tune, las+fair, themis+tune, shockwave+tune.\n")
+    print(composition_markdown())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except HetschedError as exc:
+        print(f"hetsched: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

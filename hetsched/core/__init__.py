@@ -1,0 +1,1 @@
+"""The scheduler, its stages' interfaces, the registry that builds pipelines, and GPU placement."""

@@ -1,0 +1,291 @@
+"""Policy names -> stages: the registry sits above every stage it registers (docs/architecture.md#registry).
+
+A name is a decide stage, optionally composed with a placement: `max_min_fairness_perf`, the papers' aliases
+(`gavel`, `las`, `themis`, `ossp`, ...), Synergy's `ORDERING[+fair|+tune|+opt][+place]` (`FIFO+tune`), and
+compositions of any allocation or the planner with a CPU/memory placement (`gavel+tune`, `las+fair`,
+`themis+tune`, `shockwave+tune`). `pipeline_for` adds a run's rates and round rules and refuses a combination
+whose stages cannot all act (`CompositionError`); every name an error suggests is one that runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from hetsched.errors import HetschedError
+from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, CompositionError, Decide, Pipeline, Place, Rates, RoundRules,
+                                    Select)
+from hetsched.planner.core import ShockwavePolicy
+from hetsched.core.run_config import SimulationConfig
+from hetsched.policies import catalog  # noqa: F401  (registers every allocation policy)
+from hetsched.policies.base import ALIASES, POLICIES, Policy, resolve_policy_name
+from hetsched.policies.ordering import ORDERINGS, ResourcePolicy, parse_resource_policy
+
+#: The round length each decide family's artifact uses when a run does not set one (docs/rules.md#round).
+DEFAULT_ROUND_S = {"allocation": 360.0, "ordering": 300.0, "planner": 120.0}
+SELECT_FOR = {"allocation": "priority", "planner": "planned", "ordering": "gpu_fill"}
+#: Gavel's allocation closest to each Synergy ordering (what runs on more than one GPU type).
+GAVEL_ANALOG = {"FIFO": "fifo_perf", "LAS": "gavel", "FTF": "gavel_ftf"}
+#: Policy parameters an artifact's driver passes (Shockwave runs AlloX with alpha = 0.2).
+SYSTEM_POLICY_PARAMS: dict[str, dict[str, dict]] = {"shockwave": {"allox": {"alpha": 0.2}}}
+
+
+def _did_you_mean(name: str) -> str:
+    close = difflib.get_close_matches(name.lower(), [*POLICIES, *ALIASES], n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
+
+
+def make_policy(name: str, **params) -> Policy:
+    """A new decide-stage object by name, e.g. `make_policy("max_min_fairness_perf")`, `make_policy("FIFO+tune")`;
+    a composed name (`gavel+tune`) keeps its placement in the object's name, which `pipeline_for` reads."""
+    name = resolve_policy_name(name)
+    base, _, arg = name.partition("=")
+    if base in POLICIES and arg and base.endswith("_alpha"):
+        params.setdefault("alpha", float(arg))
+        name = base
+    if name in POLICIES:
+        return POLICIES[name](**params)
+    head, *mods = [p.strip() for p in name.split("+")]
+    if head in POLICIES and mods:
+        place = parse_place(name, mods)
+        policy = POLICIES[head](**params)
+        policy.name = "+".join([head, place.kind] + (["place"] if place.least_free else []))
+        return policy
+    resource = parse_resource_policy(name, **params)
+    if resource is not None:
+        return resource
+    raise HetschedError(f"unknown policy {name!r}{_did_you_mean(name)} Known: {', '.join(sorted(POLICIES))}; "
+                        f"aliases: {', '.join(sorted(ALIASES))}; Synergy's ORDERING[+fair|+tune|+opt][+place] "
+                        f"(e.g. FIFO+tune); and any of them composed with a placement (e.g. gavel+tune)")
+
+
+def parse_place(name: str, mods: list[str]) -> Place:
+    """The placement of a composed name's `+...` parts (`tune`, `fair`, `greedy`, `opt`, and `place`)."""
+    kinds = [m for m in mods if m in CPU_MEMORY_PLACEMENTS]
+    if len(kinds) != 1 or any(m not in (*CPU_MEMORY_PLACEMENTS, "place") for m in mods) or len(set(mods)) != len(mods):
+        raise HetschedError(f"policy {name!r}: expected <policy>+tune|+fair|+greedy|+opt[+place]")
+    return Place(kinds[0], "place" in mods)
+
+
+def policy_names() -> list[str]:
+    return sorted(POLICIES)
+
+
+def policy_for(name: str, seed: int, system: str | None = None, **params) -> Policy:
+    """A fresh decide-stage object; seeded policies (FIFO, Gandiva, Shockwave's MILP solver) get the run's seed,
+    and an artifact's policies its driver's parameters."""
+    name = resolve_policy_name(name)
+    head = name.split("+")[0]
+    seeded = head.split("_")[0] in ("fifo", "shockwave") or head == "gandiva"
+    params = {**SYSTEM_POLICY_PARAMS.get(system or "", {}).get(head, {}), **params}
+    return make_policy(name, **({"seed": seed} if seeded else {}), **params)
+
+
+# ---- stages of a policy object ---------------------------------------------------------------------------
+def decide_of(policy) -> Decide:
+    if isinstance(policy, ShockwavePolicy):
+        return Decide("planner", policy)
+    if isinstance(policy, ResourcePolicy):
+        return Decide("ordering", policy)
+    return Decide("allocation", policy, packing=bool(policy.packing))
+
+
+def place_of(policy) -> Place:
+    if isinstance(policy, ResourcePolicy):
+        return Place(policy.mechanism, policy.placement)
+    head, *mods = policy.name.split("+")
+    return parse_place(policy.name, mods) if mods else Place()
+
+
+def pipeline_for(policy, config, cluster=None) -> Pipeline:
+    """The stages of `policy` (a name or a decide-stage object) under a `SimulationConfig`; refuses a
+    combination that cannot act on the run (on `cluster`, when given)."""
+    if isinstance(policy, str):
+        policy = policy_for(policy, config.seed)
+    decide = decide_of(policy)
+    rules = RoundRules(
+        round_s=float(config.round_s if config.round_s is not None else DEFAULT_ROUND_S[decide.kind]),
+        credit=config.credit or ("round" if decide.kind == "ordering" else "task"),
+        min_reset_interval_s=config.min_reset_interval_s, preemption_penalty_s=config.preemption_penalty_s,
+        replay_reset=config.replay_reset, grid_origin_s=config.round_origin_s, macro_rounds=config.macro_rounds,
+        ideal=config.ideal)
+    rates = Rates(placement_aware=config.placement_aware, batch_size=config.dynamic_adaptation,
+                  estimate_colocation=config.estimate_colocation, profiles_ratio=config.profiles_ratio)
+    pipeline = Pipeline(policy.name, decide, Select(SELECT_FOR[decide.kind]), place_of(policy), rates, rules)
+    validate(pipeline, cluster)
+    return pipeline
+
+
+def head_of(pipeline: Pipeline) -> str:
+    return pipeline.name.split("+")[0]
+
+
+def _works(pipeline: Pipeline) -> str:
+    """A name that runs instead, for a Synergy ordering that cannot act on this run."""
+    head = pipeline.name.split("+")[0]
+    place = pipeline.place.kind if pipeline.place.kind in ("fair", "greedy", "tune") else "tune"
+    return f"'{GAVEL_ANALOG.get(head, 'gavel')}+{place}'"
+
+
+def validate(p: Pipeline, cluster=None) -> None:
+    """Raise `CompositionError` for the first pair of stages that cannot act together (docs/rules.md#compose)."""
+    d, place, rates, rules = p.decide, p.place, p.rates, p.rules
+    if rules.credit == "round" and d.kind != "ordering":
+        raise CompositionError(str(d), str(rules), "per-round credit is Synergy's server rounds, which run an "
+                               "ordering", "Use Gavel's rules with Synergy's round length (--rules gavel --round "
+                               "300), or an ordering, e.g. 'FIFO+tune'")
+    if d.kind == "ordering":
+        ordering = f"{d} (Synergy's server rounds)" if rules.credit == "round" else str(d)
+        if rules.credit == "round" and cluster is not None and len(cluster.gpu_types) > 1:
+            raise CompositionError(ordering, f"a cluster of {len(cluster.gpu_types)} GPU types",
+                                   "Synergy's server rounds run one pool of servers of one GPU type",
+                                   f"On mixed GPU types run the ordering under Gavel's rules (--rules gavel, "
+                                   f"credit per micro-task), or Gavel's allocation, e.g. {_works(p)}")
+        if place.kind == "opt" and rules.credit == "task":
+            raise CompositionError(ordering, str(rules), "Synergy-OPT's program places one pool per round with "
+                                   "per-round credit", f"Use '{head_of(p)}+tune', or Synergy's rules (--rules synergy)")
+        if place.kind == "opt" and cluster is not None and cluster.has_resources:
+            from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
+            for server in cluster.server_shapes():
+                share = (server.cpu_cores / server.num_gpus, server.dram_gb / server.num_gpus)
+                if share[0] not in CPU_LEVELS or share[1] not in MEM_LEVELS:
+                    raise CompositionError(str(place), f"servers of {server.num_gpus} GPUs, {server.cpu_cores:g} "
+                                           f"CPUs, {server.dram_gb:g} GB", f"Synergy-OPT reads the fair share "
+                                           f"({share[0]:g} CPUs, {share[1]:g} GB per GPU) off the profiles' grid "
+                                           f"(CPUs {CPU_LEVELS}, GB {MEM_LEVELS}) and it is not on it",
+                                           f"Use '{head_of(p)}+tune', or servers whose share per GPU is a grid point")
+        refused = [(rules.preemption_penalty_s > 0, str(rules)), (rates.batch_size, str(rates)),
+                   (rates.estimate_colocation is not None, str(rates)), (rates.placement_aware, str(rates)),
+                   (rules.ideal, str(rules)), (bool(rules.grid_origin_s) and rules.credit == "task", str(rules))]
+        for bad, stage in refused:
+            if bad:
+                raise CompositionError(ordering, stage, "an ordering ranks jobs afresh every round at their "
+                                       "CPU/memory speedup and has no such rule", f"These act with Gavel's "
+                                       f"allocations and Shockwave's planner, e.g. {_works(p)}")
+        if rules.credit == "task" and cluster is not None and not cluster.has_resources:
+            raise CompositionError(str(place), "a cluster without CPU cores and memory per server",
+                                   "the placement shares CPU and memory", "Give servers shapes, e.g. "
+                                   "'4x8/24/500@v100+4x8/24/500@k80', or a Synergy .ini file")
+        return
+    if rules.grid_origin_s:
+        raise CompositionError(str(d), str(rules), "a grid origin applies to rounds that all end together",
+                               "Drop round_origin_s, or use a Synergy ordering (e.g. 'FIFO+tune')")
+    if place.kind == "opt":
+        raise CompositionError(str(d), str(place), "Synergy-OPT solves one pool's CPU/memory program over an "
+                               "ordering's jobs", f"Use '{p.name.split('+')[0]}+tune', or 'FIFO+opt' on one GPU type")
+    if place.cpu_memory:
+        if d.packing:
+            raise CompositionError(str(d), str(place), "space sharing puts two jobs on one GPU, and CPU/memory "
+                                   "placement gives each job its own share", "Use a non-packed policy, e.g. "
+                                   f"'{p.name.split('+')[0].replace('_packed', '_perf')}+{place.kind}'")
+        if rates.placement_aware:
+            raise CompositionError(str(place), str(rates), "the CPU/memory placement sets each job's rate itself",
+                                   "Drop placement_aware")
+        if rules.ideal:
+            raise CompositionError(str(place), str(rules), "fluid rates place nothing on servers",
+                                   f"Run '{p.name.split('+')[0]}' ideal, or '{p.name}' in rounds")
+        if cluster is not None and not cluster.has_resources:
+            raise CompositionError(str(place), "a cluster without CPU cores and memory per server",
+                                   "the placement shares CPU and memory", "Give servers shapes, e.g. "
+                                   "'4x8/24/500@v100+4x8/24/500@k80', or a Synergy .ini file")
+    elif rates.profiles_ratio is not None:
+        raise CompositionError(str(place), str(rates), "CPU/memory profiles only change CPU/memory placement",
+                               f"Use '{p.name}+tune', or drop profiles_ratio")
+    if rates.estimate_colocation is not None and not d.packing:
+        raise CompositionError(str(d), str(rates), "estimated co-location rates only matter to space sharing",
+                               "Use a packed policy, e.g. 'max_min_fairness_packed'")
+    if d.kind == "planner" and rules.ideal:
+        raise CompositionError(str(d), str(rules), "the planner decides whole rounds",
+                               "Run 'shockwave' in rounds, or an allocation policy ideal (e.g. 'gavel')")
+    if rules.preemption_penalty_s and not rates.batch_size:
+        raise CompositionError(str(rules), str(rates), "the preemption penalty is credited by Shockwave's round "
+                               "rules, which come with runtime batch sizes", "Use SimulationConfig.for_system("
+                               "'shockwave'), or set dynamic_adaptation=True")
+    if rules.ideal and (rates.batch_size or rules.preemption_penalty_s):
+        raise CompositionError(str(rules), str(rates), "fluid rates have no micro-tasks to penalise or switch",
+                               "Use rounds (ideal=False)")
+
+
+def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity_weights=None,
+                    gpu_types: tuple[str, ...] | None = None):
+    """The scheduler that runs `pipeline` on `cluster` (the simulator's and the runtime's)."""
+    d, rates, rules = pipeline.decide, pipeline.rates, pipeline.rules
+    from hetsched.core.scheduler import Scheduler
+    if d.kind == "ordering" and rules.credit == "round":
+        from hetsched.resources import load_sensitivity, profiles_ratio_for
+        from hetsched.resources.server_rounds import ServerRounds
+        ratio = rates.profiles_ratio or profiles_ratio_for(cluster)
+        rounds = ServerRounds(cluster, d.policy, load_sensitivity(ratio), round_s=rules.round_s,
+                              macro_rounds=rules.macro_rounds, round_origin_s=rules.grid_origin_s)
+        return Scheduler(cluster, d.policy, table, round_s=rules.round_s, seed=seed, decide=rounds,
+                         gpu_types=gpu_types)
+    from hetsched.policies.view import sorted_gpu_types
+    columns = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)
+    estimator = resources = adaptation = None
+    if rates.estimate_colocation is not None:
+        from hetsched.rates.estimator import ThroughputEstimator
+        refs, fraction = rates.estimate_colocation
+        estimator = ThroughputEstimator(table, columns, num_reference=refs, profiling_fraction=fraction, seed=seed)
+    if pipeline.place.cpu_memory:
+        from hetsched.resources import load_sensitivity, profiles_ratio_for
+        from hetsched.resources.hetero import TypeAwareResources
+        resources = TypeAwareResources(cluster, columns, table, pipeline.place.kind,
+                                       load_sensitivity(rates.profiles_ratio or profiles_ratio_for(cluster)),
+                                       least_free=pipeline.place.least_free)
+    if rates.batch_size:
+        from hetsched.rates.adaptation.runtime import RuntimeAdaptation
+        adaptation = RuntimeAdaptation(table)
+    stage = None
+    if d.kind == "planner":
+        from hetsched.planner.core import Planner
+        stage = Planner(d.policy.config)
+    elif d.kind == "ordering":
+        from hetsched.policies.ordering_stage import OrderingStage
+        stage = OrderingStage(d.policy.ordering, fair=pipeline.place.kind == "fair")
+    return Scheduler(cluster, d.policy, table, round_s=rules.round_s,
+                     min_reset_interval_s=rules.min_reset_interval_s, seed=seed, placement_aware=rates.placement_aware,
+                     estimator=estimator, resources=resources, adaptation=adaptation, decide=stage,
+                     gpu_types=gpu_types, entity_weights=entity_weights)
+
+
+def composition_table() -> list[dict]:
+    """Each decide family x placement x cluster shape: `runs`, or the refusal's reason (README, `hetsched
+    policies`). Gavel's round rules; Shockwave's planner under its own."""
+    from hetsched.model.cluster import ClusterSpec
+    clusters = {"one type": ClusterSpec.load("4x4/12/250@v100"),
+                "mixed types": ClusterSpec.load("2x4/12/250@v100+2x4/12/250@k80")}
+    rows = []
+    for family, head, system in (("allocation", "gavel", "gavel"), ("allocation, space sharing", "gavel_ss", "gavel"),
+                                 ("planner", "shockwave", "shockwave"),
+                                 ("ordering, Synergy's rules", "FIFO", "synergy"),
+                                 ("ordering, Gavel's rules", "FIFO", "gavel")):
+        config = SimulationConfig.for_system(system)
+        for place in ("", "+fair", "+greedy", "+tune", "+opt"):
+            row = {"decide": family, "name": head + place, "rules": system}
+            for shape, cluster in clusters.items():
+                try:
+                    pipeline_for(policy_for(head + place, 0), config, cluster)
+                    row[shape] = "runs"
+                except CompositionError as exc:
+                    row[shape] = "refused: " + str(exc).split(": ", 1)[1].split(". ")[0]
+            rows.append(row)
+    return rows
+
+
+def composition_markdown() -> str:
+    """`composition_table()` as the README's table: decide family x placement."""
+    rows = composition_table()
+    places = ["", "+fair", "+greedy", "+tune", "+opt"]
+    lines = ["| decide (example) | " + " | ".join(p or "GPUs only" for p in places) + " |",
+             "|---|" + "---|" * len(places)]
+    for family in dict.fromkeys(r["decide"] for r in rows):
+        cells = []
+        for r in (r for r in rows if r["decide"] == family):
+            ok = [r[k] == "runs" for k in ("one type", "mixed types")]
+            cells.append("runs" if all(ok) else "one GPU type" if ok[0] else "refused")
+        first = next(r for r in rows if r["decide"] == family)
+        lines.append(f"| {family} (`{first['name']}`, `--rules {first['rules']}`) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+__all__ = ["ALIASES", "CompositionError", "ORDERINGS", "Pipeline", "decide_of", "make_policy", "pipeline_for",
+           "place_of", "policy_for", "policy_names", "validate"]

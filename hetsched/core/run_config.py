@@ -1,0 +1,60 @@
+"""A run's settings: the mechanism's round rules and the rates' options (the registry turns them into stages)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from hetsched.errors import HetschedError
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """Mechanism parameters of a run."""
+
+    round_s: float | None = None              # None: the policy family's round (Gavel 360 s, Synergy 300 s)
+    min_reset_interval_s: float = 1920.0
+    seed: int = 0
+    window: tuple[int, int] | None = None     # job ids [start, end); None = every job
+    ideal: bool = False
+    placement_aware: bool = False
+    record_timeline: bool = True
+    max_rounds: int = 10_000_000
+    # Throughput estimation for space sharing (docs/rules.md#estimates): (number of reference job types, profiling fraction).
+    estimate_colocation: tuple[int, float] | None = None
+    # Stop (SimulationError) once this many jobs are active: the queue only grows, i.e. the rate is saturated.
+    max_active_jobs: int | None = None
+    # CPU/memory-aware policies: the CPU:GPU ratio of the sensitivity profiles (3-6); None = from the cluster.
+    profiles_ratio: int | None = None
+    # Hierarchical policies: weight per entity (a job's `entity`); entities not listed weigh 1.
+    entity_weights: Mapping[str, float] | None = None
+    # Resource core: let one plan stand for several identical rounds (same JCTs, fewer steps).
+    macro_rounds: bool = True
+    # Resource core: rounds start at origin + k x round (Synergy's `--static` replays start at t = 1 s).
+    round_origin_s: float = 0.0
+    # Shockwave's round rules (docs/rules.md#preemption-penalty, docs/rules.md#replay-reset): a job that did not run in the previous round
+    # loses this many seconds of a full micro-task; batch sizes adapt at runtime (docs/rules.md#batch-size); Gavel's trace-replay
+    # rule (recompute at once when nothing runs and nothing will arrive) is absent.
+    preemption_penalty_s: float = 0.0
+    dynamic_adaptation: bool = False
+    replay_reset: bool = True
+    # When progress is credited (docs/rules.md#credit): "task" (each micro-task, Gavel and Shockwave), "round"
+    # (every lease ends with the round, Synergy's server rounds); None: the decide stage's own (round for orderings).
+    credit: str | None = None
+
+    @classmethod
+    def for_system(cls, system: str, **overrides) -> "SimulationConfig":
+        """The round rules of an artifact: `gavel` (360 s), `synergy` (300 s) or `shockwave` (120 s)."""
+        try:
+            preset = SYSTEM_RULES[system]
+        except KeyError:
+            raise HetschedError(f"unknown system {system!r}; known: {', '.join(SYSTEM_RULES)}") from None
+        return cls(**{**preset, **overrides})
+
+
+SYSTEM_RULES: dict[str, dict] = {
+    "gavel": {"round_s": 360.0, "min_reset_interval_s": 1920.0, "credit": "task"},
+    "synergy": {"round_s": 300.0, "credit": "round"},
+    "shockwave": {"round_s": 120.0, "min_reset_interval_s": 1000.0, "preemption_penalty_s": 20.0,
+                  "dynamic_adaptation": True, "replay_reset": False, "credit": "task"},
+}

@@ -1,0 +1,376 @@
+"""The scheduling core: Gavel's round-based mechanism (docs/rules.md#priorities, docs/rules.md#select).
+
+The core holds the active jobs, their time received per GPU type and the current allocation, and turns the
+allocation into a plan for the next round. It performs no I/O and reads no clock: the simulator drives it on
+a virtual clock, the runtime on the wall clock. Per-round work is numpy over "entries" (single jobs and, with
+space sharing, job pairs); jobs live in slots of preallocated arrays.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from hetsched.core.entries import EntryTable
+from hetsched.core.placement import Placer
+from hetsched.core.select import PrioritySelect
+from hetsched.core.slots import JobSlots
+from hetsched.core.views import PolicyViews
+from hetsched.errors import HetschedError
+from hetsched.model.cluster import ClusterSpec
+from hetsched.model.jobs import Job
+from hetsched.model.throughputs import JobKey, ThroughputTable
+from hetsched.policies.base import Allocation, Policy
+from hetsched.policies.view import sorted_gpu_types
+from hetsched.rates.batch_sizes import BatchSizeSwitching
+
+log = logging.getLogger(__name__)
+
+#: Gavel's mechanism visits GPU types in this order (heterogeneity-aware policies) before shuffling.
+CANONICAL_TYPE_ORDER = ("v100", "p100", "k80")
+
+
+@dataclass
+class Assignment:
+    """One combination placed for a round: its jobs, GPU type (column), GPU ids and per-job steps/s."""
+
+    entry: int
+    job_ids: tuple[int, ...]
+    gpu_type: int
+    gpus: tuple[int, ...]
+    throughputs: tuple[float, ...]
+    scale_factor: int
+    extended: bool = False
+
+
+@dataclass
+class RoundPlan:
+    """What to run next: chosen entries `entry[k]` on type column `gpu_type[k]` (and, placed, `assignments`)."""
+
+    now: float
+    entry: np.ndarray
+    gpu_type: np.ndarray
+    recomputed: bool = False
+    assignments: list[Assignment] = field(default_factory=list)
+    # Set by a whole-round stage (`RoundStage`; then `entry` holds slots): iterations per job this plan, the
+    # lease end, and how many identical rounds the plan stands for.
+    steps: np.ndarray | None = None
+    end: float = 0.0
+    rounds: int = 1
+
+
+class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwitching):
+    """The one scheduler: Gavel's mechanism around an allocation policy (priorities = allocation / share
+    received, then placement), or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
+    planner, an ordering) or plans, places and credits whole rounds (`RoundStage`: Synergy's server rounds)."""
+
+    SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row")
+
+    PRIOR_FRACTION = 0.5   # every entry starts with half a round of "time received" per type
+
+    def __init__(self, cluster: ClusterSpec, policy: Policy, throughputs: ThroughputTable, *,
+                 round_s: float = 360.0, min_reset_interval_s: float = 1920.0, seed: int = 0,
+                 placement_aware: bool = False, estimator=None, resources=None, adaptation=None, decide=None,
+                 gpu_types: tuple[str, ...] | None = None, entity_weights: Mapping[str, float] | None = None):
+        self.cluster = cluster
+        self.policy = policy
+        self.table = throughputs
+        self.round_s = float(round_s)
+        self.min_reset_interval_s = float(min_reset_interval_s)
+        self.prior = self.round_s * self.PRIOR_FRACTION
+        self.placement_aware = placement_aware
+        self.estimator = estimator          # ThroughputEstimator: policies see estimated pair throughputs
+        self.resources = resources          # TypeAwareResources: CPU/memory placement on the chosen type's servers
+        self.adaptation = adaptation        # RuntimeAdaptation: Shockwave's batch-size switching
+        # A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering) or whole rounds
+        # (Synergy's); None: the policy's allocation and Gavel's priorities (docs/rules.md#decide).
+        self.decide = decide
+        self.whole_rounds = decide is not None and decide.whole_rounds   # rates from the stage, not the table
+        self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
+        self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
+        self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
+        self._estimates: dict[tuple[int, int], np.ndarray] = {}
+        # Column order, as the policies see them. The runtime passes every type workers may bring, so that
+        # workers can join and leave (`set_cluster`) without reshaping the arrays.
+        self.gpu_types = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)
+        self.n = n = len(self.gpu_types)
+        missing = [g for g in self.gpu_types if g not in throughputs.gpu_types] if not self.whole_rounds else []
+        if missing:
+            raise HetschedError(f"throughput table {throughputs.name!r} has no GPU type {missing}")
+        self._set_capacity(cluster)
+        self.shuffle = not policy.heterogeneity_aware and not policy.packing
+        self._shuffler = random.Random(seed + 5)
+        self._cols = np.array([throughputs.gpu_index(g) for g in self.gpu_types if not self.whole_rounds], np.int64)
+        # Jobs by slot.
+        size = 64
+        self._init_slots(size)
+        self.remaining = np.zeros(size)
+        self.tput = np.zeros((size, n))
+        self.tput_spread = np.zeros((size, n))
+        self.scale = np.zeros(size, np.int64)
+        self.key_row = np.zeros(size, np.int64)
+        # Entries (rows aligned): members are slots (-1 = none), insertion order = tie-break order.
+        self.entries: list[tuple[int, ...]] = []         # job ids
+        self._entry_index: dict[tuple[int, ...], int] = {}
+        self.members = np.zeros((0, 2), np.int64)
+        self.t = np.zeros((0, n))               # time received since the last reset (+ prior)
+        self.deficit = np.zeros((0, n))
+        self.alloc = np.zeros((0, n))
+        self.in_alloc = np.zeros(0, bool)
+        self.ok = np.zeros((0, n), bool)        # every member has throughput > 0 on the type
+        self.escale = np.zeros(0, np.int64)
+        self.etput = np.zeros((0, n, 2))        # steps/s of each member on each type
+        self.S = np.zeros(n)
+        self._entries_changed()
+        self.allocation: Allocation | None = None
+        self.need_update = False
+        self.last_reset_time = 0.0
+        self.num_recomputes = 0
+        self._last_gpus: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        if decide is not None:
+            decide.attach(self)
+
+    def _set_capacity(self, cluster: ClusterSpec) -> None:
+        counts = cluster.as_dict()
+        unknown = [g for g, c in counts.items() if c > 0 and g not in self.gpu_types]
+        if unknown:
+            raise HetschedError(f"cluster has GPU types {unknown} that this scheduler has no columns for "
+                                f"({list(self.gpu_types)})")
+        self.cluster = cluster
+        self.capacity = np.array([counts.get(g, 0) for g in self.gpu_types], float)
+        known = [g for g in CANONICAL_TYPE_ORDER if g in self.gpu_types]
+        rest = [g for g in cluster.gpu_types if g in self.gpu_types and g not in known]
+        self.type_order = [self.gpu_types.index(g) for g in known + rest if counts.get(g, 0) > 0]
+        self.placer = Placer(cluster, self.gpu_types)
+
+    def set_cluster(self, cluster: ClusterSpec) -> None:
+        """GPUs joined or left (the runtime's workers): new capacities and servers; jobs, the time each
+        received and the policy's state stay. The allocation is recomputed at the next plan."""
+        if self.resources is not None or self.whole_rounds:
+            raise HetschedError("capacity changes are not supported with CPU/memory-aware placement")
+        self._set_capacity(cluster)
+        self._last_gpus = {}
+        self.need_update = True
+        if self.decide is not None:
+            self.decide.cluster_changed()
+
+    # ---- jobs -------------------------------------------------------------------------------------
+    def _grow(self) -> None:
+        super()._grow()
+        if self.decide is not None:
+            self.decide.slots_grown(len(self.job_of_slot))
+
+    def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
+        if self.whole_rounds:                   # the stage keeps the job's demands and rates by slot
+            s = self._take_slot(job)
+            self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
+            self.scale[s] = job.scale_factor
+            try:
+                self.decide.job_added(job)
+            except HetschedError:
+                self._release_slot(job.job_id)
+                raise
+            return
+        key = JobKey(job.job_type, job.scale_factor)
+        known = key in self.table
+        pin = self._pin_mask(job)
+        s = self._take_slot(job)
+        if pin is not None:
+            self._pins[s] = pin
+        self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
+        if known:
+            self._set_rates(s, self.table.index(key))
+        else:
+            # An unmeasured job type runs at a default rate until measurements arrive (Gavel's DEFAULT_THROUGHPUT).
+            self.key_row[s] = -1
+            self.tput[s] = self.tput_spread[s] = 1.0
+            self._apply_pin(s)
+        self.scale[s] = job.scale_factor
+        if self.resources is not None:
+            self.resources.add_job(s, job.job_type, job.scale_factor, self.tput[s])
+        if self.adaptation is not None:
+            self.adaptation.add_job(job)
+        self._add_entries([(job.job_id,)])
+        self.need_update = True
+        if self.decide is not None:
+            self.decide.job_added(job)
+
+    def _set_rates(self, s: int, row: int) -> None:
+        """Slot `s` runs the table's job key `row`: its consolidated and spread steps/s per type."""
+        iso = self.table.isolated[row, self._cols]
+        self.tput[s] = np.nan_to_num(iso[:, 0])
+        self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
+        self.key_row[s] = row
+        self._apply_pin(s)
+
+    def _pin_mask(self, job: Job) -> np.ndarray | None:
+        """1/0 per column for a job pinned to some GPU types; None when it may run anywhere."""
+        allowed = job.allowed_gpu_types
+        if not allowed:
+            return None
+        mask = np.array([g in allowed for g in self.gpu_types], float)
+        if not mask.any():
+            raise HetschedError(f"job {job.job_id}: pinned to GPU types {list(allowed)}, none of which this "
+                                f"cluster has ({list(self.gpu_types)})")
+        return mask
+
+    def _apply_pin(self, s: int) -> None:
+        pin = self._pins.get(s)
+        if pin is not None:
+            self.tput[s] *= pin
+            self.tput_spread[s] *= pin
+
+    def remove_job(self, job_id: int) -> None:
+        if self.whole_rounds:
+            self.decide.job_removed(job_id)
+            self._release_slot(job_id)
+            return
+        s = self._release_slot(job_id)
+        self._pins.pop(s, None)
+        if self.resources is not None:
+            self.resources.remove_job(s)
+        if self.adaptation is not None:
+            self.adaptation.remove_job(job_id)
+        self._drop_entries(np.flatnonzero((self.members == s).any(axis=1)))
+        self.need_update = True
+        if self.decide is not None:
+            self.decide.job_removed(job_id)
+
+    def set_remaining(self, job_id: int, steps: float) -> None:
+        """Resynchronise a job's remaining steps with progress measured outside the core (the runtime)."""
+        self.remaining[self.slot[job_id]] = float(steps)
+
+    RATE_CHANGE = 0.05      # a measured rate this far (relative) from the one in use triggers a recompute
+
+    def observe_rate(self, job_id: int, gpu_type: str, steps_per_s: float, weight: float = 0.5) -> None:
+        """A measured isolated rate on `gpu_type` moves the job's throughput toward it (exponential average).
+        The allocation is recomputed at the next plan when the rate moved by more than RATE_CHANGE: steady
+        measurements do not re-solve the policy every round."""
+        if gpu_type not in self.gpu_types or not np.isfinite(steps_per_s) or steps_per_s <= 0:
+            return
+        s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
+        old = self.tput[s, w]
+        new = steps_per_s if old <= 0 or self.key_row[s] < 0 and old == 1.0 else \
+            weight * steps_per_s + (1 - weight) * old
+        if old > 0 and abs(new - old) <= self.RATE_CHANGE * old:
+            return
+        self.tput[s, w] = self.tput_spread[s, w] = new
+        e = self._entry_index.get((job_id,))
+        if e is not None:
+            self.etput[e, w, 0] = new
+            self.ok[e, w] = True
+            self._entries_changed()
+        self.need_update = True
+
+    # ---- allocation -------------------------------------------------------------------------------
+    def _reset_and_recompute(self, now: float) -> None:
+        """Gavel's reset event (docs/rules.md#priorities) followed by a policy solve."""
+        elapsed = now - self.last_reset_time
+        self.deficit += self.alloc * elapsed - (self.t - self.prior)
+        allocation = self.policy.allocate(self.view(now)) if self.jobs else None
+        self.allocation = allocation
+        self.alloc[:] = 0.0
+        self.in_alloc[:] = False
+        if allocation is not None:
+            # Pair entries follow the allocation: new pairs appear, pairs with no time disappear.
+            used = allocation.x_pairs.sum(axis=1) > 0
+            pair_ids = allocation.job_ids[allocation.pairs[used]].tolist()
+            wanted = dict(zip(map(tuple, pair_ids), allocation.x_pairs[used]))
+            self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
+            self._add_entries([m for m in wanted if m not in self._entry_index])
+            index = self._entry_index
+            rows = [index[(j,)] for j in allocation.job_ids.tolist()] + [index[m] for m in wanted]
+            self.alloc[rows] = np.concatenate([allocation.x, allocation.x_pairs[used]])
+            self.in_alloc[rows] = True
+        self._entries_changed()
+        self.t[:] = self.prior
+        self.S = np.full(self.n, self.prior * len(self.entries))
+        self.last_reset_time = now
+        self.need_update = False
+        self.num_recomputes += 1
+
+    def maybe_recompute(self, now: float, force: bool = False) -> bool:
+        """Recompute when a reset event is pending and the gate allows it (docs/rules.md#reset)."""
+        if self.need_update and (force or now - self.last_reset_time >= self.min_reset_interval_s
+                                 or self.last_reset_time == 0):
+            self._reset_and_recompute(now)
+            return True
+        return False
+
+    # ---- planning ---------------------------------------------------------------------------------
+    def next_round_time(self, t: float) -> float:
+        """After an idle gap a round starts at the next arrival itself (docs/rules.md#round), or on the whole-round
+        stage's grid."""
+        return self.decide.next_round_time(t) if self.whole_rounds else t
+
+    def plan(self, now: float, force_recompute: bool = False, place: bool = True,
+             next_arrival_s: float | None = None) -> RoundPlan:
+        """Decide, select and place the combinations to run from `now` (docs/rules.md#select). A whole-round stage
+        recomputes every round (`force_recompute` changes nothing) and merges rounds up to `next_arrival_s`."""
+        if self.whole_rounds:
+            return self.decide.plan(now, next_arrival_s)
+        if self.decide is not None:
+            entry, gpu_type, recomputed = self.decide.select(now)
+            plan = RoundPlan(now, entry, gpu_type, recomputed)
+        else:
+            order = self.type_order_for_round()          # drawn every planning step (docs/rules.md#select)
+            recomputed = self.maybe_recompute(now, force_recompute)
+            if not self.entries:
+                return RoundPlan(now, np.zeros(0, np.int64), np.zeros(0, np.int64), recomputed)
+            entry, gpu_type = self.select(order)
+            keep = self.in_alloc[entry]                  # the others leave their GPUs idle (docs/rules.md#select)
+            plan = RoundPlan(now, entry[keep], gpu_type[keep], recomputed)
+        if self.resources is not None:
+            self.resources.place(self, plan)           # servers, CPU and memory; sets this round's steps/s
+        elif place or self.placement_aware:
+            self._place(plan)
+        return plan
+
+    def _place(self, plan: RoundPlan) -> None:
+        items = [(int(e), int(w), int(self.escale[e]), self._last_gpus.get(self.entries[e]))
+                 for e, w in zip(plan.entry, plan.gpu_type)]
+        placed = {e: (gpus, extended, spread) for e, _, gpus, extended, spread in self.placer.place(items)}
+        for e, w in zip(plan.entry.tolist(), plan.gpu_type.tolist()):
+            gpus, extended, spread = placed[e]
+            ids = self.entries[e]
+            if spread and self.placement_aware and len(ids) == 1:
+                self.etput[e, w, 0] = self.tput_spread[self.members[e, 0], w]
+            elif len(ids) == 1:
+                self.etput[e, w, 0] = self.tput[self.members[e, 0], w]
+            tputs = tuple(float(v) for v in self.etput[e, w, : len(ids)])
+            plan.assignments.append(Assignment(e, ids, w, gpus, tputs, int(self.escale[e]), extended))
+        self._last_gpus = {a.job_ids: (a.gpu_type, a.gpus) for a in plan.assignments}
+
+    # ---- progress ---------------------------------------------------------------------------------
+    def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray,
+               ) -> np.ndarray:
+        """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
+        if self.decide is not None:
+            self.decide.measured(entry, gpu_type, exec_time)
+        self.t[entry, gpu_type] += exec_time          # an entry runs at most once per round
+        np.add.at(self.S, gpu_type, exec_time)        # sequential, in plan order (float order matters)
+        members = self.members[entry]
+        if self.estimator is not None and self._has_pairs:
+            for (a, b), w in zip(members.tolist(), gpu_type.tolist()):
+                if b >= 0:      # after a pair runs, its measured (oracle) throughput replaces the estimate
+                    ra, rb = int(self.key_row[a]), int(self.key_row[b])
+                    self._measured.update({(ra, rb, w), (rb, ra, w)})
+        if not self._has_pairs:
+            slots = members[:, 0]
+            self.remaining[slots] -= steps[:, 0]      # a job runs at most once per round
+        else:
+            valid = members >= 0
+            slots = members[valid]
+            self.remaining[slots] -= steps[valid]
+        done = slots[self.remaining[slots] <= 0]
+        if self.decide is not None:
+            self.decide.round_done()
+        return done
+
+    def credit_plan(self, plan: RoundPlan) -> np.ndarray:
+        """Credit a whole-round plan (docs/rules.md#server-credit); returns the slots of jobs that completed."""
+        return self.decide.credit_plan(plan)

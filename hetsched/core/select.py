@@ -1,0 +1,83 @@
+"""Gavel's select stage: priorities (allocation / fraction of time received) and the greedy walk over GPU
+types (docs/rules.md#priorities, docs/rules.md#select)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class PrioritySelect:
+    """Mixin of `Scheduler`: which entries run on which GPU type this round, from the allocation."""
+
+    def priorities(self) -> np.ndarray:
+        """allocation / fraction of time received, per entry and type (docs/rules.md#priorities)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fraction = self.t / self.S
+            pr = self.alloc / fraction
+        zero_fraction = fraction == 0
+        if zero_fraction.any():
+            pr[zero_fraction] = self.alloc[zero_fraction] * 1e9
+        pr[(self.alloc == 0) | self._blocked] = 0.0
+        return pr
+
+    def type_order_for_round(self) -> list[int]:
+        order = list(self.type_order)
+        if self.shuffle:
+            self._shuffler.shuffle(order)
+        return order
+
+    def select(self, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (docs/rules.md#select)."""
+        pr = self.priorities()
+        free = self.capacity.copy()
+        taken = np.zeros(len(self.remaining), bool)           # by slot
+        out_e, out_w = [], []
+        eligible = (self.ok if self.policy.fills_idle_gpus else self.ok & (pr > 0)).T
+        first = self.members[:, 0]
+        fast = not self._has_pairs and self._all_single_gpu
+        busy: set[int] = set()                                 # slots taken this round
+        # Stable lexsorts: exact ties keep insertion order. Without pairs, one lexsort ranks all types at once;
+        # with pairs (hundreds of entries), each type ranks only the entries still available.
+        rankings = np.lexsort((-self.alloc.T, -self.deficit.T, -pr.T)) if fast else None
+        for w in order:
+            if free[w] <= 0:
+                continue
+            if fast:
+                ranking = rankings[w]
+                cand = ranking[eligible[w][ranking] & ~taken[first[ranking]]]
+                chosen = cand[: int(free[w])]                  # everything fits one GPU: take the first ones
+                free[w] -= len(chosen)
+                taken[first[chosen]] = True
+                out_e.append(chosen)
+                out_w.append(w)
+                continue
+            idx = np.flatnonzero(eligible[w] & ~taken[first])
+            cand = idx[np.lexsort((-self.alloc[idx, w], -self.deficit[idx, w], -pr[idx, w]))]
+            # Entries of other scale factors than their partner's never run; the walk itself is plain Python
+            # over lists (numpy scalar access per candidate costs more than the walk).
+            second = self.members[cand, 1]
+            fits = (second < 0) | (self.scale[np.maximum(second, 0)] == self.escale[cand])
+            cand, second = cand[fits], second[fits]
+            picked = []
+            f = int(free[w])
+            for e, a, b, s in zip(cand.tolist(), first[cand].tolist(), second.tolist(), self.escale[cand].tolist()):
+                if a in busy or (b >= 0 and b in busy) or s > f:
+                    continue
+                busy.add(a)
+                if b >= 0:
+                    busy.add(b)
+                f -= s
+                picked.append(e)
+                if f <= 0:
+                    break
+            free[w] = f
+            chosen = np.array(picked, np.int64)
+            if len(chosen):
+                taken[self.members[chosen, 0]] = True
+                second = self.members[chosen, 1]
+                taken[second[second >= 0]] = True
+            out_e.append(chosen)
+            out_w.append(w)
+        if not out_e:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(out_e), np.repeat(np.array(out_w, np.int64), [len(e) for e in out_e])

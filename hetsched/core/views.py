@@ -1,0 +1,65 @@
+"""What the core shows its policy: the `PolicyView` of the active jobs (a mixin of `Scheduler`).
+
+Throughputs come from the core's per-slot arrays; space-sharing pairs from the table (or the estimator, for
+pairs never run); entities and their weights only for policies that share among entities (`uses_entities`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetsched.model.jobs import Job
+from hetsched.policies.base import PolicyView
+
+
+class PolicyViews:
+    """`view(now)` over the `Scheduler`'s state (jobs, slots, rates, table, estimator, entity weights)."""
+
+    def view(self, now: float) -> PolicyView:
+        ids = sorted(self.jobs)
+        slots = np.array([self.slot[j] for j in ids], np.int64)
+        jobs = [self.jobs[j] for j in ids]
+        rows = self.key_row[slots]
+        distinct, code = np.unique(rows, return_inverse=True)
+        colocated = None
+        if self.policy.packing and len(distinct):
+            colocated = self.table.colocated[np.ix_(distinct, distinct, self._cols)][:, :, :, 0, :].copy()
+            unknown = distinct < 0                        # job types without a table entry: no pairs
+            colocated[unknown] = np.nan
+            colocated[:, unknown] = np.nan
+            if self.estimator is not None:
+                colocated = self._estimated(distinct, colocated.copy())
+        return PolicyView(
+            job_ids=np.array(ids, dtype=np.int64), gpu_types=self.gpu_types, capacity=self.capacity,
+            throughput=self.tput[slots], scale_factor=self.scale[slots], unconsolidated=self.tput_spread[slots],
+            priority_weight=np.array([j.priority_weight for j in jobs], float),
+            remaining_steps=self.remaining[slots],
+            time_since_arrival=np.array([now - j.arrival_time_s for j in jobs], float),
+            type_code=code.ravel(), colocated=colocated,
+            prices=np.array([self.cluster.price(g) for g in self.gpu_types]),
+            deadline_s=np.array([np.nan if j.deadline_s is None else j.deadline_s for j in jobs]),
+            now=now, **self._entities(jobs))
+
+    def _entities(self, jobs: list[Job]) -> dict:
+        """Entity codes and weights for policies that share among entities; none when no job has one."""
+        if not self.policy.uses_entities or not any(j.entity for j in jobs):
+            return {}
+        names, code = np.unique([j.entity or "" for j in jobs], return_inverse=True)
+        weights = np.array([self.entity_weights.get(str(n), 1.0) for n in names], float)
+        return {"entity": code.ravel(), "entity_weight": weights}
+
+    def _estimated(self, rows: np.ndarray, colocated: np.ndarray) -> np.ndarray:
+        """Replace unmeasured single-GPU pair throughputs by the estimator's (docs/rules.md#estimates)."""
+        keys = [self.table.keys[r] for r in rows.tolist()]
+        for i, (ra, ka) in enumerate(zip(rows.tolist(), keys)):
+            for k, (rb, kb) in enumerate(zip(rows.tolist(), keys)):
+                if ka.scale_factor != 1 or kb.scale_factor != 1:
+                    continue
+                est = self._estimates.get((ra, rb))
+                if est is None:
+                    est = np.array([self.estimator.pair(ka.job_type, kb.job_type, g) for g in self.gpu_types])
+                    self._estimates[(ra, rb)] = est
+                for w in range(self.n):
+                    if (ra, rb, w) not in self._measured:
+                        colocated[i, k, w] = est[w]
+        return colocated

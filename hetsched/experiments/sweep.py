@@ -1,0 +1,301 @@
+"""Grids of simulations on Dask (a LocalCluster by default, any cluster by address), cached by config hash.
+
+Each run is a `RunConfig`; `sweep(configs)` returns one tidy row per run (the run's summary plus the window
+jobs' JCTs). Results are cached as JSON under `cache_dir/<hash>.json`, so a re-run of a notebook only
+simulates what changed. A run that exceeds its round budget is a saturated point (JCT = inf), as the
+artifact's sweeps treat a timed-out run; `timeout_s` bounds a run's CPU time the same way (the artifact's
+`--timeout`: JCT = inf, flagged `timed_out`). From a script (not a notebook), call `sweep` under
+`if __name__ == "__main__":`, as for any process-based Dask LocalCluster.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from itertools import islice
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from hetsched.errors import HetschedError
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 5      # 2: unit-pair space sharing, CPU timeouts; 3: Synergy runs, rounds start after idle gaps;
+# 4: Shockwave rules and planner; 5: keys carry the code's fingerprint
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A hash of the package's sources and of its data tables. It is part of every cache key, so a cached run
+    is reused only by the code and the tables that produced it (a version number bumped by hand was missed)."""
+    from hetsched.model.throughputs import data_dir
+
+    digest = hashlib.sha256()
+    for root in (Path(__file__).resolve().parents[1], data_dir()):   # the package and its tables
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".csv", ".parquet", ".json", ".trace", ".ini") and path.is_file():
+                digest.update(path.relative_to(root).as_posix().encode())
+                digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One simulation: stream, cluster, policy and mechanism parameters."""
+
+    policy: str
+    cluster: str = "36:36:36"                 # any form of ClusterSpec.load ("36:36:36", "16x8/24/500", *.ini)
+    seed: int = 0
+    generator: str = "gavel"                  # job stream family: gavel | synergy
+    trace: str | None = None                  # replay this trace file instead of generating
+    jobs_per_hour: float | None = None        # continuous stream
+    num_jobs: int | None = None               # static stream (all at t=0), or a cap on a continuous one
+    window: tuple[int, int] | None = None
+    multi_gpu: bool = False
+    multi_priority: bool = False
+    round_s: float | None = None              # None: the policy family's (Gavel 360 s, Synergy 300 s)
+    split: tuple[float, float, float] = (20, 70, 10)   # synergy: image:language:speech class split
+    profiles_ratio: int | None = None         # synergy: CPU:GPU ratio of the profiles (None: the cluster's)
+    round_origin_s: float = 0.0               # synergy: rounds at origin + k x round (1 s for static replays)
+    ideal: bool = False
+    throughputs: str = "gavel_simulation"
+    estimate_colocation: tuple[int, float] | None = None
+    slos: bool = False                        # draw SLO deadlines (Gavel's SLO generator)
+    prices: str | None = None                 # "gcp": Gavel's hard-coded on-demand $/h
+    max_rounds: int = 200_000
+    max_active_per_gpu: float = 10.0          # more active jobs than this x GPUs: a saturated point
+    timeout_s: float | None = None            # CPU seconds; a longer run is a timed-out point (artifact's --timeout)
+    rules: str | None = None                  # an artifact's round rules: gavel | synergy | shockwave
+    planner: str | None = None                # shockwave: hyper-parameter preset or JSON path
+    labels: tuple[tuple[str, object], ...] = field(default=())   # free-form tags carried into the results
+
+    def key(self) -> str:
+        payload = json.dumps({"v": CACHE_VERSION, "code": code_fingerprint(), **asdict(self)}, sort_keys=True,
+                             default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+    def with_(self, **changes) -> "RunConfig":
+        return replace(self, **changes)
+
+
+def run_one(config: RunConfig) -> dict:
+    """Simulate one config; returns its summary row (JSON-ready)."""
+    from hetsched.model.cluster import ClusterSpec
+    from hetsched.sim.metrics import summary
+    from hetsched.sim.simulator import SimulationConfig, SimulationError, policy_for, simulate
+    from hetsched.model.throughputs import load_throughputs
+
+    table = load_throughputs(config.throughputs)
+    jobs = _jobs(config, table)
+    start = time.process_time()
+    row = {**asdict(config), "key": config.key(), **dict(config.labels), "timed_out": False}
+
+    def check_budget(now: float, finished: int) -> None:
+        if config.timeout_s is not None and time.process_time() - start > config.timeout_s:
+            row["timed_out"] = True
+            raise SimulationError(f"timed out after {config.timeout_s:.0f} CPU s at t={now:.0f} s, "
+                                  f"{finished} jobs done")
+    try:
+        from hetsched.model.cluster import GAVEL_GCP_PRICES
+        prices = dict(GAVEL_GCP_PRICES) if config.prices == "gcp" else None
+        cluster = ClusterSpec.load(config.cluster)
+        if prices:
+            cluster = ClusterSpec.load(config.cluster, prices_per_hour={g: prices[g] for g in cluster.gpu_types})
+        policy = policy_for(config.policy, config.seed, system=config.rules,
+                            **({"config": config.planner} if config.planner else {}))
+        base = SimulationConfig.for_system(config.rules) if config.rules else None
+        rounds = {"round_s": config.round_s} if config.round_s is not None or base is None else {}
+        result = simulate(jobs, cluster, policy, table, base, **rounds,
+                          profiles_ratio=config.profiles_ratio, round_origin_s=config.round_origin_s,
+                          window=config.window, ideal=config.ideal, seed=config.seed, record_timeline=False,
+                          estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds,
+                          max_active_jobs=int(config.max_active_per_gpu * cluster.num_gpus),
+                          on_progress=check_budget)
+    except SimulationError as exc:
+        log.info("%s: saturated or stuck (%s)", config, exc)
+        row.update({"avg_jct_s": math.inf, "makespan_s": math.inf, "utilization": math.nan, "num_jobs": 0,
+                    "jct_p50_s": math.inf, "jct_p99_s": math.inf, "total_cost": math.nan, "slo_violations": 0,
+                    "avg_jct_low_s": math.inf, "avg_jct_high_s": math.inf, "saturated": True, "jcts": {}})
+    else:
+        row.update(summary(result))
+        frame = result.jobs_frame()
+        frame = frame[frame["in_window"]]
+        row["saturated"] = False
+        row["jcts"] = {int(j): float(v) for j, v in zip(frame["job_id"], frame["jct_s"])}
+        weights = dict(zip(frame["job_id"], frame["priority_weight"]))
+        for label, keep in (("low", lambda w: w == 1), ("high", lambda w: w != 1)):
+            sel = [row["jcts"][j] for j, w in weights.items() if keep(w)]
+            row[f"avg_jct_{label}_s"] = sum(sel) / len(sel) if sel else math.nan
+    row["cpu_s"] = time.process_time() - start
+    row["labels"] = dict(config.labels)
+    return row
+
+
+def _jobs(config: RunConfig, table):
+    """The run's job stream: a trace file, Synergy's generator, or Gavel's (continuous or static)."""
+    from hetsched.traces import GavelGenerator, read_trace
+
+    if config.trace:
+        jobs = read_trace(config.trace)
+        return jobs[: config.num_jobs] if config.num_jobs else jobs
+    if config.generator == "synergy":
+        from hetsched.model.cluster import ClusterSpec
+        from hetsched.resources import profiles_ratio_for
+        from hetsched.traces.generators.synergy import SynergyGenerator
+
+        ratio = config.profiles_ratio or profiles_ratio_for(ClusterSpec.load(config.cluster))
+        gen = SynergyGenerator(seed=config.seed, jobs_per_hour=config.jobs_per_hour, split=tuple(config.split),
+                               multi_gpu=config.multi_gpu, ratio=ratio)
+        return islice(gen, config.num_jobs) if config.num_jobs else iter(gen)
+    if config.generator != "gavel":
+        raise HetschedError(f"sweep: unknown generator {config.generator!r} (gavel or synergy)")
+    static = config.jobs_per_hour is None
+    gen = GavelGenerator(seed=config.seed, static=static, multi_gpu=config.multi_gpu,
+                         multi_priority=config.multi_priority, slos=config.slos, throughputs=table,
+                         mean_interarrival_s=0.0 if static else 3600.0 / config.jobs_per_hour)
+    return gen.jobs(config.num_jobs) if static else (islice(gen, config.num_jobs) if config.num_jobs else iter(gen))
+
+
+def _cached(cache_dir: Path | None, config: RunConfig) -> dict | None:
+    if cache_dir is None:
+        return None
+    path = cache_dir / f"{config.key()}.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            path.unlink()
+    return None
+
+
+def _store(cache_dir: Path | None, row: dict) -> None:
+    if cache_dir is None:
+        return
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = cache_dir / f"{row['key']}.json.tmp"
+    tmp.write_text(json.dumps(row, default=str))
+    tmp.replace(cache_dir / f"{row['key']}.json")        # atomic: a killed run leaves no half file
+
+
+def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outputs/.cache",
+          dask_address: str | None = None, use_dask: bool = True, n_workers: int = 2,
+          progress: bool = True) -> pd.DataFrame:
+    """Run every config (cached ones are read back) and return one row per config, in input order."""
+    configs = list(configs)
+    cache = Path(cache_dir) if cache_dir is not None else None
+    rows: dict[str, dict] = {}
+    todo: list[RunConfig] = []
+    for c in configs:
+        hit = _cached(cache, c)
+        if hit is not None:
+            rows[c.key()] = hit
+        elif c.key() not in {t.key() for t in todo}:
+            todo.append(c)
+    # Longest runs first, for better packing on workers: Gavel's are its lowest rates (the artifact's sweeps
+    # order them so too); Synergy's merged rounds make its highest rates the longest.
+    todo.sort(key=lambda c: -(c.jobs_per_hour or 0.0) if c.generator == "synergy" else (c.jobs_per_hour or 0.0))
+    # Under `hetsched reproduce` (HETSCHED_BATCH=1) a saved notebook would keep a widget bar's first frame
+    # ("0/50"); there, one line at the end says what ran.
+    batch = bool(os.environ.get("HETSCHED_BATCH"))
+    bar = tqdm(total=len(todo), desc="simulations", disable=batch or not progress or not todo)
+    started = time.perf_counter()
+    if todo and (use_dask or dask_address):
+        from dask.distributed import Client, LocalCluster, as_completed
+
+        # Loopback only: the scheduler, the workers and the dashboard bind 127.0.0.1 on free ports.
+        cluster = None if dask_address else LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                                          processes=True, host="127.0.0.1",
+                                                          dashboard_address="127.0.0.1:0")
+        client = Client(dask_address or cluster)
+        try:
+            futures = client.map(run_one, todo, pure=False)
+            for future in as_completed(futures):
+                row = future.result()
+                _store(cache, row)
+                rows[row["key"]] = row
+                bar.update()
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    else:
+        for c in todo:
+            row = run_one(c)
+            _store(cache, row)
+            rows[row["key"]] = row
+            bar.update()
+    bar.close()
+    if batch and progress:
+        print(f"simulations: {len(todo)} run, {len(configs) - len(todo)} from the cache, "
+              f"{time.perf_counter() - started:.1f} s", flush=True)
+    return pd.DataFrame([rows[c.key()] for c in configs])
+
+
+def parse_window(window, name: str = "window") -> tuple[int, int] | None:
+    """A measured job window from a CLI or papermill parameter: None, (start, end), [start, end] or
+    "start:end"; errors start with `name` (e.g. "simulate: --window")."""
+    if window is None or window == "":
+        return None
+    try:
+        start, end = (window.split(":") if isinstance(window, str) else window)
+        start, end = int(start), int(end)
+    except (TypeError, ValueError):
+        raise HetschedError(f"{name}: expected START:END job ids (e.g. 600:800), got {window!r}") from None
+    if not 0 <= start < end:
+        raise HetschedError(f"{name}: need 0 <= START < END, got {window!r}")
+    return start, end
+
+
+def repoint(configs: Iterable[RunConfig], *, cluster: str | None = None, window=None,
+            throughputs: str | None = None, round_s: float | None = None) -> list[RunConfig]:
+    """The same runs on another cluster, job window, throughput table or round length (None keeps each run's).
+
+    Continuous arrival rates scale with the cluster's GPU count, so a preset's load (and its paper-equivalent
+    rates) carries over to the new cluster; a run's original cluster and rate stay in its labels. Runs
+    labelled `reference` (an artifact's stored case) keep their own setup."""
+    from hetsched.model.cluster import ClusterSpec
+
+    window = parse_window(window)
+    if round_s is not None and not float(round_s) > 0:
+        raise HetschedError(f"round_s: must be positive seconds, got {round_s!r}")
+    gpus: dict[str, int] = {}                    # GPU count per cluster string, each parsed once
+
+    def num_gpus(text: str) -> int:
+        if text not in gpus:
+            gpus[text] = ClusterSpec.load(text).num_gpus
+        return gpus[text]
+
+    out = []
+    for c in configs:
+        changes: dict = {}
+        if "reference" in dict(c.labels):
+            out.append(c)
+            continue
+        if cluster and cluster != c.cluster:
+            changes["cluster"] = cluster
+            if c.jobs_per_hour is not None and not c.trace:
+                changes["jobs_per_hour"] = c.jobs_per_hour * num_gpus(cluster) / num_gpus(c.cluster)
+        if window is not None:
+            changes["window"] = window
+        if throughputs:
+            changes["throughputs"] = throughputs
+        if round_s is not None:
+            changes["round_s"] = float(round_s)
+        out.append(c.with_(**changes) if changes else c)
+    return out
+
+
+def grid(base: RunConfig, **axes: Sequence) -> list[RunConfig]:
+    """The Cartesian product of `axes` (field name -> values) applied to `base`."""
+    configs = [base]
+    for name, values in axes.items():
+        configs = [c.with_(**{name: v}) for c in configs for v in values]
+    return configs

@@ -1,0 +1,1 @@
+"""Readers and writers of cluster files, throughput tables and GPU maps."""

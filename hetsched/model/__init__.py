@@ -1,0 +1,1 @@
+"""What is scheduled: clusters, jobs, throughput tables, entities and job catalogues."""

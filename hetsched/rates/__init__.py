@@ -1,0 +1,1 @@
+"""How fast a job runs: co-location estimates, profiling and Shockwave's batch-size adaptation."""

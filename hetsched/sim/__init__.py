@@ -1,0 +1,1 @@
+"""The simulator: the round loop, the fluid (ideal) run, results and metrics."""

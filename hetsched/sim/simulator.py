@@ -1,0 +1,218 @@
+"""Drive the scheduling core on a virtual clock (docs/rules.md#round, docs/rules.md#credit).
+
+A round's combinations run `min(int(T * round), R)` steps each and finish at `now + steps / T`; the round ends
+at the latest finish. Arrivals are admitted at round boundaries. With a measurement window the run ends when
+every window job has finished while later jobs keep arriving. The round loop is numpy over the round's
+combinations; per-job Python work happens only on arrivals and completions.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import replace
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from hetsched.model.cluster import ClusterSpec
+from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (re-exported)
+from hetsched.model.jobs import Job
+from hetsched.core.pipeline import Pipeline
+from hetsched.core.registry import build_scheduler, pipeline_for, policy_for  # noqa: F401  (policy_for re-exported)
+from hetsched.sim.result import Result, ResultBuilder
+from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig  # noqa: F401  (re-exported)
+from hetsched.model.throughputs import ThroughputTable, load_throughputs
+
+log = logging.getLogger(__name__)
+
+
+class Arrivals:
+    """A lazily consumed, arrival-ordered job stream."""
+
+    def __init__(self, jobs: Iterable[Job]):
+        self._it: Iterator[Job] = iter(jobs)
+        self._next: Job | None = next(self._it, None)
+        self._last = -math.inf
+
+    def peek_time(self) -> float | None:
+        return None if self._next is None else self._next.arrival_time_s
+
+    def pop_until(self, now: float) -> list[Job]:
+        out = []
+        while self._next is not None and self._next.arrival_time_s <= now:
+            if self._next.arrival_time_s < self._last:
+                raise SimulationError(f"job {self._next.job_id} arrives before the job before it")
+            self._last = self._next.arrival_time_s
+            out.append(self._next)
+            self._next = next(self._it, None)
+        return out
+
+
+def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | object | str,
+             throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
+             on_progress: Callable[[float, int], None] | None = None, **overrides) -> Result:
+    """Run `policy` (a name, a decide-stage object or a `Pipeline`) on `cluster` over the (arrival-ordered) job
+    stream and return the `Result`.
+
+    `on_progress(now, finished_jobs)` is called every few hundred rounds (for progress bars).
+    """
+    sim = RoundSimulation(jobs, cluster, policy, throughputs, config, **overrides)
+    if sim.pipeline.rules.ideal:
+        from hetsched.sim.ideal import run_ideal
+        return run_ideal(sim.arrivals, sim.sched, sim.config)
+    for rounds in range(sim.config.max_rounds):
+        if not sim.step():
+            return sim.result()
+        if on_progress is not None and rounds % 200 == 0:
+            on_progress(sim.now, sim.finished)
+    raise SimulationError(f"stopped after max_rounds={sim.config.max_rounds}")
+
+
+class RoundSimulation:
+    """The one round loop as an object: `step()` runs one iteration (credit, arrivals, plan, run) of any
+    pipeline's scheduler; `result()` at the end (docs/rules.md#round)."""
+
+    def __init__(self, jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | object | str,
+                 throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
+                 **overrides):
+        config = replace(config or SimulationConfig(), **overrides)
+        table = throughputs if isinstance(throughputs, ThroughputTable) else load_throughputs(
+            throughputs or "gavel_simulation")
+        if isinstance(policy, str):
+            policy = policy_for(policy, config.seed)
+        pipeline = policy if isinstance(policy, Pipeline) else pipeline_for(policy, config, cluster)
+        self.pipeline, self.rules = pipeline, pipeline.rules
+        self.config = config = replace(config, round_s=pipeline.rules.round_s)
+        self.sched = build_scheduler(pipeline, cluster, table, seed=config.seed,
+                                     entity_weights=config.entity_weights)
+        self.arrivals = Arrivals(jobs)
+        self.out = ResultBuilder(self.sched, config, core_accounts=self.rules.credit == "round")
+        self.window_left = None if config.window is None else config.window[1] - config.window[0]
+        self.place = config.record_timeline or config.placement_aware
+        self.now = self.round_start = 0.0
+        self.plan = None
+        self.finished = 0
+        self._stalled = 0
+        self._steps = self._finish = self._ends = None
+        self.tracker = None
+        if pipeline.rates.batch_size:
+            from hetsched.rates.adaptation.tracking import AdaptationTracker
+            self.tracker = AdaptationTracker(self, table)
+        # When progress is credited (docs/rules.md#credit): at each micro-task's own finish, or with the round.
+        self._credit, self._run = (self._credit_tasks, self._run_tasks) if self.rules.credit == "task" else \
+            (self._credit_round, self._run_round)
+
+    def step(self) -> bool:
+        """One iteration of the event loop; False once the run is over."""
+        sched, arrivals = self.sched, self.arrivals
+        plan = self.plan
+        running = plan is not None and len(plan.entry) > 0
+        if self.window_left == 0 or (self.window_left is None and not sched.jobs and arrivals.peek_time() is None):
+            return False
+        if running:
+            self._credit(plan)
+        elif not self._idle():
+            return False
+        if self.tracker is not None:
+            sched.flag_batch_sizes()
+        now = self.now
+        if not self._admit(now):
+            return False
+        nxt = arrivals.peek_time()
+        self.round_start = now                   # after an idle gap the round starts now, not at the last end
+        # With nothing running and nothing left to arrive, waiting cannot help: recompute now (docs/rules.md#reset).
+        replay = self.rules.replay_reset and not running and nxt is None and bool(sched.jobs)
+        plan = self.plan = sched.plan(now, force_recompute=replay, place=self.place, next_arrival_s=nxt)
+        self.out.planned(plan)
+        if len(plan.entry):
+            self._run(plan)
+            self._stalled = 0
+        elif nxt is None:
+            self._stalled += 1
+            if self._stalled > 2:
+                raise SimulationError(f"no job can run and none will arrive; stuck jobs {sorted(sched.jobs)[:5]} "
+                                      f"(does each fit on some GPU type with non-zero throughput, and on some "
+                                      f"server?)")
+        return True
+
+    # ---- run and credit: per micro-task (Gavel, Shockwave) ---------------------------------------------------
+    def _run_tasks(self, plan) -> None:
+        """Each combination runs `min(floor(rate x round), remaining)` steps and ends at `now + steps / rate`."""
+        sched, now = self.sched, self.now
+        members = sched.members[plan.entry]
+        tput = sched.etput[plan.entry, plan.gpu_type]                     # (k, 2) steps/s per member
+        steps = np.zeros_like(tput)
+        finish = np.full_like(tput, -np.inf)
+        for col in ((0,) if not sched._has_pairs else (0, 1)):
+            v = members[:, col] >= 0
+            t = tput[v, col]
+            steps[v, col] = np.minimum(np.floor(t * self.config.round_s), sched.remaining[members[v, col]])
+            finish[v, col] = now + steps[v, col] / t
+        self._steps, self._finish, self._ends = steps, finish, finish.max(axis=1)
+
+    def _credit_tasks(self, plan) -> None:
+        """The round ends at its latest micro-task; each job completes at its own finish time."""
+        sched, tracker = self.sched, self.tracker
+        self.now = float(self._ends.max())
+        steps, exec_time = self._steps, self._ends - self.round_start
+        if tracker is not None:
+            steps, exec_time = tracker.penalize(plan, steps, exec_time)
+        self.out.round_done(plan, steps, self.round_start, self._ends, None if tracker is None else exec_time)
+        completed = sched.credit(plan.entry, plan.gpu_type, steps, exec_time)
+        members = sched.members[plan.entry]
+        if tracker is not None:
+            completed = tracker.after_round(plan, completed, exec_time)
+        for slot in completed.tolist():
+            k, col = np.argwhere(members == slot)[0]
+            self._retire(slot, float(self._finish[k, col]))
+
+    # ---- run and credit: every lease ends with the round (Synergy) ----------------------------------------
+    def _run_round(self, plan) -> None:
+        """The plan already holds each job's iterations and covers `plan.rounds` identical rounds."""
+
+    def _credit_round(self, plan) -> None:
+        now = self.now = plan.end
+        if self.out.record_timeline:
+            k = len(plan.entry)
+            self.out.round_done(plan, np.stack([plan.steps, np.zeros(k)], axis=1), plan.now, np.full(k, now))
+        for slot in self.sched.credit_plan(plan).tolist():
+            self._retire(slot, now)
+
+    def _retire(self, slot: int, finish: float) -> None:
+        """A job completed at `finish`: record it and free its slot."""
+        job_id = int(self.sched.job_of_slot[slot])
+        self.out.completed(job_id, slot, finish)
+        self.sched.remove_job(job_id)
+        self.finished += 1
+        window = self.config.window
+        if window is not None and window[0] <= job_id < window[1]:
+            self.window_left -= 1
+
+    def _idle(self) -> bool:
+        """Nothing ran: wait for the round that holds the next arrival; False if none is left."""
+        nxt = self.arrivals.peek_time()
+        if nxt is not None:
+            self.now = max(self.now, self.sched.next_round_time(nxt))
+            return True
+        return bool(self.sched.jobs)
+
+    def _admit(self, now: float) -> bool:
+        """Jobs that arrived by `now` join (too many active jobs: the rate is saturated); False once the
+        measurement window is complete."""
+        sched = self.sched
+        for job in self.arrivals.pop_until(now):
+            sched.add_job(job)
+            self.out.arrived(job, sched.slot[job.job_id])
+            if self.tracker is not None:
+                self.tracker.arrived(job)
+        limit = self.config.max_active_jobs
+        if limit is not None and len(sched.jobs) > limit:
+            raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s (max_active_jobs={limit})")
+        return self.window_left != 0
+
+    def result(self) -> Result:
+        result = self.out.build(self.now)
+        if self.tracker is not None:
+            self.tracker.annotate(result)
+        return result

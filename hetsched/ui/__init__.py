@@ -1,0 +1,1 @@
+"""Plots, display names and the notebook widgets."""
