@@ -20,7 +20,7 @@ install: $(STAMP)
 
 # Two workers on the 2-core machines: the notebooks' tiny-preset run (one fixture, one worker) beside the rest.
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -n 2
 
 # The browser test drives Debian's Chromium (Playwright cannot download browsers here); installing needs root.
 chromium:

@@ -47,3 +47,20 @@ def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("outputs")
     params = {"use_dask": False, "cache_dir": str(out / "cache")}   # the sweep's Dask path: test_sweep.py
     return out, {r.name: r for r in reproduce("tiny", None, out, params)}
+
+
+# With `-n 2` (make test), the notebook tests run on one worker: they share the session's tiny-preset run (`runs`,
+# about 400 s), which would otherwise run once per worker. Every other test is its own unit of work, as with
+# `--dist load`. (pytest-xdist's `loadgroup` cannot do this under pytest 9: it renames `item._nodeid`, which pytest
+# 9 no longer reads, so its groups are silently ignored.)
+NOTEBOOK_TESTS = ("tests/test_notebooks.py::", "tests/test_notebook_numbers.py::")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebooksOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "notebooks" if nodeid.startswith(NOTEBOOK_TESTS) else nodeid
+
+    return NotebooksOnOneWorker(config, log)

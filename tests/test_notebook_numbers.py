@@ -20,8 +20,7 @@ from hetsched.sim.simulator import SimulationConfig, policy_for, simulate
 from hetsched.model.throughputs import data_dir
 from hetsched.traces import GavelGenerator, read_trace
 
-# One worker runs every notebook test: they share the session's tiny-preset run (the `runs` fixture).
-pytestmark = pytest.mark.xdist_group("notebooks")
+# One worker runs every notebook test (tests/conftest.py): they share the session's tiny-preset run (`runs`).
 
 SYNERGY_SEED = 42
 

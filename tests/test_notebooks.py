@@ -14,8 +14,7 @@ from hetsched.ui.plots import VEGA_MIME
 from hetsched.experiments.synergy import PRESETS as SYNERGY_PRESETS
 from hetsched.experiments.reproduce import figure_notebooks
 
-# One worker runs every notebook test: they share the session's tiny-preset run (the `runs` fixture).
-pytestmark = pytest.mark.xdist_group("notebooks")
+# One worker runs every notebook test (tests/conftest.py): they share the session's tiny-preset run (`runs`).
 
 NOTEBOOKS = [p.stem for p in figure_notebooks()]
 SINGLE = set(PRESETS["single"]["tiny"].rates)
