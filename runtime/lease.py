@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+UPLOAD_TRIES = 4                 # a busy scheduler (RESOURCE_EXHAUSTED) is retried after 0.2, 0.4, 0.8 s
 ENV = ("HETSCHED_SCHEDULER", "HETSCHED_LEASE_TOKEN", "HETSCHED_JOB_ID", "HETSCHED_LEASE_ID", "HETSCHED_DEADLINE")
 
 
@@ -62,6 +64,7 @@ class LeaseIterator:
                 download(self._stub, pb2, self.job_id, self.lease_id, self.checkpoint_dir)
         restored = restore() if restore is not None else 0
         self.steps = self.checkpointed = self._start = max(start, restored or 0)
+        self.upload_error: str | None = None
         if self.managed and self.rank == 0:
             self._report(finished=False)         # syncs the clock and checks the lease is still current
 
@@ -104,16 +107,38 @@ class LeaseIterator:
             return
         if self.save is not None:
             self.save(self.steps)
-            if self.managed and self.checkpoint_dir is not None:
-                from .checkpoints import upload
-                try:
-                    upload(self._stub, self._pb2, self.job_id, self.lease_id, self.steps, self.checkpoint_dir)
-                except Exception:     # not durable yet: the next checkpoint tries again
-                    return
+            if self.managed and self.checkpoint_dir is not None and not self._upload():
+                return                # not durable yet: the next checkpoint tries again
         self.checkpointed = self.steps
+
+    def _upload(self) -> bool:
+        """Stream the checkpoint; a busy scheduler is retried (bounded), any failure is said on stderr and kept in
+        `upload_error`. Returns whether the checkpoint is durable."""
+        import grpc
+
+        from .checkpoints import upload
+        for attempt in range(UPLOAD_TRIES):
+            try:
+                upload(self._stub, self._pb2, self.job_id, self.lease_id, self.steps, self.checkpoint_dir)
+                self.upload_error = None
+                return True
+            except grpc.RpcError as exc:
+                self.upload_error = f"{exc.code().name}: {exc.details()}"
+                if exc.code() not in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE):
+                    break
+            except OSError as exc:
+                self.upload_error = f"cannot pack the checkpoint: {exc}"
+                break
+            time.sleep(0.2 * 2 ** attempt)
+        print(f"hetsched: checkpoint at step {self.steps} not stored: {self.upload_error}", file=sys.stderr)
+        return False
 
     def _stop(self, finished: bool):
         self._checkpoint()
+        # A job whose last checkpoint is not durable has not finished: it resumes from the stored one (rank 0
+        # uploads; the other ranks follow it).
+        if self.rank == 0 and self.managed and self.save is not None and self.checkpoint_dir is not None:
+            finished = finished and self.checkpointed >= self.steps
         if self.managed and self.rank == 0:
             self._report(finished=finished)
         self.done, self.stopped = finished, True

@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from concurrent import futures
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -22,13 +23,21 @@ from hetsched.errors import HetschedError
 from hetsched.model.throughputs import load_throughputs
 
 from .auth import CLIENT, JOB, WORKER, Credentials, require
-from .checkpoints import CheckpointError, CheckpointStore
+from .checkpoints import CheckpointError, CheckpointStorageError, CheckpointStore
 from .state import Denied, RuntimeState
 from .store import DuplicateJob, Store
 from .stubs import pb2, pb2_grpc
 from .validate import InvalidInput
 
 log = logging.getLogger(__name__)
+
+HANDLER_THREADS = 32
+#: Checkpoint streams served at once. The rest of the handler pool stays free for heartbeats, exit reports and
+#: clients, whatever jobs upload; one more stream is answered RESOURCE_EXHAUSTED at once and the job retries.
+CHECKPOINT_STREAMS = 8
+#: A connection lives at most this long, then gets this much grace to finish its calls: no stream, however slow
+#: its sender, holds a handler thread for longer.
+CONNECTION_AGE_S, CONNECTION_GRACE_S = 300, 90
 
 
 class StateDirLocked(HetschedError):
@@ -47,6 +56,9 @@ def _answer(context, fn):
         context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
     except CheckpointError as exc:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    except CheckpointStorageError as exc:     # our disk, not the caller: logged here, no path in the answer
+        log.error("checkpoint storage failed: %s", exc)
+        context.abort(grpc.StatusCode.INTERNAL, "the scheduler could not store the checkpoint")
     except Exception:                   # a bug, not the caller's input: say so, and keep the traceback in our log
         log.exception("internal error in %s", getattr(fn, "__qualname__", "handler"))
         context.abort(grpc.StatusCode.INTERNAL, "internal error; see the scheduler's log")
@@ -55,6 +67,24 @@ def _answer(context, fn):
 class Servicer(pb2_grpc.SchedulerServicer):
     def __init__(self, state: RuntimeState, credentials: Credentials):
         self.state, self.credentials = state, credentials
+        self._streams = threading.BoundedSemaphore(CHECKPOINT_STREAMS)
+
+    def _lease_holder(self, context):
+        """A job's caller, once its lease token is known: nothing of a stream is read before this."""
+        caller = require(context, self.credentials, JOB)
+        if not self.state.holds_lease(caller.lease_token):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "unknown or expired lease credential")
+        return caller
+
+    @contextmanager
+    def _stream_slot(self, context):
+        if not self._streams.acquire(blocking=False):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"{CHECKPOINT_STREAMS} checkpoint transfers are in progress; retry shortly")
+        try:
+            yield
+        finally:
+            self._streams.release()
 
     def RegisterWorker(self, request, context):
         require(context, self.credentials, WORKER)
@@ -73,7 +103,7 @@ class Servicer(pb2_grpc.SchedulerServicer):
         return _answer(context, lambda: self.state.report_exit(request) or pb2.Ack())
 
     def UpdateLease(self, request, context):
-        caller = require(context, self.credentials, JOB)
+        caller = self._lease_holder(context)
         return _answer(context, lambda: self.state.update_lease(request, caller.lease_token))
 
     def SubmitJob(self, request, context):
@@ -85,30 +115,32 @@ class Servicer(pb2_grpc.SchedulerServicer):
         return _answer(context, lambda: self.state.status(request))
 
     def PutCheckpoint(self, request_iterator, context):
-        caller = require(context, self.credentials, JOB)
-        first = next(request_iterator, None)
-        if first is None:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "checkpoint: empty stream")
+        caller = self._lease_holder(context)
+        with self._stream_slot(context):
+            first = next(request_iterator, None)
+            if first is None:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "checkpoint: empty stream")
 
-        def chunks():
-            yield first.data
-            for chunk in request_iterator:
-                if chunk.job_id != first.job_id or chunk.lease_id != first.lease_id:
-                    raise CheckpointError("checkpoint: every chunk must name the same job and lease")
-                yield chunk.data
-        return _answer(context, lambda: self.state.checkpoint_put(caller.lease_token, first.job_id,
-                                                                  first.lease_id, first.steps, chunks())
-                       or pb2.Ack())
+            def chunks():
+                yield first.data
+                for chunk in request_iterator:
+                    if chunk.job_id != first.job_id or chunk.lease_id != first.lease_id:
+                        raise CheckpointError("checkpoint: every chunk must name the same job and lease")
+                    yield chunk.data
+            return _answer(context, lambda: self.state.checkpoint_put(caller.lease_token, first.job_id,
+                                                                      first.lease_id, first.steps, chunks())
+                           or pb2.Ack())
 
     def GetCheckpoint(self, request, context):
-        caller = require(context, self.credentials, JOB)
-        chunks = _answer(context, lambda: self.state.checkpoint_get(caller.lease_token, request.job_id,
-                                                                    request.lease_id))
-        for data in chunks:
-            yield pb2.CheckpointChunk(job_id=request.job_id, lease_id=request.lease_id, data=data)
+        caller = self._lease_holder(context)
+        with self._stream_slot(context):
+            chunks = _answer(context, lambda: self.state.checkpoint_get(caller.lease_token, request.job_id,
+                                                                        request.lease_id))
+            for data in chunks:
+                yield pb2.CheckpointChunk(job_id=request.job_id, lease_id=request.lease_id, data=data)
 
     def Rendezvous(self, request, context):
-        caller = require(context, self.credentials, JOB)
+        caller = self._lease_holder(context)
         return _answer(context, lambda: pb2.RendezvousResponse(
             address=self.state.rendezvous(request, caller.lease_token)))
 
@@ -176,9 +208,11 @@ class SchedulerServer:
 
     def start(self) -> int:
         # so_reuseport off: a second server on the same port must fail, not share it.
-        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=32),
+        self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=HANDLER_THREADS),
                                  options=[("grpc.so_reuseport", 0),
-                                          ("grpc.max_receive_message_length", 16 << 20)])
+                                          ("grpc.max_receive_message_length", 16 << 20),
+                                          ("grpc.max_connection_age_ms", CONNECTION_AGE_S * 1000),
+                                          ("grpc.max_connection_age_grace_ms", CONNECTION_GRACE_S * 1000)])
         pb2_grpc.add_SchedulerServicer_to_server(Servicer(self.state, self.credentials), self._grpc)
         address = f"{self.host}:{self.port}"
         try:

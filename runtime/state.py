@@ -69,6 +69,7 @@ class RuntimeState:
         self.tokens: dict[str, LeaseInfo] = {}           # lease token -> lease (current and recent)
         self.by_lease_id: dict[str, LeaseInfo] = {}
         self.job_tokens: dict[int, list[str]] = {}       # job id -> its recent lease tokens, oldest first
+        self.stored_steps: dict[int, int] = {}           # job id -> steps of its stored checkpoint (this run)
         self.running_on: dict[int, set[str]] = {}        # job id -> workers that report a process of it
         self.live_steps: dict[int, int] = {}
         self.credited: dict[int, int] = {}               # steps already credited to the core
@@ -312,19 +313,42 @@ class RuntimeState:
                 lease.rendezvous = req.address
             return lease.rendezvous
 
+    def holds_lease(self, token: str) -> bool:
+        """Whether `token` is a lease token this scheduler issued and still keeps (checked before a stream is read)."""
+        with self.lock:
+            return token in self.tokens
+
+    def _current_lease(self, token: str, job_id: int, lease_id: str):
+        """The job's row and lease when `token` holds its current lease; only that lease stores checkpoints."""
+        lease = self.lease_for(token, job_id, lease_id)
+        row = self.active.get(job_id)
+        if row is not None and self.leases.get(job_id) is not lease:
+            raise Denied(f"lease {lease_id!r} is no longer job {job_id}'s current lease; only the current lease "
+                         f"stores checkpoints")
+        return row, lease
+
     def checkpoint_put(self, token: str, job_id: int, lease_id: str, steps: int, chunks) -> None:
         with self.lock:
-            self.lease_for(token, job_id, lease_id)
-            row = self.active.get(job_id)
+            row, lease = self._current_lease(token, job_id, lease_id)
         if row is None or self.checkpoints is None:
             return
         if not 0 <= steps <= row.total_steps:
             raise validate.InvalidInput(f"steps: 0..{row.total_steps}, got {steps}")
-        self.checkpoints.put(job_id, chunks)          # outside the lock: uploads must not stall rounds
-        with self.lock:
-            if steps > row.steps_done:
-                row.steps_done = steps
-                self.store.set_progress(job_id, steps)
+        tmp = self.checkpoints.receive(job_id, chunks)      # outside the lock: uploads must not stall rounds
+        try:
+            with self.lock:
+                # The lease may have ended, or a later checkpoint been stored, while this one was uploading.
+                self._current_lease(token, job_id, lease_id)
+                if steps < self.stored_steps.get(job_id, -1):
+                    raise Denied(f"job {job_id} already stored a checkpoint at step {self.stored_steps[job_id]}; "
+                                 f"this one is at step {steps}")
+                self.checkpoints.commit(job_id, tmp)
+                self.stored_steps[job_id] = steps
+                if steps > row.steps_done:
+                    row.steps_done = steps
+                    self.store.set_progress(job_id, steps)
+        finally:
+            self.checkpoints.discard(tmp)               # nothing left when committed
 
     def checkpoint_get(self, token: str, job_id: int, lease_id: str):
         with self.lock:
@@ -346,6 +370,7 @@ class RuntimeState:
         self.live_steps.pop(job_id, None)
         self.credited.pop(job_id, None)
         self.finished_flag.discard(job_id)
+        self.stored_steps.pop(job_id, None)
         for token in self.job_tokens.pop(job_id, []):
             self.by_lease_id.pop(self.tokens.pop(token).lease_id, None)
         if self.checkpoints is not None:
