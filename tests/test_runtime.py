@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sqlite3
 import sys
 import time
 
@@ -71,11 +72,14 @@ def test_scheduler_restart_recovers_from_sqlite(tmp_path):
         while cluster.status()["steps_done"].sum() < 2000:
             assert time.monotonic() < deadline
             time.sleep(0.3)
-        durable = {r.job_id: r.steps_done for r in cluster.status().itertuples()}
+        # Durable progress is what the store holds (status also shows live steps, which a restart may lose).
+        with sqlite3.connect(f"file:{cluster.state_dir / 'scheduler.sqlite'}?mode=ro", uri=True) as db:
+            durable = dict(db.execute("SELECT job_id, steps_done FROM jobs").fetchall())
+        assert sum(durable.values()) > 0
         cluster.restart_scheduler()
-        after = cluster.status()
+        after = cluster.status().set_index("job_id")["steps_done"]
         assert len(after) == 6                                        # nothing lost
-        assert all(after.set_index("job_id")["steps_done"][j] >= 0.5 * durable[j] for j in durable)
+        assert all(after[j] >= durable[j] for j in durable), (durable, after.to_dict())
         final = cluster.wait(120)
     assert (final["state"] == "completed").all(), final
 
