@@ -1,0 +1,93 @@
+"""What a job may ask of the scheduler with its lease token: report progress, meet its other ranks, and move its
+checkpoints. Only the job's current lease stores a checkpoint; each upload is received into a file of its own and
+committed only while that lease is current and no later step is stored."""
+
+from __future__ import annotations
+
+from . import validate
+from .records import Denied, LeaseInfo
+from .stubs import pb2
+
+
+class LeaseCalls:
+    """Mixin of `RuntimeState` (its `lock`, `tokens`, `leases`, `active`, `store`, `checkpoints`, `core`)."""
+
+    def lease_for(self, token: str, job_id: int, lease_id: str) -> LeaseInfo:
+        lease = self.tokens.get(token)
+        if lease is None or lease.job_id != job_id or lease.lease_id != lease_id:
+            raise Denied(f"this credential does not hold lease {lease_id!r} of job {job_id}")
+        return lease
+
+    def update_lease(self, req, token: str) -> pb2.UpdateLeaseResponse:
+        with self.lock:
+            lease = self.lease_for(token, req.job_id, req.lease_id)
+            now = self.now()
+            row = self.active.get(req.job_id)
+            if row is None:
+                return pb2.UpdateLeaseResponse(keep_running=False, deadline_s=now, now_s=now)
+            validate.progress_fields(steps_done=req.steps_done, steps_checkpointed=req.steps_checkpointed,
+                                     seconds=req.seconds, steps_run=req.steps_run, total_steps=row.total_steps)
+            self.live_steps[req.job_id] = max(self.live_steps.get(req.job_id, 0), int(req.steps_done))
+            if req.steps_checkpointed > row.steps_done:
+                row.steps_done = int(req.steps_checkpointed)
+                self.store.set_progress(req.job_id, row.steps_done)
+            current = self.leases.get(req.job_id) is lease
+            if current and not lease.paired and req.seconds > 0 and req.steps_run > 0 and self.core is not None:
+                self.core.observe_rate(req.job_id, lease.gpu_type, req.steps_run / req.seconds)
+            if req.finished:
+                self.finished_flag.add(req.job_id)
+            elif current and now < lease.deadline:
+                return pb2.UpdateLeaseResponse(keep_running=True, deadline_s=lease.deadline, now_s=now)
+            lease.told_stop = True
+            return pb2.UpdateLeaseResponse(keep_running=False, deadline_s=now, now_s=now)
+
+    def rendezvous(self, req, token: str) -> str:
+        with self.lock:
+            lease = self.lease_for(token, req.job_id, req.lease_id)
+            if req.rank == 0 and req.address:
+                if len(req.address) > validate.MAX_NAME:
+                    raise validate.InvalidInput(f"address: at most {validate.MAX_NAME} characters")
+                lease.rendezvous = req.address
+            return lease.rendezvous
+
+    def holds_lease(self, token: str) -> bool:
+        """Whether `token` is a lease token this scheduler issued and still keeps (checked before a stream is read)."""
+        with self.lock:
+            return token in self.tokens
+
+    def _current_lease(self, token: str, job_id: int, lease_id: str):
+        """The job's row and lease when `token` holds its current lease; only that lease stores checkpoints."""
+        lease = self.lease_for(token, job_id, lease_id)
+        row = self.active.get(job_id)
+        if row is not None and self.leases.get(job_id) is not lease:
+            raise Denied(f"lease {lease_id!r} is no longer job {job_id}'s current lease; only the current lease "
+                         f"stores checkpoints")
+        return row, lease
+
+    def checkpoint_put(self, token: str, job_id: int, lease_id: str, steps: int, chunks) -> None:
+        with self.lock:
+            row, lease = self._current_lease(token, job_id, lease_id)
+        if row is None or self.checkpoints is None:
+            return
+        if not 0 <= steps <= row.total_steps:
+            raise validate.InvalidInput(f"steps: 0..{row.total_steps}, got {steps}")
+        tmp = self.checkpoints.receive(job_id, chunks)      # outside the lock: uploads must not stall rounds
+        try:
+            with self.lock:
+                # The lease may have ended, or a later checkpoint been stored, while this one was uploading.
+                self._current_lease(token, job_id, lease_id)
+                if steps < self.stored_steps.get(job_id, -1):
+                    raise Denied(f"job {job_id} already stored a checkpoint at step {self.stored_steps[job_id]}; "
+                                 f"this one is at step {steps}")
+                self.checkpoints.commit(job_id, tmp)
+                self.stored_steps[job_id] = steps
+                if steps > row.steps_done:
+                    row.steps_done = steps
+                    self.store.set_progress(job_id, steps)
+        finally:
+            self.checkpoints.discard(tmp)               # nothing left when committed
+
+    def checkpoint_get(self, token: str, job_id: int, lease_id: str):
+        with self.lock:
+            self.lease_for(token, job_id, lease_id)
+        return self.checkpoints.get(job_id) if self.checkpoints is not None else iter(())
