@@ -22,7 +22,8 @@ from hetsched.model.jobs import Job
 
 import grpc
 
-from .auth import channel, new_token
+from .auth import channel, new_token, write_secret
+from .isolation import DEFAULT_JOB_UIDS, python_closed_to_jobs
 from .stubs import pb2, pb2_grpc
 
 #: Codes that mean "the scheduler is restarting"; `wait()` rides them out, any other error is raised.
@@ -30,6 +31,8 @@ TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 #: Default emulated speed of each GPU type relative to a V100 (roughly Gavel's ResNet-18 ratios).
 DEFAULT_SLOWDOWNS = {"v100": 1.0, "p100": 1.5, "k80": 4.0}
+#: Job uids per worker of a local cluster (as root): workers on one host never share a uid between their jobs.
+UIDS_PER_WORKER = 128
 
 
 def _spawn(argv: list[str], env: dict, log_path: Path) -> subprocess.Popen:
@@ -69,27 +72,33 @@ class LocalCluster:
 
     Each worker has its own work directory (as on separate machines): checkpoints travel through the scheduler.
     `tls=(key.pem, cert.pem, ca.pem)` runs every connection over TLS. `gpus_per_worker` > 1 gives workers
-    several GPUs (multi-GPU jobs then run one rank per GPU on one or more workers).
+    several GPUs (multi-GPU jobs then run one rank per GPU on one or more workers). The tokens are kept in
+    STATE_DIR (0600 files), never in a process's environment. `isolate` runs each worker's jobs under uids of its
+    own (root only; default: when root and this Python is open to other uids).
     """
 
     def __init__(self, cluster: ClusterSpec | str, state_dir: str | Path, policy: str = "max_min_fairness_perf",
                  round_s: float = 5.0, emulate: bool = False, slowdowns: dict[str, float] | None = None,
                  throughputs: str = "gavel_simulation", worker_timeout_s: float = 4.0, max_attempts: int = 3,
                  tls: tuple[str, str, str] | None = None, gpus_per_worker: int = 1, seed: int = 0,
-                 ready_timeout_s: float = 60.0, entity_weights: dict[str, float] | None = None):
+                 ready_timeout_s: float = 60.0, entity_weights: dict[str, float] | None = None,
+                 isolate: bool | None = None):
         self.spec = ClusterSpec.parse(cluster) if isinstance(cluster, str) else cluster
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.client_token, self.worker_token = new_token(), new_token()
-        base = {k: v for k, v in os.environ.items() if not k.startswith("HETSCHED_")}
-        self.scheduler_env = {**base, "HETSCHED_CLIENT_TOKEN": self.client_token,
-                              "HETSCHED_WORKER_TOKEN": self.worker_token}
-        self.worker_env = {**base, "HETSCHED_WORKER_TOKEN": self.worker_token}
+        self.token_files = {"client": self.state_dir / "client.token", "worker": self.state_dir / "worker.token"}
+        write_secret(self.token_files["client"], self.client_token)
+        write_secret(self.token_files["worker"], self.worker_token)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HETSCHED_")}
         self.tls, self.gpus_per_worker, self.seed = tls, gpus_per_worker, seed
         self.policy, self.round_s, self.emulate = policy, round_s, emulate
         self.slowdowns = {**DEFAULT_SLOWDOWNS, **(slowdowns or {})}
         self.throughputs, self.worker_timeout_s, self.max_attempts = throughputs, worker_timeout_s, max_attempts
         self.entity_weights = dict(entity_weights or {})
+        if isolate is None:
+            isolate = os.geteuid() == 0 and python_closed_to_jobs() is None
+        self.isolate = isolate
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self.worker_args: list[tuple[str, int, str]] = []
@@ -127,7 +136,8 @@ class LocalCluster:
                 "--policy", self.policy, "--round", repr(self.round_s), "--throughputs", self.throughputs,
                 "--worker-timeout", repr(self.worker_timeout_s), "--max-attempts", str(self.max_attempts),
                 "--slowdowns", json.dumps(self.slowdowns), "--parent-pid", str(os.getpid()),
-                "--seed", str(self.seed)]
+                "--seed", str(self.seed), "--client-token-file", str(self.token_files["client"]),
+                "--worker-token-file", str(self.token_files["worker"])]
         if self.tls:
             argv += ["--tls-key", str(self.tls[0]), "--tls-cert", str(self.tls[1])]
         if self.entity_weights:
@@ -137,7 +147,7 @@ class LocalCluster:
             argv += ["--entity-weights", str(weights)]
         # The first start takes any free port; a restart keeps it, so workers find the scheduler again.
         argv += ["--port", self.address.rsplit(":", 1)[1] if self.address else "0"]
-        self.scheduler = _spawn(argv, self.scheduler_env, self.state_dir / "scheduler.log")
+        self.scheduler = _spawn(argv, self.env, self.state_dir / "scheduler.log")
         self.address = wait_for_port(self.state_dir, self.scheduler)
         self.stub = pb2_grpc.SchedulerStub(self._channel(self.client_token))
         if hasattr(self, "_finalizer"):
@@ -147,12 +157,16 @@ class LocalCluster:
     def _start_worker(self, gpu: str, num_gpus: int, name: str) -> subprocess.Popen:
         work = self.state_dir / "work" / name             # no directory shared between workers
         work.mkdir(mode=0o700, parents=True, exist_ok=True)
+        index = next(i for i, a in enumerate(self.worker_args) if a[2] == name)
+        first = DEFAULT_JOB_UIDS[0] + index * UIDS_PER_WORKER
+        uids = f"{first}-{first + UIDS_PER_WORKER - 1}" if self.isolate else "same"
         argv = [sys.executable, "-m", "hetsched.runtime.main", "worker", "--scheduler", self.address,
                 "--gpu-type", gpu, "--num-gpus", str(num_gpus), "--work-dir", str(work), "--name", name,
-                "--parent-pid", str(os.getpid())] + (["--emulate"] if self.emulate else [])
+                "--parent-pid", str(os.getpid()), "--token-file", str(self.token_files["worker"]),
+                "--job-uids", uids] + (["--emulate"] if self.emulate else [])
         if self.tls:
             argv += ["--tls-ca", str(self.tls[2]), "--tls-server-name", "localhost"]
-        return _spawn(argv, self.worker_env, self.state_dir / f"worker-{name}.log")
+        return _spawn(argv, self.env, self.state_dir / f"worker-{name}.log")
 
     def restart_worker(self, index: int) -> None:
         """Start a killed worker again (same name and work directory, a new registration)."""

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 DEFAULT_PORT = 50551      # fixed: workers reconnect to a restarted scheduler
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def _secret(env: str, path: str | None, fallback: Path | None = None) -> str:
@@ -70,7 +71,11 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", required=True, help="host:port")
     p.add_argument("--gpu-type", required=True)
     p.add_argument("--num-gpus", type=int, default=1)
-    p.add_argument("--work-dir", default=".")
+    p.add_argument("--work-dir", default=str(Path.home() / ".hetsched" / "work"),
+                   help="job directories and logs (default ~/.hetsched/work)")
+    p.add_argument("--job-uids", default="auto",
+                   help="uids jobs run under: START-END (root only), 'same' (the worker's uid) or 'auto' "
+                        "(61000-61999 when root, else 'same')")
     p.add_argument("--token-file", default=None, help="the worker token (or $HETSCHED_WORKER_TOKEN)")
     p.add_argument("--tls-ca", default=None, help="PEM CA certificate: talk TLS to the scheduler")
     p.add_argument("--tls-server-name", default=None, help="expected name in the scheduler's certificate")
@@ -81,12 +86,24 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parent-pid", type=int, default=None)
 
 
+def _slowdowns(text: str) -> dict[str, float]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--slowdowns: not JSON ({exc}); e.g. '{{\"k80\": 4.0}}'") from None
+    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in value.values()):
+        raise ValueError(f"--slowdowns: a JSON object of GPU type -> factor > 0, got {text!r}")
+    return {str(k): float(v) for k, v in value.items()}
+
+
 def run_scheduler(args) -> int:
     from hetsched.errors import HetschedError
 
+    from .isolation import make_undumpable
     from .server import SchedulerServer
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True)   # the CLI may have set one
+    make_undumpable()
     if bool(args.tls_key) != bool(args.tls_cert):
         print("error: TLS needs both --tls-key and --tls-cert", file=sys.stderr)
         return 2
@@ -96,11 +113,14 @@ def run_scheduler(args) -> int:
         weights = read_entity_weights(args.entity_weights) if args.entity_weights else None
         server = SchedulerServer(args.state_dir, scheduler_credentials(args), args.policy, args.round, args.host,
                                  args.port, args.throughputs, seed=args.seed, worker_timeout_s=args.worker_timeout,
-                                 max_attempts=args.max_attempts, slowdowns=json.loads(args.slowdowns), tls=tls,
+                                 max_attempts=args.max_attempts, slowdowns=_slowdowns(args.slowdowns), tls=tls,
                                  insecure=args.insecure, entity_weights=weights)
         port = server.start()
-    except HetschedError as exc:
+    except (HetschedError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:                   # the state directory: unwritable, a file, a full disk
+        print(f"error: {exc.filename or args.state_dir}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     from .auth import write_secret
     write_secret(Path(args.state_dir) / "port", str(port))       # atomic, 0600 like every state file
@@ -114,12 +134,26 @@ def run_scheduler(args) -> int:
 
 
 def run_worker(args) -> int:
+    from hetsched.errors import HetschedError
+
+    from .isolation import make_undumpable
     from .worker import Worker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    worker = Worker(args.scheduler, _secret("HETSCHED_WORKER_TOKEN", args.token_file), args.gpu_type,
-                    args.num_gpus, args.work_dir, emulate=args.emulate, name=args.name, tls_ca=args.tls_ca,
-                    tls_server_name=args.tls_server_name, advertise_host=args.advertise_host)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, force=True)   # the CLI may have set one
+    make_undumpable()
+    try:
+        worker = Worker(args.scheduler, _secret("HETSCHED_WORKER_TOKEN", args.token_file), args.gpu_type,
+                        args.num_gpus, args.work_dir, emulate=args.emulate, name=args.name, tls_ca=args.tls_ca,
+                        tls_server_name=args.tls_server_name, advertise_host=args.advertise_host,
+                        job_uids=args.job_uids)
+    except HetschedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:                   # the token file or the work directory
+        print(f"error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    logging.getLogger(__name__).info("worker %s: %d %s GPU(s), work dir %s; %s", args.name or "-", args.num_gpus,
+                                     args.gpu_type, worker.work_dir, worker.uids.describe())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     import grpc
 
@@ -133,8 +167,9 @@ def run_worker(args) -> int:
                 print(f"error: the scheduler refused this worker: {exc.details()}", file=sys.stderr)
                 return 2
             if attempt % 50 == 0:
-                logging.getLogger(__name__).warning("scheduler %s not reachable yet (%s); retrying",
-                                                    args.scheduler, exc.code().name)
+                hint = "" if args.tls_ca else "; if the scheduler serves TLS, give --tls-ca"
+                logging.getLogger(__name__).warning("scheduler %s not reachable yet (%s: %s)%s; retrying",
+                                                    args.scheduler, exc.code().name, exc.details(), hint)
             time.sleep(0.1)
     worker.run(parent_pid=args.parent_pid)
     return 0

@@ -1,8 +1,9 @@
 """A worker: registers its GPUs, polls the scheduler for leases, runs each leased rank as a subprocess, reports
 exits.
 
-A job gets only its lease's credential (never the worker's token) and the scheduler's address and CA. A command
-that cannot start (bad quoting, missing binary) fails that attempt with the error text; the worker goes on.
+A job gets only its lease's credential (never the worker's token), the scheduler's address and CA, and a fresh
+job directory; as root it runs under a uid of its own (`isolation.py` states the boundary). A command that cannot
+start (bad quoting, missing binary) fails that attempt with the error text; the worker goes on.
 `emulate=True` runs no process: a leased job "trains" at a fixed rate inside the worker (protocol and load tests).
 """
 
@@ -21,13 +22,19 @@ from pathlib import Path
 import grpc
 
 from .auth import HEADER, channel
+from .isolation import JobUids, job_env, prepare_job_dir
 from .stubs import pb2, pb2_grpc
 
 log = logging.getLogger(__name__)
 EMULATED_STEPS_PER_S = 200.0
 EMULATED_CHECKPOINT_EVERY = 50      # steps between an emulated job's checkpoints
 LAUNCH_FAILED = 127
-EXIT_RETRIES = 50
+#: An exit report is retried on these codes with backoff (0.1 s doubling to 5 s, 20 tries: about a minute); the
+#: scheduler also ends a lease whose process the worker stops listing, so a report that never arrives strands nothing.
+RETRY_EXIT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED,
+              grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+EXIT_RETRIES = 20
+LOG_TAIL_BYTES = 2000
 
 
 @dataclass
@@ -42,9 +49,12 @@ class Running:
 class Worker:
     def __init__(self, address: str, token: str, gpu_type: str, num_gpus: int = 1, work_dir: str = ".",
                  heartbeat_s: float = 0.3, emulate: bool = False, name: str = "", report_s: float = 0.2,
-                 tls_ca: str | None = None, tls_server_name: str | None = None, advertise_host: str = "127.0.0.1"):
+                 tls_ca: str | None = None, tls_server_name: str | None = None, advertise_host: str = "127.0.0.1",
+                 job_uids: str = "auto"):
         self.address, self.gpu_type, self.num_gpus = address, gpu_type, num_gpus
-        self.work_dir = Path(work_dir)
+        self.work_dir = Path(work_dir).resolve()
+        self.work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.uids = JobUids("same" if emulate else job_uids)
         self.heartbeat_s, self.emulate, self.name, self.report_s = heartbeat_s, emulate, name, report_s
         self.tls_ca = str(Path(tls_ca).resolve()) if tls_ca else None
         self.tls_server_name, self.advertise_host = tls_server_name, advertise_host
@@ -53,7 +63,7 @@ class Worker:
         self.worker_id: str | None = None
         self.session = ""
         self.jobs: dict[tuple[int, int], Running] = {}        # (job id, rank) -> process
-        self.unsent: list[tuple[object, int]] = []            # exit reports the scheduler has not acknowledged
+        self.unsent: list[tuple[object, int, float]] = []     # (exit report, tries, next try): not acknowledged
         self._next_beat = 0.0
 
     # ---- protocol -----------------------------------------------------------------------------------
@@ -93,21 +103,23 @@ class Worker:
         for lease in resp.start:
             self._launch(lease)
 
-    def _env(self, lease) -> dict[str, str]:
-        rank = f".rank={lease.rank}" if lease.rank else ""        # ranks on one worker never share files
-        ckpt = self.work_dir / "checkpoints" / f"job={lease.job_id}{rank}"
-        ckpt.mkdir(mode=0o700, parents=True, exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_TOKEN")}   # no credential of ours leaks
-        env.update({"HETSCHED_SCHEDULER": self.address, "HETSCHED_LEASE_TOKEN": lease.lease_token,
-                    "HETSCHED_JOB_ID": str(lease.job_id), "HETSCHED_LEASE_ID": lease.lease_id,
-                    "HETSCHED_DEADLINE": repr(lease.deadline_s), "HETSCHED_TOTAL_STEPS": str(lease.total_steps),
-                    "HETSCHED_STEPS_DONE": str(lease.steps_done), "HETSCHED_CHECKPOINT_DIR": str(ckpt),
-                    "HETSCHED_RANK": str(lease.rank), "HETSCHED_WORLD_SIZE": str(lease.world_size),
-                    "HETSCHED_HOST": self.advertise_host,
-                    "HETSCHED_SLOWDOWN": repr(lease.slowdown), "HETSCHED_GPUS": ",".join(map(str, lease.local_gpus)),
-                    "CUDA_VISIBLE_DEVICES": ",".join(map(str, lease.local_gpus))})
+    def job_dir(self, job_id: int, rank: int) -> Path:
+        """A lease's working directory (ranks on one worker never share files)."""
+        return self.work_dir / "jobs" / (f"job={job_id}.rank={rank}" if rank else f"job={job_id}")
+
+    def _env(self, lease, home: Path) -> dict[str, str]:
+        """Paths are relative to the job directory, so no directory above it needs to be open to the job."""
+        gpus = ",".join(map(str, lease.local_gpus))
+        env = job_env({
+            "HOME": str(home), "HETSCHED_SCHEDULER": self.address, "HETSCHED_LEASE_TOKEN": lease.lease_token,
+            "HETSCHED_JOB_ID": str(lease.job_id), "HETSCHED_LEASE_ID": lease.lease_id,
+            "HETSCHED_DEADLINE": repr(lease.deadline_s), "HETSCHED_TOTAL_STEPS": str(lease.total_steps),
+            "HETSCHED_STEPS_DONE": str(lease.steps_done), "HETSCHED_CHECKPOINT_DIR": "checkpoint",
+            "HETSCHED_RANK": str(lease.rank), "HETSCHED_WORLD_SIZE": str(lease.world_size),
+            "HETSCHED_HOST": self.advertise_host, "HETSCHED_SLOWDOWN": repr(lease.slowdown),
+            "HETSCHED_GPUS": gpus, "CUDA_VISIBLE_DEVICES": gpus})
         if self.tls_ca:
-            env["HETSCHED_TLS_CA"] = self.tls_ca
+            env["HETSCHED_TLS_CA"] = "ca.pem"
         if self.tls_server_name:
             env["HETSCHED_TLS_SERVER_NAME"] = self.tls_server_name
         return env
@@ -120,17 +132,24 @@ class Worker:
             self.jobs[key] = Running(lease, None, None, time.monotonic(), time.monotonic())
             return
         log_path = self.work_dir / "logs" / f"job={lease.job_id}.lease={lease.lease_id}.rank={lease.rank}.log"
+        home = self.job_dir(lease.job_id, lease.rank)
         try:
             argv = shlex.split(lease.command)
             if not argv:
                 raise ValueError("empty command")
             if argv[0] in ("python", "python3"):
                 argv[0] = sys.executable
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            with log_path.open("wb") as out:
-                proc = subprocess.Popen(argv, env=self._env(lease), stdout=out, stderr=subprocess.STDOUT,
-                                        cwd=self.work_dir, start_new_session=True)
+            uid = self.uids.acquire(key)
+            prepare_job_dir(home, uid, self.tls_ca)
+            log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)    # the worker's file
+            with os.fdopen(fd, "wb") as out:
+                ids = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
+                proc = subprocess.Popen(argv, env=self._env(lease, home), stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, cwd=home, start_new_session=True, umask=0o077,
+                                        **ids)
         except (ValueError, OSError) as exc:       # this attempt fails; the worker and its other jobs go on
+            self.uids.release(key)
             log.warning("job %d: cannot launch %r: %s", lease.job_id, lease.command, exc)
             self._report_exit(lease, LAUNCH_FAILED, f"launch failed: {type(exc).__name__}: {exc}")
             return
@@ -145,6 +164,7 @@ class Worker:
         except ProcessLookupError:
             pass
         run.proc.wait(timeout=10)
+        self.uids.release(key)                     # and whatever left the process group under the job's uid
 
     def _poll(self) -> None:
         for key, run in list(self.jobs.items()):
@@ -157,27 +177,32 @@ class Worker:
                 code = run.proc.poll()
                 if code is None:
                     continue
-                tail = run.log_path.read_bytes()[-2000:].decode("utf-8", "replace")
+                tail = log_tail(run.log_path)
+                self.uids.release(key)
             self.jobs.pop(key)
             self._report_exit(run.lease, code, tail)
 
     def _report_exit(self, lease, code: int, tail: str) -> None:
         self.unsent.append((pb2.ExitReport(worker_id=self.worker_id or "", job_id=lease.job_id,
                                            lease_id=lease.lease_id, exit_code=code, log_tail=tail,
-                                           session=self.session), 0))
+                                           session=self.session), 0, 0.0))
         self._send_exits()
 
     def _send_exits(self) -> None:
-        """Deliver exit reports; a transient failure retries at the next ticks (bounded)."""
-        keep = []
-        for report, tries in self.unsent:
+        """Deliver exit reports; a transient failure is retried with backoff (bounded)."""
+        keep, now = [], time.monotonic()
+        for report, tries, due in self.unsent:
+            if due > now:
+                keep.append((report, tries, due))
+                continue
             try:
                 self.stub.ReportExit(report, timeout=10)
             except grpc.RpcError as exc:
-                if exc.code() == grpc.StatusCode.UNAVAILABLE and tries < EXIT_RETRIES:
-                    keep.append((report, tries + 1))
+                if exc.code() in RETRY_EXIT and tries < EXIT_RETRIES:
+                    keep.append((report, tries + 1, now + min(5.0, 0.1 * 2 ** tries)))
                 else:
-                    log.warning("exit of job %d not reported: %s", report.job_id, exc.code().name)
+                    log.warning("exit of job %d not reported after %d tries: %s", report.job_id, tries + 1,
+                                exc.code().name)
         self.unsent = keep
 
     def _lease_call(self, run: Running, request):
@@ -219,3 +244,13 @@ class Worker:
         finally:
             for key in list(self.jobs):
                 self._kill(key)
+
+
+def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
+    """The last `size` bytes of a job's log, read with a seek however large the log grew."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - size))
+            return f.read(size).decode("utf-8", "replace")
+    except OSError as exc:
+        return f"[hetsched] log not readable: {exc}"

@@ -53,7 +53,7 @@ def test_real_training_under_leases(tmp_path):
     assert (final["steps_done"] == final["total_steps"]).all()
     assert len(list((tmp_path / "checkpoints").glob("job=*.tar"))) == 0          # dropped once completed
     # Each job trained and wrote its own checkpoint; a job that moved between the two workers has one on each.
-    written = {p.parent.name for p in (tmp_path / "work").glob("*/checkpoints/job=*/model.pt")}
+    written = {p.parent.parent.name for p in (tmp_path / "work").glob("*/jobs/job=*/checkpoint/model.pt")}
     assert written == {"job=0", "job=1", "job=2"}
 
 

@@ -61,7 +61,7 @@ def test_checkpoint_travels_to_a_worker_that_shares_no_directory(tmp_path):
     resumed = [int(s) for s in re.findall(r"restored weights from step (\d+)", _logs(tmp_path, 0)[other])]
     # The other worker had no file of this job: the weights came from the scheduler, at most one interval back.
     assert resumed and max(resumed) >= last_checkpoint, (resumed, last_checkpoint)
-    assert not list((tmp_path / "work" / other / "checkpoints").glob("job=0/*.tmp"))
+    assert not list((tmp_path / "work" / other / "jobs").glob("job=0/checkpoint/*.tmp"))
 
 
 @pytest.mark.parametrize("gpus_per_worker", [1, 2])

@@ -86,7 +86,6 @@ def test_launch_errors_and_early_exits_fail_the_attempt_not_the_worker(tmp_path)
     with scheduler(tmp_path, max_attempts=2) as (server, address):
         client = stub(address, CLIENT)
         worker = Worker(address, WORKER, "v100", work_dir=str(tmp_path / "w"), heartbeat_s=0.05)
-        (tmp_path / "w").mkdir()
         missing = submit(client, job_id=0, command="/nonexistent/hetsched-binary --x").job_id
         early = submit(client, job_id=1, command=f"{sys.executable} -c pass").job_id
         drive([worker], lambda: all(j.state == "failed" for j in job_states(client).values()), 60, "failures")
@@ -147,7 +146,7 @@ def test_roles_and_forged_reports(tmp_path):
         assert {j.state for j in jobs.values()} == {"running"} and all(j.steps_done < 9999 for j in jobs.values())
         assert all(j.attempts == 0 for j in jobs.values())
         # What a job process would see: its lease token, never the worker's or a client's.
-        env = a._env(run_a.lease)
+        env = a._env(run_a.lease, a.job_dir(job_a, 0))
         assert env["HETSCHED_LEASE_TOKEN"] == run_a.lease.lease_token
         assert WORKER not in env.values() and CLIENT not in env.values()
         assert not any(k.endswith("_TOKEN") and k != "HETSCHED_LEASE_TOKEN" for k in env)
