@@ -11,6 +11,10 @@ class Denied(HetschedError):
     """The caller does not own what it reports on (PERMISSION_DENIED)."""
 
 
+class NotFound(HetschedError):
+    """No such job (NOT_FOUND)."""
+
+
 @dataclass
 class WorkerInfo:
     worker_id: str
@@ -23,6 +27,7 @@ class WorkerInfo:
     to_stop: list = field(default_factory=list)      # job ids to kill at the next heartbeat
     running: dict = field(default_factory=dict)      # job id -> lease id, as the worker last reported
     orphans: dict = field(default_factory=dict)      # job id -> when it was first seen running without a lease
+    vanished: dict = field(default_factory=dict)     # job id -> (lease id, since): started or listed, now unlisted
 
 
 @dataclass

@@ -8,9 +8,11 @@ with PERMISSION_DENIED; no input makes it answer UNKNOWN.
 from __future__ import annotations
 
 import fcntl
+import functools
 import ipaddress
 import logging
 import os
+import ssl
 import threading
 import time
 from concurrent import futures
@@ -18,12 +20,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from hetsched.errors import HetschedError
 from hetsched.model.throughputs import load_throughputs
 
 from .auth import CLIENT, JOB, WORKER, Credentials, require
 from .checkpoints import CheckpointError, CheckpointStorageError, CheckpointStore
+from .logs import limit
+from .records import NotFound
 from .state import Denied, RuntimeState
 from .store import DuplicateJob, Store
 from .stubs import pb2, pb2_grpc
@@ -52,6 +57,8 @@ def _answer(context, fn):
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     except DuplicateJob as exc:
         context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+    except NotFound as exc:
+        context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
     except (Denied, PermissionError) as exc:
         context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
     except CheckpointError as exc:
@@ -62,6 +69,19 @@ def _answer(context, fn):
     except Exception:                   # a bug, not the caller's input: say so, and keep the traceback in our log
         log.exception("internal error in %s", getattr(fn, "__qualname__", "handler"))
         context.abort(grpc.StatusCode.INTERNAL, "internal error; see the scheduler's log")
+
+
+def counted(method):
+    """Count the handler's answer by status code (`hetsched status --metrics`)."""
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        try:
+            return method(self, request, context)
+        finally:
+            code = context.code()
+            if code is not None and code != grpc.StatusCode.OK:
+                self.state.rpc_errors[code.name] += 1
+    return wrapper
 
 
 class Servicer(pb2_grpc.SchedulerServicer):
@@ -86,6 +106,7 @@ class Servicer(pb2_grpc.SchedulerServicer):
         finally:
             self._streams.release()
 
+    @counted
     def RegisterWorker(self, request, context):
         require(context, self.credentials, WORKER)
 
@@ -94,26 +115,37 @@ class Servicer(pb2_grpc.SchedulerServicer):
             return pb2.RegisterWorkerResponse(worker_id=worker_id, round_s=self.state.round_s, session=session)
         return _answer(context, body)
 
+    @counted
     def Heartbeat(self, request, context):
         require(context, self.credentials, WORKER)
         return _answer(context, lambda: self.state.heartbeat(request))
 
+    @counted
     def ReportExit(self, request, context):
         require(context, self.credentials, WORKER)
         return _answer(context, lambda: self.state.report_exit(request) or pb2.Ack())
 
+    @counted
     def UpdateLease(self, request, context):
         caller = self._lease_holder(context)
         return _answer(context, lambda: self.state.update_lease(request, caller.lease_token))
 
+    @counted
     def SubmitJob(self, request, context):
         require(context, self.credentials, CLIENT)
         return _answer(context, lambda: pb2.SubmitJobResponse(job_id=self.state.submit(request)))
 
+    @counted
     def GetStatus(self, request, context):
         require(context, self.credentials, CLIENT)
         return _answer(context, lambda: self.state.status(request))
 
+    @counted
+    def Cancel(self, request, context):
+        require(context, self.credentials, CLIENT)
+        return _answer(context, lambda: pb2.CancelResponse(previous_state=self.state.cancel(request.job_id)))
+
+    @counted
     def PutCheckpoint(self, request_iterator, context):
         caller = self._lease_holder(context)
         with self._stream_slot(context):
@@ -139,10 +171,24 @@ class Servicer(pb2_grpc.SchedulerServicer):
             for data in chunks:
                 yield pb2.CheckpointChunk(job_id=request.job_id, lease_id=request.lease_id, data=data)
 
+    @counted
     def Rendezvous(self, request, context):
         caller = self._lease_holder(context)
         return _answer(context, lambda: pb2.RendezvousResponse(
             address=self.state.rendezvous(request, caller.lease_token)))
+
+
+def check_tls_pair(key_path: str, cert_path: str) -> tuple[bytes, bytes]:
+    """The PEM key and certificate, read and checked to belong together (a clear error, not "cannot bind")."""
+    try:
+        key, cert = Path(key_path).read_bytes(), Path(cert_path).read_bytes()
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert_path, key_path)
+    except ssl.SSLError as exc:               # (an OSError too: first)
+        raise HetschedError(f"TLS: the key {key_path} does not match the certificate {cert_path}, or one is not "
+                            f"PEM ({exc.reason or exc})") from None
+    except OSError as exc:
+        raise HetschedError(f"TLS: cannot read {exc.filename or key_path}: {exc.strerror or exc}") from None
+    return key, cert
 
 
 def is_loopback(host: str) -> bool:
@@ -205,6 +251,8 @@ class SchedulerServer:
         self._stop = threading.Event()
         self._grpc = None
         self._loop = None
+        self.health = health.HealthServicer()
+        limit("grpc._common", "grpc._server", __name__)     # what a client can make us log, bounded
 
     def start(self) -> int:
         # so_reuseport off: a second server on the same port must fail, not share it.
@@ -214,10 +262,11 @@ class SchedulerServer:
                                           ("grpc.max_connection_age_ms", CONNECTION_AGE_S * 1000),
                                           ("grpc.max_connection_age_grace_ms", CONNECTION_GRACE_S * 1000)])
         pb2_grpc.add_SchedulerServicer_to_server(Servicer(self.state, self.credentials), self._grpc)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)     # unauthenticated, as usual
         address = f"{self.host}:{self.port}"
         try:
             if self.tls:
-                key, cert = (Path(p).read_bytes() for p in self.tls)
+                key, cert = check_tls_pair(*self.tls)
                 self.port = self._grpc.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
             else:
                 self.port = self._grpc.add_insecure_port(address)
@@ -228,6 +277,10 @@ class SchedulerServer:
         self._grpc.start()
         self._loop = threading.Thread(target=self._rounds, name="rounds", daemon=True)
         self._loop.start()
+        for service in ("", "hetsched.runtime.Scheduler"):
+            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info("listening on %s:%d (%s), state %s, policy %s, round %.0f s", self.host, self.port,
+                 "TLS" if self.tls else "plaintext", self.state_dir, self.state.policy_name, self.state.round_s)
         return self.port
 
     def _rounds(self) -> None:
@@ -243,6 +296,7 @@ class SchedulerServer:
             boundary += round_s
 
     def stop(self) -> None:
+        self.health.enter_graceful_shutdown()
         self._stop.set()
         if self._grpc is not None:
             self._grpc.stop(grace=1).wait(5)

@@ -16,6 +16,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections import Counter
 
 import numpy as np
 
@@ -30,16 +31,19 @@ from hetsched.model.throughputs import ThroughputTable
 
 from . import validate
 from .checkpoints import CheckpointStore
+from .endings import Endings
 from .lease_calls import LeaseCalls
+from .logs import EventLog
 from .records import Denied, LeaseInfo, WorkerInfo
 from .store import JobRow, Store
 from .stubs import pb2
 
 log = logging.getLogger(__name__)
+events = logging.getLogger(EventLog.NAME)     # one key=value line per job event (frequent ones: self.events)
 LEASE_TOKENS_KEPT = 4          # per job: a process of an older lease may still report its last checkpoint
 
 
-class RuntimeState(LeaseCalls):
+class RuntimeState(LeaseCalls, Endings):
     """Everything the server knows, guarded by one lock; RPC handlers and the round loop share it."""
 
     def __init__(self, store: Store, policy: str, round_s: float, throughputs: ThroughputTable, seed: int = 0,
@@ -82,6 +86,8 @@ class RuntimeState(LeaseCalls):
         self.plan: list[tuple[tuple[int, ...], int, float]] = []   # (job ids, type column, round start)
         self.rounds = 0
         self.overheads: list[float] = []
+        self.rpc_errors: Counter = Counter()             # answers other than OK, by status code name
+        self.events = EventLog()
         self._recover()
 
     def now(self) -> float:
@@ -124,26 +130,38 @@ class RuntimeState(LeaseCalls):
                                      time.time(), req.job_id if req.job_id >= 0 else None, entity=req.entity)
             self.active[row.job_id] = row
             self.to_admit.append(row.job_id)
+            events.info("submit job=%d type=%r scale=%d steps=%d", row.job_id, row.job_type, row.scale_factor,
+                        row.total_steps)
             return row.job_id
 
     def status(self, req) -> pb2.StatusResponse:
+        """One page of jobs: at most `page_size` (<= 5000) and, whatever their log tails, under 8 MiB."""
         size = min(req.page_size or 500, 5000)
-        states = tuple(req.states)
-        bad = [s for s in states if s not in ("queued", "running", "completed", "failed")]
+        states = tuple(dict.fromkeys(req.states))
+        bad = [s for s in states if s not in validate.STATES][:5]
         if bad or size < 0 or req.page_token < 0:
-            raise validate.InvalidInput(f"states: queued, running, completed or failed, got {bad}" if bad else
+            raise validate.InvalidInput(f"states: {', '.join(validate.STATES)}; got {bad}" if bad else
                                         "page_size and page_token: must be >= 0")
         rows = self.store.page(req.page_token, size + 1, states)
+        jobs, used, next_token = [], 0, rows[size].job_id if len(rows) > size else -1
         with self.lock:
-            jobs = [pb2.JobStatus(job_id=r.job_id, state=r.state,
-                                  steps_done=max(r.steps_done, self.live_steps.get(r.job_id, 0)),
-                                  total_steps=r.total_steps, attempts=r.attempts, submitted_s=r.submitted_s,
-                                  finished_s=r.finished_s or 0.0, log_tail=r.log_tail) for r in rows[:size]]
+            for r in rows[:size]:
+                job = pb2.JobStatus(job_id=r.job_id, state=r.state,
+                                    steps_done=max(r.steps_done, self.live_steps.get(r.job_id, 0)),
+                                    total_steps=r.total_steps, attempts=r.attempts, submitted_s=r.submitted_s,
+                                    finished_s=r.finished_s or 0.0, log_tail=r.log_tail)
+                used += job.ByteSize() + 8
+                if used > validate.MAX_STATUS_BYTES and jobs:
+                    next_token = r.job_id
+                    break
+                jobs.append(job)
             recent = self.overheads[-200:]
             return pb2.StatusResponse(jobs=jobs, workers=len(self.workers), rounds=self.rounds, now_s=self.now(),
                                       mean_round_overhead_s=float(np.mean(recent)) if recent else 0.0,
-                                      next_page_token=rows[size].job_id if len(rows) > size else -1,
-                                      counts=self.store.counts())
+                                      next_page_token=next_token, counts=self.store.counts(),
+                                      leases=len(self.leases), gpus=len(self.gpu_owner),
+                                      rpc_errors=dict(self.rpc_errors),
+                                      last_round_overhead_s=recent[-1] if recent else 0.0)
 
     # ---- workers ----------------------------------------------------------------------------------------
     def register(self, gpu_type: str, num_gpus: int, name: str) -> tuple[str, str]:
@@ -189,16 +207,23 @@ class RuntimeState(LeaseCalls):
             if len(req.jobs) > validate.MAX_JOBS_PER_HEARTBEAT:
                 raise validate.InvalidInput(f"jobs: at most {validate.MAX_JOBS_PER_HEARTBEAT} per heartbeat")
             info.last_seen = time.time()
+            now = self.now()
             running = {j.job_id: j.lease_id for j in req.jobs if j.running}
             for job_id in info.running.keys() - running.keys():
                 self._not_running(job_id, info.worker_id)
+                lease = self.leases.get(job_id)
+                if lease is not None and lease.lease_id == info.running[job_id]:
+                    info.vanished.setdefault(job_id, (lease.lease_id, now))    # until its exit report comes
             for job_id in running.keys() - info.running.keys():
                 self.running_on.setdefault(job_id, set()).add(info.worker_id)
+                if info.vanished.get(job_id, ("",))[0] == running[job_id]:
+                    info.vanished.pop(job_id)
             info.running = running
+            self._lost_exits(info, now)
             start, info.to_start = info.to_start, []
             stop, info.to_stop = info.to_stop, []
             # A process without a current lease exits by itself at its next lease update; kill it if it hangs.
-            now, grace = self.now(), self.round_s + 3.0
+            grace = self.round_s + 3.0
             for job_id, lease_id in info.running.items():
                 lease = self.leases.get(job_id)
                 if lease is not None and lease.lease_id == lease_id and info.worker_id in lease.workers:
@@ -210,111 +235,15 @@ class RuntimeState(LeaseCalls):
                     stop.append(job_id)
             for msg in start:
                 lease = self.leases.get(msg.job_id)
-                if lease is not None and lease.lease_id == msg.lease_id and lease.started_at is None:
-                    lease.started_at = now
+                if lease is not None and lease.lease_id == msg.lease_id:
+                    info.vanished[msg.job_id] = (msg.lease_id, now)        # until the worker lists it
+                    if lease.started_at is None:
+                        lease.started_at = now
+                        self.events.add(f"start job={msg.job_id} lease={msg.lease_id} worker={info.worker_id}")
+            self.events.flush()
             return pb2.HeartbeatResponse(known=True, start=start, stop=stop, now_s=now)
 
-    def report_exit(self, req) -> None:
-        with self.lock:
-            info = self.worker(req.worker_id, req.session)
-            if info is None:
-                raise Denied(f"worker {req.worker_id!r} is not registered")
-            lease = self.by_lease_id.get(req.lease_id)
-            if lease is None:                 # a lease of a finished job (its last ranks exiting): no effect
-                info.running.pop(req.job_id, None)
-                self._not_running(req.job_id, info.worker_id)
-                return
-            if lease.job_id != req.job_id or info.worker_id not in lease.workers:
-                raise Denied(f"lease {req.lease_id!r} of job {req.job_id} was not issued to this worker")
-            info.running.pop(req.job_id, None)
-            self._not_running(req.job_id, info.worker_id)
-            row = self.active.get(req.job_id)
-            if row is None:
-                return                                    # completed or failed already
-            current = self.leases.get(req.job_id) is lease
-            if current:
-                self.leases.pop(req.job_id)
-            if current and (req.exit_code != 0 or req.job_id in self.finished_flag):
-                self._stop_ranks(lease, info.worker_id)             # a clean stop: the other ranks exit by themselves
-            tail = req.log_tail[-4000:]
-            if req.job_id in self.finished_flag and req.exit_code == 0:
-                self._finish(req.job_id, "completed", tail)
-            elif req.exit_code != 0:
-                self._attempt_failed(lease, row, f"exit code {req.exit_code}", tail)
-            elif current and not lease.told_stop and self.now() < lease.deadline:
-                done = max(self.live_steps.get(req.job_id, 0), row.steps_done)
-                self._attempt_failed(lease, row, f"exited with code 0 after {done} of {row.total_steps} steps "
-                                                 f"while its lease was running", tail)
-            elif current and row.state == "running":           # a lease that ended: waiting for the next one
-                row.state = "queued"
-                self.store.set_state(req.job_id, "queued")
-
-    def _not_running(self, job_id: int, worker_id: str) -> None:
-        on = self.running_on.get(job_id)
-        if on is not None:
-            on.discard(worker_id)
-            if not on:
-                self.running_on.pop(job_id)
-
-    def _stop_ranks(self, lease: LeaseInfo, except_worker: str) -> None:
-        for w in lease.workers - {except_worker}:
-            if w in self.workers:
-                self.workers[w].to_stop.append(lease.job_id)
-
-    def _attempt_failed(self, lease: LeaseInfo, row: JobRow, reason: str, tail: str) -> None:
-        if lease.failed:
-            return                                        # one attempt, however many ranks report it
-        lease.failed = True
-        row.attempts += 1
-        tail = f"{tail}\n[hetsched] attempt {row.attempts} failed: {reason}"[-4000:]
-        if row.attempts >= self.max_attempts:
-            log.warning("job %d failed %d times (%s); giving up", row.job_id, row.attempts, reason)
-            self.store.set_state(row.job_id, "failed", time.time(), tail, attempts_delta=1)
-            self._drop(row.job_id)
-        else:
-            self.store.set_state(row.job_id, "queued", log_tail=tail, attempts_delta=1)
-            row.state = "queued"
-
-    # ---- completion ---------------------------------------------------------------------------------------
-    def _finish(self, job_id: int, state: str, log_tail: str = "") -> None:
-        row = self.active[job_id]
-        self.store.set_progress(job_id, row.total_steps if state == "completed" else row.steps_done)
-        self.store.set_state(job_id, state, time.time(), log_tail[-4000:])
-        self._drop(job_id)
-
-    def _drop(self, job_id: int) -> None:
-        if self.core is not None and job_id in self.core.jobs:
-            self.core.remove_job(job_id)
-        self.leases.pop(job_id, None)
-        self.active.pop(job_id, None)
-        self.live_steps.pop(job_id, None)
-        self.credited.pop(job_id, None)
-        self.finished_flag.discard(job_id)
-        self.stored_steps.pop(job_id, None)
-        for token in self.job_tokens.pop(job_id, []):
-            self.by_lease_id.pop(self.tokens.pop(token).lease_id, None)
-        if self.checkpoints is not None:
-            self.checkpoints.drop(job_id)
-
     # ---- rounds ---------------------------------------------------------------------------------------------
-    def expire_workers(self) -> None:
-        dead = [w for w, info in self.workers.items() if time.time() - info.last_seen > self.worker_timeout_s]
-        for w in dead:
-            log.warning("worker %s stopped answering; re-queueing its jobs", w)
-            for job_id in self.workers.pop(w).running:
-                self._not_running(job_id, w)
-            for job_id, lease in list(self.leases.items()):
-                if w in lease.workers:
-                    self.leases.pop(job_id)
-                    self.live_steps.pop(job_id, None)      # progress since the last checkpoint is lost
-                    self._stop_ranks(lease, w)
-                    row = self.active.get(job_id)
-                    if row is not None:
-                        row.state = "queued"
-                        self.store.set_state(job_id, "queued")
-        if dead:
-            self._cluster_changed()
-
     def _admit(self) -> None:
         pending, self.to_admit = self.to_admit, []
         for job_id in pending:
@@ -376,7 +305,8 @@ class RuntimeState(LeaseCalls):
             plan = self.core.plan(now)
             self.plan = self._issue(plan, deadline, now)
             self.rounds += 1
-        self.overheads.append(time.perf_counter() - start)
+            self.overheads.append(time.perf_counter() - start)
+            self.events.flush()                       # under the lock: heartbeats add events too
 
     def _issue(self, plan, deadline: float, now: float) -> list:
         """Leases for the plan's assignments; returns the assignments that run (for the next credit)."""
@@ -405,12 +335,14 @@ class RuntimeState(LeaseCalls):
                 running.append((a.job_ids, a.gpu_type, now))
         forgotten = []
         for job_id, lease in list(self.leases.items()):
-            if job_id not in planned and lease.started_at is None:
+            if job_id in planned:
+                continue
+            if lease.started_at is None:
                 self.leases.pop(job_id)            # never launched: just forget it
-                row = self.active.get(job_id)
-                if row is not None and row.state == "running":
-                    row.state = "queued"
-                    forgotten.append(job_id)
+            row = self.active.get(job_id)          # a lease that ends at this boundary: the job waits again
+            if row is not None and row.state == "running":
+                row.state = "queued"
+                forgotten.append(job_id)
         self.store.set_states(self._started, "running")          # one transaction per round
         self.store.set_states(forgotten, "queued")
         return running
@@ -429,6 +361,8 @@ class RuntimeState(LeaseCalls):
                 local_gpus=[local], deadline_s=deadline, total_steps=row.total_steps, steps_done=row.steps_done,
                 rank=rank, world_size=len(parts), slowdown=self.workers[worker_id].slowdown,
                 lease_token=lease.token))
+        self.events.add(f"lease job={row.job_id} lease={lease.lease_id} gpu={gpu_type} ranks={len(parts)} "
+                        f"until={deadline:.1f}")
         if row.state != "running":
             row.state = "running"
             self._started.append(row.job_id)

@@ -8,6 +8,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .validate import MAX_JOB_ID, InvalidInput
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     job_id INTEGER PRIMARY KEY,
@@ -78,6 +80,9 @@ class Store:
             if job_id is None or job_id < 0:
                 row = self._db.execute("SELECT COALESCE(MAX(job_id), -1) + 1 FROM jobs").fetchone()
                 job_id = int(row[0])
+                if job_id > MAX_JOB_ID:
+                    raise InvalidInput(f"job_id: the next free id {job_id} is above {MAX_JOB_ID}; give job_id "
+                                       f"explicitly (a free id below the largest)")
             try:
                 self._db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, "
                                  "command, state, submitted_s, entity) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",

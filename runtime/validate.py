@@ -15,7 +15,9 @@ from hetsched.model.throughputs import JobKey, ThroughputTable
 MAX_GPUS_PER_WORKER = 64
 MAX_SCALE_FACTOR = 64            # when no worker has registered yet
 MAX_STEPS = 10**12
-MAX_JOB_ID = 2**53
+MAX_JOB_ID = 2**31 - 1         # also what auto-assigned ids may reach: every id survives a restart
+MAX_STATUS_BYTES = 8 << 20    # a GetStatus page stops before this (the channel carries 16 MiB)
+STATES = ("queued", "running", "completed", "failed", "cancelled")
 MAX_JOB_TYPE = 200
 MAX_COMMAND = 4096
 MAX_NAME = 128

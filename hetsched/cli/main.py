@@ -283,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     wrk = sub.add_parser("worker", help="run a worker that executes leased jobs")
     add_worker_args(wrk)
     wrk.set_defaults(func=run_worker)
+    from hetsched.runtime.client import add_client_commands
+    add_client_commands(sub)             # submit, status, cancel: the operator's side of a running scheduler
 
     add_profile_parser(sub)
     pol = sub.add_parser("policies", help="list every policy: registry name, the papers' name, aliases")

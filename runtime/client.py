@@ -1,0 +1,160 @@
+"""The operator's commands: `hetsched submit`, `hetsched status`, `hetsched cancel`.
+
+Each talks to a running scheduler with the client token: `--token-file`, $HETSCHED_CLIENT_TOKEN, or
+`--state-dir DIR` (DIR/client.token, on the scheduler's machine). Errors are one `error:` line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .main import DEFAULT_PORT
+
+STATUS_COLUMNS = ("job_id", "state", "steps_done", "total_steps", "attempts")
+
+
+def add_connection_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler", default=f"127.0.0.1:{DEFAULT_PORT}", help="host:port of the scheduler")
+    p.add_argument("--token-file", default=None, help="the client token (or $HETSCHED_CLIENT_TOKEN)")
+    p.add_argument("--state-dir", default=None, help="the scheduler's state directory: its port and client.token")
+    p.add_argument("--tls-ca", default=None, help="PEM CA certificate: talk TLS to the scheduler")
+    p.add_argument("--tls-server-name", default=None, help="expected name in the scheduler's certificate")
+
+
+def add_client_commands(sub) -> None:
+    submit = sub.add_parser("submit", help="submit a trace file or one job to a running scheduler")
+    add_connection_args(submit)
+    submit.add_argument("trace", nargs="?", help="a trace (.csv/.parquet/.trace); or give --job-type/--steps")
+    submit.add_argument("--job-type", help='one job: e.g. "ResNet-18 (batch size 16)"')
+    submit.add_argument("--steps", type=int, help="one job: total steps")
+    submit.add_argument("--scale-factor", type=int, default=1, help="one job: GPUs")
+    submit.add_argument("--command", default=None, help="one job: the command (default: the job type's workload)")
+    submit.add_argument("--job-id", type=int, default=-1, help="one job: its id (default: the next free one)")
+    submit.add_argument("--priority", type=float, default=1.0)
+    submit.add_argument("--entity", default="", help="user/team/vc for hierarchical policies")
+    submit.set_defaults(func=run_submit)
+    status = sub.add_parser("status", help="jobs of a running scheduler, page by page; --metrics for its figures")
+    add_connection_args(status)
+    status.add_argument("--state", action="append", default=[], help="only jobs in this state (repeatable)")
+    status.add_argument("--json", action="store_true", help="one JSON object per job")
+    status.add_argument("--metrics", action="store_true", help="round time, queue, leases, workers, RPC errors")
+    status.add_argument("--page-size", type=int, default=1000)
+    status.add_argument("--limit", type=int, default=None, help="at most this many jobs")
+    status.set_defaults(func=run_status)
+    cancel = sub.add_parser("cancel", help="stop queued or running jobs for good (state: cancelled)")
+    add_connection_args(cancel)
+    cancel.add_argument("job_ids", type=int, nargs="+")
+    cancel.set_defaults(func=run_cancel)
+
+
+def _stub(args):
+    from .auth import channel, read_secret
+    from .stubs import pb2_grpc
+
+    address, state = args.scheduler, Path(args.state_dir) if args.state_dir else None
+    if os.environ.get("HETSCHED_CLIENT_TOKEN"):
+        token = os.environ["HETSCHED_CLIENT_TOKEN"]
+    elif args.token_file or state:
+        token = read_secret(args.token_file or state / "client.token")
+    else:
+        raise ValueError("no client token: give --token-file, --state-dir or $HETSCHED_CLIENT_TOKEN")
+    if state is not None and (state / "port").exists() and args.scheduler == f"127.0.0.1:{DEFAULT_PORT}":
+        address = f"127.0.0.1:{(state / 'port').read_text().strip()}"
+    return pb2_grpc.SchedulerStub(channel(address, token, args.tls_ca, server_name=args.tls_server_name))
+
+
+def _run(body, args) -> int:
+    import grpc
+
+    try:
+        return body(_stub(args), args)
+    except grpc.RpcError as exc:
+        print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+    except (ValueError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+    return 2
+
+
+def _jobs(args):
+    from hetsched.model.catalog import template_for
+    from hetsched.model.jobs import Job
+
+    if args.trace:
+        from hetsched.traces.formats import read_trace
+        return read_trace(args.trace)
+    if not args.job_type or not args.steps:
+        raise ValueError("give a trace file, or --job-type and --steps for one job")
+    command = args.command or template_for(args.job_type).command
+    return [Job(max(args.job_id, 0), 0.0, args.job_type, args.scale_factor, args.steps,
+                priority_weight=args.priority, command=command, entity=args.entity or None)]
+
+
+def _submit(stub, args) -> int:
+    from hetsched.model.catalog import template_for
+    from .stubs import pb2
+
+    for job in _jobs(args):
+        command = (job.command or template_for(job.job_type).command).replace("--data-dir %s", "").strip()
+        req = pb2.SubmitJobRequest(job_id=-1 if args.trace else args.job_id, job_type=job.job_type,
+                                   scale_factor=job.scale_factor, total_steps=int(job.total_steps),
+                                   priority_weight=job.priority_weight, command=command, entity=job.entity or "")
+        print(f"submitted job {stub.SubmitJob(req, timeout=10).job_id}")
+    return 0
+
+
+def _status(stub, args) -> int:
+    from .stubs import pb2
+
+    first = stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)
+    if args.metrics:
+        metrics = {"workers": first.workers, "gpus": first.gpus, "leases": first.leases, "rounds": first.rounds,
+                   "round_overhead_mean_s": first.mean_round_overhead_s,
+                   "round_overhead_last_s": first.last_round_overhead_s,
+                   **{f"jobs_{k}": v for k, v in sorted(first.counts.items())},
+                   **{f"rpc_errors_{k}": v for k, v in sorted(first.rpc_errors.items())}}
+        print(json.dumps(metrics) if args.json else
+              "\n".join(f"hetsched_{key} {value}" for key, value in metrics.items()))    # Prometheus text
+        return 0
+    token, shown = 0, 0
+    if not args.json:
+        print("  ".join(f"{c:>11}" for c in STATUS_COLUMNS))
+    while token >= 0 and (args.limit is None or shown < args.limit):
+        page = stub.GetStatus(pb2.StatusRequest(page_size=args.page_size, page_token=token, states=args.state),
+                              timeout=30)
+        for job in page.jobs[:None if args.limit is None else args.limit - shown]:
+            row = {c: getattr(job, c) for c in STATUS_COLUMNS}
+            print(json.dumps({**row, "log_tail": job.log_tail}) if args.json else
+                  "  ".join(f"{row[c]:>11}" for c in STATUS_COLUMNS))
+            shown += 1
+        token = page.next_page_token
+    if not args.json:
+        print(f"{shown} job(s); " + ", ".join(f"{k} {v}" for k, v in sorted(first.counts.items())))
+    return 0
+
+
+def _cancel(stub, args) -> int:
+    from .stubs import pb2
+
+    for job_id in args.job_ids:
+        before = stub.Cancel(pb2.CancelRequest(job_id=job_id), timeout=10).previous_state
+        print(f"job {job_id}: cancelled (was {before})" if before in ("queued", "running") else
+              f"job {job_id}: already {before}, unchanged")
+    return 0
+
+
+def run_submit(args) -> int:
+    return _run(_submit, args)
+
+
+def run_status(args) -> int:
+    return _run(_status, args)
+
+
+def run_cancel(args) -> int:
+    return _run(_cancel, args)

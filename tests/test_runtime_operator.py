@@ -1,0 +1,195 @@
+"""The runtime as an operator meets it (issue 24): exits that never arrive, workers that stall, ids at their bound,
+log floods, big status pages, start-up mistakes, and `hetsched submit / status / cancel` with the health service."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from runtime_helpers import CLIENT, WORKER, drive, job_states, rpc_code, scheduler, self_signed_ca, stub, submit
+
+from hetsched.runtime.launch import launch_local_cluster
+from hetsched.runtime.logs import BURST
+from hetsched.runtime.stubs import pb2
+from hetsched.runtime.validate import MAX_JOB_ID
+from hetsched.runtime.worker import Worker
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+RESNET = "ResNet-18 (batch size 32)"
+
+
+def test_a_lost_exit_report_ends_the_lease_and_the_job_runs_again(tmp_path):
+    with scheduler(tmp_path, round_s=0.5, worker_timeout_s=1.0) as (server, address):
+        client = stub(address, CLIENT)
+        worker = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=10.0)
+        submit(client, job_id=0, total_steps=10_000, command="emulated")
+        drive([worker], lambda: (0, 0) in worker.jobs, 15, "first lease")
+        first = worker.jobs[(0, 0)].lease.lease_id
+        worker.jobs.clear()                   # the process is gone and its exit report was lost
+        drive([worker], lambda: (0, 0) in worker.jobs and worker.jobs[(0, 0)].lease.lease_id != first, 20,
+              "a new lease")
+        job = job_states(client)[0]
+        assert job.attempts == 1 and "exit report never came" in job.log_tail
+
+
+class FlakyStub:
+    def __init__(self, codes):
+        self.codes, self.calls = list(codes), 0
+
+    def ReportExit(self, report, timeout):
+        self.calls += 1
+        if self.codes:
+            code = self.codes.pop(0)
+            raise type("Err", (grpc.RpcError,), {"code": lambda self: code})()
+
+
+def test_exit_reports_are_retried_with_backoff_on_transient_codes(tmp_path):
+    worker = Worker("127.0.0.1:9", WORKER, "v100", emulate=True, work_dir=str(tmp_path))
+    worker.stub = FlakyStub([grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE])
+    worker._report_exit(pb2.Lease(job_id=1, lease_id="a"), 0, "")
+    deadline = time.monotonic() + 10
+    while worker.unsent and time.monotonic() < deadline:
+        worker._send_exits()
+        time.sleep(0.01)
+    assert not worker.unsent and worker.stub.calls == 3           # delivered at the third try, not dropped
+    worker.stub = FlakyStub([grpc.StatusCode.PERMISSION_DENIED])   # not transient: given up at once
+    worker._report_exit(pb2.Lease(job_id=2, lease_id="b"), 0, "")
+    assert not worker.unsent and worker.stub.calls == 1
+
+
+def test_a_worker_that_stops_answering_costs_its_jobs_an_attempt(tmp_path):
+    with scheduler(tmp_path, round_s=0.3, worker_timeout_s=0.6, max_attempts=2) as (server, address):
+        client = stub(address, CLIENT)
+        submit(client, job_id=0, total_steps=10_000, command="emulated")
+        for attempt in (1, 2):
+            worker = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=10.0)
+            drive([worker], lambda: (0, 0) in worker.jobs, 15, "a lease")
+            drive([], lambda: job_states(client)[0].attempts == attempt, 10, f"expiry {attempt}")  # worker stalls
+        job = job_states(client)[0]
+        assert job.state == "failed" and "stopped answering" in job.log_tail
+
+
+def test_job_ids_stay_within_what_a_restart_accepts(tmp_path):
+    with scheduler(tmp_path) as (server, address):
+        client = stub(address, CLIENT)
+        assert rpc_code(lambda: submit(client, job_id=MAX_JOB_ID + 1))[0] == INVALID
+        assert submit(client, job_id=MAX_JOB_ID).job_id == MAX_JOB_ID
+        code, details = rpc_code(lambda: submit(client))                 # no auto id above the bound
+        assert code == INVALID and "give job_id explicitly" in details
+        assert submit(client, job_id=5).job_id == 5
+    with scheduler(tmp_path) as (server, address):                        # a restart keeps every job
+        states = {j.job_id: j.state for j in job_states(stub(address, CLIENT)).values()}
+        assert states == {5: "queued", MAX_JOB_ID: "queued"}
+
+
+def test_a_flood_of_undecodable_requests_logs_a_few_lines(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    with scheduler(tmp_path) as (server, address):
+        call = grpc.insecure_channel(address).unary_unary("/hetsched.runtime.Scheduler/SubmitJob")
+        for _ in range(300):
+            code, _ = rpc_code(lambda: call(b"\xff\xff\xff\xff", timeout=5,
+                                            metadata=(("authorization", "Bearer x"),)))
+            assert code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAUTHENTICATED)
+        assert stub(address, CLIENT).GetStatus(pb2.StatusRequest(), timeout=5).workers == 0   # still serving
+    grpc_lines = [r for r in caplog.records if r.name.startswith("grpc")]
+    assert 1 <= len(grpc_lines) <= BURST
+
+
+def test_status_pages_are_bounded_by_bytes_and_bad_requests_are_invalid(tmp_path):
+    with scheduler(tmp_path) as (server, address):
+        client = stub(address, CLIENT)
+        for i in range(2600):                 # 2,600 x 4,000-character log tails: 10 MB, over one 8 MiB page
+            server.store.add_job(RESNET, 1, 100, 1.0, "true", 0.0, i)
+            server.store.set_state(i, "failed", 1.0, "x" * 4000)
+        seen, token, pages = [], 0, 0
+        while token >= 0 and pages < 10:
+            page = client.GetStatus(pb2.StatusRequest(page_size=5000, page_token=token), timeout=30)
+            assert page.ByteSize() < 9 << 20
+            seen += [j.job_id for j in page.jobs]
+            token, pages = page.next_page_token, pages + 1
+        assert seen == list(range(2600)) and pages == 2
+        many = client.GetStatus(pb2.StatusRequest(page_size=1, states=["failed"] * 300_000), timeout=30)
+        assert many.counts["failed"] == 2600
+        assert rpc_code(lambda: client.GetStatus(pb2.StatusRequest(states=["nope"] * 300_000), timeout=30))[0] \
+            == INVALID
+
+
+def _start_scheduler(args, env=None):
+    return subprocess.run([sys.executable, "-m", "hetsched", "scheduler", "--port", "0", *args],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_start_up_mistakes_are_one_line_errors(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    key, cert, _ = self_signed_ca(tmp_path / "tls")
+    other_key, _, _ = self_signed_ca(tmp_path / "other")
+    cases = [
+        (["--state-dir", str(a_file)], None, "file"),
+        (["--state-dir", str(tmp_path / "s1")], {"HETSCHED_CLIENT_TOKEN": "same", "HETSCHED_WORKER_TOKEN": "same"},
+         "must differ"),
+        (["--state-dir", str(tmp_path / "s2"), "--slowdowns", "{k80: 4"], None, "--slowdowns"),
+        (["--state-dir", str(tmp_path / "s3"), "--tls-key", str(tmp_path / "missing.key"), "--tls-cert", cert],
+         None, "missing.key"),
+        (["--state-dir", str(tmp_path / "s4"), "--tls-key", other_key, "--tls-cert", cert], None,
+         "does not match"),
+    ]
+    for args, env, words in cases:
+        out = _start_scheduler(args, env)
+        errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+        assert out.returncode == 2 and len(errors) == 1 and words in errors[0], (args, out.stderr)
+        assert "Traceback" not in out.stderr, out.stderr
+
+
+def _cli(*args, state):
+    out = subprocess.run([sys.executable, "-m", "hetsched", *args, "--state-dir", str(state)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_submit_status_cancel_and_health_from_the_command_line(tmp_path):
+    with launch_local_cluster("2:0:0", tmp_path, round_s=2.0) as cluster:
+        health = health_pb2_grpc.HealthStub(grpc.insecure_channel(cluster.address))
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=10).status == \
+            health_pb2.HealthCheckResponse.SERVING
+        sleeper = f"{sys.executable} -c 'import time; time.sleep(600)'"
+        for _ in range(2):
+            assert "submitted job" in _cli("submit", "--job-type", RESNET, "--steps", "100", "--command", sleeper,
+                                           state=tmp_path)
+        deadline = time.monotonic() + 60
+        while len(cluster.worker_children(0) + cluster.worker_children(1)) < 2:
+            assert time.monotonic() < deadline, "jobs did not start"
+            time.sleep(0.2)
+        rows = [json.loads(line) for line in _cli("status", "--json", state=tmp_path).splitlines()]
+        assert [r["state"] for r in rows] == ["running", "running"]
+        pids = {w: cluster.worker_children(w) for w in (0, 1)}
+        assert "cancelled (was running)" in _cli("cancel", "0", state=tmp_path)
+        assert "already cancelled" in _cli("cancel", "0", state=tmp_path)
+        deadline = time.monotonic() + 30
+        while sum(os.path.exists(f"/proc/{p}") for ps in pids.values() for p in ps) > 1:
+            assert time.monotonic() < deadline, "the cancelled job's process is still running"
+            time.sleep(0.2)
+        table = _cli("status", state=tmp_path)
+        assert "cancelled" in table and "running" in table                # job 1 goes on
+        metrics = dict(line.split() for line in _cli("status", "--metrics", state=tmp_path).splitlines())
+        assert metrics["hetsched_workers"] == "2" and metrics["hetsched_gpus"] == "2"
+        assert metrics["hetsched_jobs_cancelled"] == "1" and int(metrics["hetsched_jobs_running"]) <= 2
+        bad = subprocess.run([sys.executable, "-m", "hetsched", "cancel", "99", "--state-dir", str(tmp_path)],
+                             capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and bad.stderr.startswith("error: NOT_FOUND")
+        # Job logs and work directories are the worker's own.
+        work = tmp_path / "work" / cluster.worker_args[0][2]
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (work / "logs").iterdir())
+        assert stat.S_IMODE((work / "logs").stat().st_mode) == 0o700
+    log = (tmp_path / "scheduler.log").read_text()
+    assert "listening on 127.0.0.1" in log and "submit job=0" in log and "cancel job=0 state=running" in log
+    assert any(line[:4].isdigit() and " start job=" in line for line in log.splitlines())    # timestamped
