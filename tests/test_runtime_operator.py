@@ -193,3 +193,34 @@ def test_submit_status_cancel_and_health_from_the_command_line(tmp_path):
     log = (tmp_path / "scheduler.log").read_text()
     assert "listening on 127.0.0.1" in log and "submit job=0" in log and "cancel job=0 state=running" in log
     assert any(line[:4].isdigit() and " start job=" in line for line in log.splitlines())    # timestamped
+
+
+def test_non_tar_and_empty_uploads_are_invalid_arguments(tmp_path):
+    with scheduler(tmp_path, round_s=30.0) as (server, address):
+        worker = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=10.0)
+        submit(stub(address, CLIENT), job_id=0, total_steps=10_000, command="emulated")
+        worker.register()
+        server.state.round(server.state.now() + 30)
+        drive([worker], lambda: (0, 0) in worker.jobs, 10, "a lease")
+        lease = worker.jobs[(0, 0)].lease
+        as_job = stub(address, lease.lease_token, scheme="Lease")
+        for data in (b"", b"hello" * 300):
+            chunk = pb2.CheckpointChunk(job_id=0, lease_id=lease.lease_id, steps=1, data=data)
+            code, details = rpc_code(lambda: as_job.PutCheckpoint(iter([chunk]), timeout=10))
+            assert code == INVALID and "checkpoint" in details
+
+
+def test_running_counts_only_leased_jobs(tmp_path):
+    """Three jobs take turns on one GPU: a job whose lease ended is queued at once, even while its process is
+    still checkpointing, so `running` never exceeds the GPUs."""
+    with scheduler(tmp_path, round_s=0.3) as (server, address):
+        client = stub(address, CLIENT)
+        worker = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=0.5)
+        for i in range(3):
+            submit(client, job_id=i, total_steps=10_000, command="emulated", priority_weight=1.0)
+        seen, deadline = [], time.monotonic() + 6
+        while time.monotonic() < deadline:
+            worker.tick()
+            seen.append(client.GetStatus(pb2.StatusRequest(page_size=1), timeout=5).counts.get("running", 0))
+            time.sleep(0.02)
+        assert max(seen) == 1
