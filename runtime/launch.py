@@ -27,7 +27,7 @@ from .isolation import DEFAULT_JOB_UIDS, python_closed_to_jobs
 from .stubs import pb2, pb2_grpc
 
 #: Codes that mean "the scheduler is restarting"; `wait()` rides them out, any other error is raised.
-TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 #: Default emulated speed of each GPU type relative to a V100 (roughly Gavel's ResNet-18 ratios).
 DEFAULT_SLOWDOWNS = {"v100": 1.0, "p100": 1.5, "k80": 4.0}

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-UPLOAD_TRIES = 4                 # a busy scheduler (RESOURCE_EXHAUSTED) is retried after 0.2, 0.4, 0.8 s
+UPLOAD_TRIES = 4                 # a busy scheduler (RESOURCE_EXHAUSTED) is retried after 0.2, 0.4, 0.8 s (calls too)
 ENV = ("HETSCHED_SCHEDULER", "HETSCHED_LEASE_TOKEN", "HETSCHED_JOB_ID", "HETSCHED_LEASE_ID", "HETSCHED_DEADLINE")
 
 
@@ -80,21 +80,33 @@ class LeaseIterator:
         it back (the others wait for it, bounded)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            resp = self._stub.Rendezvous(self._pb2.RendezvousRequest(job_id=self.job_id, lease_id=self.lease_id,
-                                                                     rank=self.rank, address=address), timeout=10)
+            resp = self._call(self._stub.Rendezvous, self._pb2.RendezvousRequest(
+                job_id=self.job_id, lease_id=self.lease_id, rank=self.rank, address=address))
             if resp.address:
                 return resp.address
             if time.monotonic() > deadline:
                 raise TimeoutError(f"rank 0 of job {self.job_id} did not post its address in {timeout_s} s")
             time.sleep(0.2)
 
+    def _call(self, method, request):
+        """One call; a busy scheduler (RESOURCE_EXHAUSTED) is retried after 0.2, 0.4, 0.8 s."""
+        import grpc
+
+        for attempt in range(UPLOAD_TRIES):
+            try:
+                return method(request, timeout=10)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or attempt == UPLOAD_TRIES - 1:
+                    raise
+            time.sleep(0.2 * 2 ** attempt)
+
     def _report(self, finished: bool) -> bool:
         """Tell the scheduler where we are; returns whether the lease goes on."""
         try:
-            resp = self._stub.UpdateLease(self._pb2.UpdateLeaseRequest(
+            resp = self._call(self._stub.UpdateLease, self._pb2.UpdateLeaseRequest(
                 job_id=self.job_id, lease_id=self.lease_id, steps_done=self.steps,
                 steps_checkpointed=self.checkpointed, seconds=self._seconds, steps_run=self.steps - self._start,
-                finished=finished), timeout=10)
+                finished=finished))
         except Exception:       # scheduler unreachable: stop safely; the job resumes from its checkpoint
             return False
         self._clock_offset = resp.now_s - time.time()

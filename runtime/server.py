@@ -40,6 +40,10 @@ HANDLER_THREADS = 32
 #: Checkpoint streams served at once. The rest of the handler pool stays free for heartbeats, exit reports and
 #: clients, whatever jobs upload; one more stream is answered RESOURCE_EXHAUSTED at once and the job retries.
 CHECKPOINT_STREAMS = 8
+#: Concurrent unary calls each untrusted role may hold. With the streams, at most 6 + 12 + 8 = 26 handler threads
+#: serve clients and jobs, so 6 are always free for workers' heartbeats and exit reports: no client or job
+#: traffic starves a worker (one more call is answered RESOURCE_EXHAUSTED at once; callers retry).
+ROLE_CALLS = {CLIENT: 6, JOB: 12}
 #: A connection lives at most this long, then gets this much grace to finish its calls: no stream, however slow
 #: its sender, holds a handler thread for longer.
 CONNECTION_AGE_S, CONNECTION_GRACE_S = 300, 90
@@ -88,6 +92,7 @@ class Servicer(pb2_grpc.SchedulerServicer):
     def __init__(self, state: RuntimeState, credentials: Credentials):
         self.state, self.credentials = state, credentials
         self._streams = threading.BoundedSemaphore(CHECKPOINT_STREAMS)
+        self._roles = {role: threading.BoundedSemaphore(n) for role, n in ROLE_CALLS.items()}
 
     def _lease_holder(self, context):
         """A job's caller, once its lease token is known: nothing of a stream is read before this."""
@@ -105,6 +110,16 @@ class Servicer(pb2_grpc.SchedulerServicer):
             yield
         finally:
             self._streams.release()
+
+    def _call(self, context, role: str, fn):
+        """Run a client's or job's call within its role's share of the handler threads."""
+        if not self._roles[role].acquire(blocking=False):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"{ROLE_CALLS[role]} {role} calls are in progress; retry shortly")
+        try:
+            return _answer(context, fn)
+        finally:
+            self._roles[role].release()
 
     @counted
     def RegisterWorker(self, request, context):
@@ -128,22 +143,23 @@ class Servicer(pb2_grpc.SchedulerServicer):
     @counted
     def UpdateLease(self, request, context):
         caller = self._lease_holder(context)
-        return _answer(context, lambda: self.state.update_lease(request, caller.lease_token))
+        return self._call(context, JOB, lambda: self.state.update_lease(request, caller.lease_token))
 
     @counted
     def SubmitJob(self, request, context):
         require(context, self.credentials, CLIENT)
-        return _answer(context, lambda: pb2.SubmitJobResponse(job_id=self.state.submit(request)))
+        return self._call(context, CLIENT, lambda: pb2.SubmitJobResponse(job_id=self.state.submit(request)))
 
     @counted
     def GetStatus(self, request, context):
         require(context, self.credentials, CLIENT)
-        return _answer(context, lambda: self.state.status(request))
+        return self._call(context, CLIENT, lambda: self.state.status(request))
 
     @counted
     def Cancel(self, request, context):
         require(context, self.credentials, CLIENT)
-        return _answer(context, lambda: pb2.CancelResponse(previous_state=self.state.cancel(request.job_id)))
+        return self._call(context, CLIENT,
+                          lambda: pb2.CancelResponse(previous_state=self.state.cancel(request.job_id)))
 
     @counted
     def PutCheckpoint(self, request_iterator, context):
@@ -174,7 +190,7 @@ class Servicer(pb2_grpc.SchedulerServicer):
     @counted
     def Rendezvous(self, request, context):
         caller = self._lease_holder(context)
-        return _answer(context, lambda: pb2.RendezvousResponse(
+        return self._call(context, JOB, lambda: pb2.RendezvousResponse(
             address=self.state.rendezvous(request, caller.lease_token)))
 
 

@@ -228,7 +228,9 @@ class Worker:
             resp = self._lease_call(run, pb2.UpdateLeaseRequest(
                 job_id=lease.job_id, lease_id=lease.lease_id, steps_done=steps, steps_checkpointed=durable,
                 seconds=now - run.started, steps_run=steps - start, finished=finished))
-        except grpc.RpcError:
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                return None     # a busy scheduler: report at the next tick
             return 0            # as a LeaseIterator does: stop; the job resumes from its checkpoint
         return 0 if finished or not resp.keep_running else None
 

@@ -224,3 +224,28 @@ def test_running_counts_only_leased_jobs(tmp_path):
             seen.append(client.GetStatus(pb2.StatusRequest(page_size=1), timeout=5).counts.get("running", 0))
             time.sleep(0.02)
         assert max(seen) == 1
+
+
+def test_slow_client_calls_cannot_starve_heartbeats(tmp_path, monkeypatch):
+    from collections import Counter
+
+    from hetsched.runtime.server import ROLE_CALLS
+    with scheduler(tmp_path, round_s=30.0, worker_timeout_s=5.0) as (server, address):
+        fast = server.state.status
+
+        def slow(request):                       # a client call that holds its handler thread for 2 s
+            time.sleep(2.0)
+            return fast(request)
+        monkeypatch.setattr(server.state, "status", slow)
+        worker = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05)
+        worker.register()
+        client = stub(address, CLIENT)
+        calls = [client.GetStatus.future(pb2.StatusRequest(page_size=1), timeout=20) for _ in range(40)]
+        time.sleep(0.3)
+        start = time.monotonic()
+        worker._beat()
+        latency = time.monotonic() - start
+        codes = Counter(rpc_code(call.result)[0] for call in calls)
+    assert latency < 1.0, latency
+    assert codes == {grpc.StatusCode.OK: ROLE_CALLS["client"],
+                     grpc.StatusCode.RESOURCE_EXHAUSTED: 40 - ROLE_CALLS["client"]}
