@@ -81,6 +81,8 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-server-name", default=None, help="expected name in the scheduler's certificate")
     p.add_argument("--advertise-host", default="127.0.0.1",
                    help="address other machines reach this one at (multi-GPU jobs' rendezvous)")
+    p.add_argument("--cpu-cores", type=int, default=None, help="CPU cores to report (default: detected)")
+    p.add_argument("--mem-gb", type=float, default=None, help="memory in GB to report (default: detected)")
     p.add_argument("--emulate", action="store_true", help="protocol only: jobs progress without processes")
     p.add_argument("--name", default="")
     p.add_argument("--parent-pid", type=int, default=None)
@@ -145,15 +147,16 @@ def run_worker(args) -> int:
         worker = Worker(args.scheduler, _secret("HETSCHED_WORKER_TOKEN", args.token_file), args.gpu_type,
                         args.num_gpus, args.work_dir, emulate=args.emulate, name=args.name, tls_ca=args.tls_ca,
                         tls_server_name=args.tls_server_name, advertise_host=args.advertise_host,
-                        job_uids=args.job_uids)
+                        job_uids=args.job_uids, cpu_cores=args.cpu_cores, mem_gb=args.mem_gb)
     except HetschedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:                   # the token file or the work directory
         print(f"error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    logging.getLogger(__name__).info("worker %s: %d %s GPU(s), work dir %s; %s", args.name or "-", args.num_gpus,
-                                     args.gpu_type, worker.work_dir, worker.uids.describe())
+    logging.getLogger(__name__).info("worker %s: %d %s GPU(s), %d CPU cores, %.1f GB, work dir %s; %s",
+                                     args.name or "-", args.num_gpus, args.gpu_type, worker.cpu_cores,
+                                     worker.mem_gb, worker.work_dir, worker.uids.describe())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     import grpc
 

@@ -23,6 +23,8 @@ class WorkerInfo:
     num_gpus: int
     slowdown: float
     last_seen: float
+    cpu_cores: int = 0                               # 0: not reported
+    mem_gb: float = 0.0
     to_start: list = field(default_factory=list)     # Lease messages to hand out at the next heartbeat
     to_stop: list = field(default_factory=list)      # job ids to kill at the next heartbeat
     running: dict = field(default_factory=dict)      # job id -> lease id, as the worker last reported

@@ -126,7 +126,8 @@ class Servicer(pb2_grpc.SchedulerServicer):
         require(context, self.credentials, WORKER)
 
         def body():
-            worker_id, session = self.state.register(request.gpu_type, request.num_gpus, request.name)
+            worker_id, session = self.state.register(request.gpu_type, request.num_gpus, request.name,
+                                                     request.cpu_cores, request.mem_gb)
             return pb2.RegisterWorkerResponse(worker_id=worker_id, round_s=self.state.round_s, session=session)
         return _answer(context, body)
 

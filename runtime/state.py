@@ -56,7 +56,8 @@ class RuntimeState(LeaseCalls, Endings):
                                                                                 min_reset_interval_s=0.0, seed=seed))
         if self.pipeline.place.cpu_memory:
             raise CompositionError(str(self.pipeline.place), "the runtime's workers",
-                                   "workers report GPUs but not CPU cores and memory yet",
+                                   "workers report their CPU cores and memory, but leases carry no CPU or memory "
+                                   "share yet",
                                    "The runtime runs Gavel's allocations and Shockwave's planner (e.g. 'gavel', "
                                    "'shockwave'); Synergy's placements run in the simulator")
         self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
@@ -161,16 +162,22 @@ class RuntimeState(LeaseCalls, Endings):
                                       next_page_token=next_token, counts=self.store.counts(),
                                       leases=len(self.leases), gpus=len(self.gpu_owner),
                                       rpc_errors=dict(self.rpc_errors),
+                                      cpu_cores=sum(w.cpu_cores for w in self.workers.values()),
+                                      mem_gb=sum(w.mem_gb for w in self.workers.values()),
                                       last_round_overhead_s=recent[-1] if recent else 0.0)
 
     # ---- workers ----------------------------------------------------------------------------------------
-    def register(self, gpu_type: str, num_gpus: int, name: str) -> tuple[str, str]:
-        validate.worker_fields(self.table, gpu_type=gpu_type, num_gpus=num_gpus, name=name)
+    def register(self, gpu_type: str, num_gpus: int, name: str, cpu_cores: int = 0,
+                 mem_gb: float = 0.0) -> tuple[str, str]:
+        validate.worker_fields(self.table, gpu_type=gpu_type, num_gpus=num_gpus, name=name, cpu_cores=cpu_cores,
+                               mem_gb=mem_gb)
         with self.lock:
             worker_id = f"{self.incarnation}-{len(self.workers)}-{uuid.uuid4().hex[:6]}"
             session = secrets.token_urlsafe(24)
             self.workers[worker_id] = WorkerInfo(worker_id, session, gpu_type, num_gpus,
-                                                 self.slowdowns.get(gpu_type, 1.0), time.time())
+                                                 self.slowdowns.get(gpu_type, 1.0), time.time(), cpu_cores, mem_gb)
+            log.info("register worker=%s name=%r gpus=%d gpu_type=%s cpu_cores=%d mem_gb=%.1f", worker_id, name,
+                     num_gpus, gpu_type, cpu_cores, mem_gb)
             self._cluster_changed()
             return worker_id, session
 
@@ -181,6 +188,11 @@ class RuntimeState(LeaseCalls, Endings):
             raise Denied(f"worker {worker_id}: wrong session")
         return info
 
+    @staticmethod
+    def _server(info: WorkerInfo) -> Server:
+        """A worker's server shape: its GPUs, and its CPU cores and memory when it reports them."""
+        return Server(info.gpu_type, info.num_gpus, info.cpu_cores or None, info.mem_gb or None)
+
     def _cluster_changed(self) -> None:
         """Workers joined or left: new capacities for the same core (jobs and time received stay)."""
         order = sorted(self.workers)
@@ -190,8 +202,7 @@ class RuntimeState(LeaseCalls, Endings):
                 self.gpu_owner[len(self.gpu_owner)] = (w, local)      # the placer numbers GPUs server by server
         if not order:
             return
-        cluster = ClusterSpec.from_servers([Server(self.workers[w].gpu_type, self.workers[w].num_gpus)
-                                            for w in order])
+        cluster = ClusterSpec.from_servers([self._server(self.workers[w]) for w in order])
         self.peak_gpus = max(self.peak_gpus, cluster.num_gpus)
         if self.core is None:
             self.core = build_scheduler(self.pipeline, cluster, self.table, seed=self.seed,

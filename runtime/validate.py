@@ -13,6 +13,8 @@ from hetsched.errors import HetschedError
 from hetsched.model.throughputs import JobKey, ThroughputTable
 
 MAX_GPUS_PER_WORKER = 64
+MAX_CPU_CORES = 4096
+MAX_MEM_GB = 65536.0
 MAX_SCALE_FACTOR = 64            # when no worker has registered yet
 MAX_STEPS = 10**12
 MAX_JOB_ID = 2**31 - 1         # also what auto-assigned ids may reach: every id survives a restart
@@ -64,8 +66,13 @@ def job_fields(table: ThroughputTable, *, job_id: int, job_type: str, scale_fact
         raise InvalidInput("command: must name a program")
 
 
-def worker_fields(table: ThroughputTable, *, gpu_type: str, num_gpus: int, name: str) -> None:
+def worker_fields(table: ThroughputTable, *, gpu_type: str, num_gpus: int, name: str, cpu_cores: int = 0,
+                  mem_gb: float = 0.0) -> None:
     _string("name", name, MAX_NAME, empty_ok=True)
+    if not 0 <= cpu_cores <= MAX_CPU_CORES:
+        raise InvalidInput(f"cpu_cores: 0 (not reported) .. {MAX_CPU_CORES}, got {cpu_cores}")
+    if not (math.isfinite(mem_gb) and 0 <= mem_gb <= MAX_MEM_GB):
+        raise InvalidInput(f"mem_gb: 0 (not reported) .. {MAX_MEM_GB}, got {mem_gb}")
     if gpu_type not in table.gpu_types:
         raise InvalidInput(f"gpu_type: {gpu_type!r} is not in the throughput table {table.name!r}; "
                            f"allowed: {list(table.gpu_types)}")

@@ -50,10 +50,13 @@ class Worker:
     def __init__(self, address: str, token: str, gpu_type: str, num_gpus: int = 1, work_dir: str = ".",
                  heartbeat_s: float = 0.3, emulate: bool = False, name: str = "", report_s: float = 0.2,
                  tls_ca: str | None = None, tls_server_name: str | None = None, advertise_host: str = "127.0.0.1",
-                 job_uids: str = "auto"):
+                 job_uids: str = "auto", cpu_cores: int | None = None, mem_gb: float | None = None):
         self.address, self.gpu_type, self.num_gpus = address, gpu_type, num_gpus
         self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        detected = detect_resources()
+        self.cpu_cores = detected[0] if cpu_cores is None else cpu_cores
+        self.mem_gb = detected[1] if mem_gb is None else mem_gb
         self.uids = JobUids("same" if emulate else job_uids)
         self.heartbeat_s, self.emulate, self.name, self.report_s = heartbeat_s, emulate, name, report_s
         self.tls_ca = str(Path(tls_ca).resolve()) if tls_ca else None
@@ -68,8 +71,9 @@ class Worker:
 
     # ---- protocol -----------------------------------------------------------------------------------
     def register(self) -> None:
-        resp = self.stub.RegisterWorker(pb2.RegisterWorkerRequest(gpu_type=self.gpu_type, num_gpus=self.num_gpus,
-                                                                  name=self.name), timeout=10)
+        resp = self.stub.RegisterWorker(pb2.RegisterWorkerRequest(
+            gpu_type=self.gpu_type, num_gpus=self.num_gpus, name=self.name, cpu_cores=self.cpu_cores,
+            mem_gb=self.mem_gb), timeout=10)
         self.worker_id, self.session = resp.worker_id, resp.session
 
     def tick(self) -> None:
@@ -256,3 +260,21 @@ def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
             return f.read(size).decode("utf-8", "replace")
     except OSError as exc:
         return f"[hetsched] log not readable: {exc}"
+
+
+def detect_resources() -> tuple[int, float]:
+    """(CPU cores this process may run on, memory in GB) of this machine; 0 for what cannot be read."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 0
+    mem_gb = 0.0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem_gb = round(int(line.split()[1]) / 1024**2, 2)     # kB -> GiB
+                    break
+    except OSError:
+        pass
+    return cores, mem_gb

@@ -249,3 +249,24 @@ def test_slow_client_calls_cannot_starve_heartbeats(tmp_path, monkeypatch):
     assert latency < 1.0, latency
     assert codes == {grpc.StatusCode.OK: ROLE_CALLS["client"],
                      grpc.StatusCode.RESOURCE_EXHAUSTED: 40 - ROLE_CALLS["client"]}
+
+
+def test_workers_report_cpu_cores_and_memory_and_the_core_sees_server_shapes(tmp_path):
+    from hetsched.runtime.worker import detect_resources
+    cores, mem_gb = detect_resources()
+    assert cores >= 1 and mem_gb > 0
+    with scheduler(tmp_path) as (server, address):
+        big = Worker(address, WORKER, "v100", num_gpus=4, emulate=True, cpu_cores=24, mem_gb=192.0)
+        here = Worker(address, WORKER, "k80", emulate=True)                  # detected
+        big.register()
+        here.register()
+        servers = sorted(server.state.core.cluster.servers, key=lambda s: s.num_gpus)
+        assert [(s.gpu_type, s.num_gpus, s.cpu_cores, s.dram_gb) for s in servers] == \
+            [("k80", 1, cores, mem_gb), ("v100", 4, 24, 192.0)]
+        status = stub(address, CLIENT).GetStatus(pb2.StatusRequest(page_size=1), timeout=5)
+        assert status.cpu_cores == 24 + cores and status.mem_gb == pytest.approx(192.0 + mem_gb)
+        wstub = stub(address, WORKER)
+        for bad in (dict(cpu_cores=-1), dict(mem_gb=float("nan")), dict(mem_gb=1e9)):
+            code, details = rpc_code(lambda: wstub.RegisterWorker(
+                pb2.RegisterWorkerRequest(gpu_type="v100", num_gpus=1, **bad), timeout=5))
+            assert code == INVALID and next(iter(bad)) in details
