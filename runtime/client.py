@@ -113,7 +113,8 @@ def _status(stub, args) -> int:
 
     first = stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)
     if args.metrics:
-        metrics = {"workers": first.workers, "gpus": first.gpus, "leases": first.leases, "rounds": first.rounds,
+        metrics = {"workers": first.workers, "gpus": first.gpus, "cpu_cores": first.cpu_cores,
+                   "mem_gb": first.mem_gb, "leases": first.leases, "rounds": first.rounds,
                    "round_overhead_mean_s": first.mean_round_overhead_s,
                    "round_overhead_last_s": first.last_round_overhead_s,
                    **{f"jobs_{k}": v for k, v in sorted(first.counts.items())},

@@ -182,6 +182,7 @@ def test_submit_status_cancel_and_health_from_the_command_line(tmp_path):
         assert "cancelled" in table and "running" in table                # job 1 goes on
         metrics = dict(line.split() for line in _cli("status", "--metrics", state=tmp_path).splitlines())
         assert metrics["hetsched_workers"] == "2" and metrics["hetsched_gpus"] == "2"
+        assert int(metrics["hetsched_cpu_cores"]) >= 2 and float(metrics["hetsched_mem_gb"]) > 0
         assert metrics["hetsched_jobs_cancelled"] == "1" and int(metrics["hetsched_jobs_running"]) <= 2
         bad = subprocess.run([sys.executable, "-m", "hetsched", "cancel", "99", "--state-dir", str(tmp_path)],
                              capture_output=True, text=True, timeout=120)
