@@ -50,26 +50,27 @@ def limit(*loggers: str, burst: int = BURST, window_s: float = WINDOW_S) -> Rate
 
 class EventLog:
     """The frequent job events (a lease, a start) as lines in the log's own format, `<time> INFO
-    hetsched.runtime.events: lease job=3 ...`, written in one call per batch: a round that issues a thousand
-    leases spends about a millisecond on them (through `logging`, 25 ms: measured with benchmarks/runtime.py).
-    Written only when the events logger is enabled for INFO (as `hetsched scheduler` configures it)."""
+    hetsched.runtime.events: lease job=3 ...`, written in one call per batch (a round, a heartbeat) with the
+    batch's time: a round that issues a thousand leases spends about a millisecond on them (through `logging`,
+    about 25 ms: benchmarks/runtime.py). `on` is whether the events logger takes INFO (as `hetsched scheduler`
+    configures it); callers skip building a line when it is off."""
 
     NAME = "hetsched.runtime.events"
 
     def __init__(self, stream=None):
         self.stream, self.lines = stream, []
-        self._second, self._stamp = -1, ""
+        self.on = logging.getLogger(self.NAME).isEnabledFor(logging.INFO)
 
     def add(self, text: str) -> None:
-        now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._second, self._stamp = second, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-        self.lines.append(f"{self._stamp},{int((now - second) * 1000):03d} INFO {self.NAME}: {text}\n")
+        self.lines.append(text)
 
     def flush(self) -> None:
+        if not self.lines:
+            return
         lines, self.lines = self.lines, []
-        if lines and logging.getLogger(self.NAME).isEnabledFor(logging.INFO):
-            stream = self.stream or sys.stderr
-            stream.write("".join(lines))
-            stream.flush()
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        head = f"{stamp},{int(now % 1 * 1000):03d} INFO {self.NAME}: "
+        stream = self.stream or sys.stderr
+        stream.write("".join(f"{head}{line}\n" for line in lines))
+        stream.flush()

@@ -250,7 +250,8 @@ class RuntimeState(LeaseCalls, Endings):
                     info.vanished[msg.job_id] = (msg.lease_id, now)        # until the worker lists it
                     if lease.started_at is None:
                         lease.started_at = now
-                        self.events.add(f"start job={msg.job_id} lease={msg.lease_id} worker={info.worker_id}")
+                        if self.events.on:
+                            self.events.add(f"start job={msg.job_id} lease={msg.lease_id} worker={info.worker_id}")
             self.events.flush()
             return pb2.HeartbeatResponse(known=True, start=start, stop=stop, now_s=now)
 
@@ -359,7 +360,7 @@ class RuntimeState(LeaseCalls, Endings):
         return running
 
     def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, paired: bool) -> None:
-        lease = LeaseInfo(uuid.uuid4().hex[:12], row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
+        lease = LeaseInfo(secrets.token_hex(6), row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
                           paired)
         recent = self.job_tokens.setdefault(row.job_id, [])
         while len(recent) >= LEASE_TOKENS_KEPT:
@@ -372,8 +373,9 @@ class RuntimeState(LeaseCalls, Endings):
                 local_gpus=[local], deadline_s=deadline, total_steps=row.total_steps, steps_done=row.steps_done,
                 rank=rank, world_size=len(parts), slowdown=self.workers[worker_id].slowdown,
                 lease_token=lease.token))
-        self.events.add(f"lease job={row.job_id} lease={lease.lease_id} gpu={gpu_type} ranks={len(parts)} "
-                        f"until={deadline:.1f}")
+        if self.events.on:
+            self.events.add(f"lease job={row.job_id} lease={lease.lease_id} gpu={gpu_type} ranks={len(parts)} "
+                            f"until={deadline:.1f}")
         if row.state != "running":
             row.state = "running"
             self._started.append(row.job_id)
