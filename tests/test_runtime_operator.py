@@ -219,7 +219,7 @@ def test_running_counts_only_leased_jobs(tmp_path):
         worker = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=0.5)
         for i in range(3):
             submit(client, job_id=i, total_steps=10_000, command="emulated", priority_weight=1.0)
-        seen, deadline = [], time.monotonic() + 6
+        seen, deadline = [], time.monotonic() + 3
         while time.monotonic() < deadline:
             worker.tick()
             seen.append(client.GetStatus(pb2.StatusRequest(page_size=1), timeout=5).counts.get("running", 0))
