@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 import time
 
+from .logs import EventLog
 from .records import Denied, LeaseInfo, NotFound, WorkerInfo
 from .store import JobRow
 
-log = logging.getLogger("hetsched.runtime.events")     # one key=value line per job event
+log = logging.getLogger(EventLog.NAME)     # one key=value line per job event
 
 #: Exit code recorded for a process whose worker stopped listing it without ever reporting its exit.
 LOST_EXIT = -1

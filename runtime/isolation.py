@@ -48,11 +48,6 @@ def make_undumpable() -> bool:
         return False
 
 
-def is_dumpable(pid: int | str = "self") -> bool:
-    """Whether /proc/PID belongs to the process's uid (a non-dumpable process's files belong to root)."""
-    return os.stat(f"/proc/{pid}").st_uid == os.stat(f"/proc/{pid}/status").st_uid
-
-
 def job_env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in PASS_ENV or k.startswith(PASS_PREFIXES)}
     env.update(extra)

@@ -53,7 +53,8 @@ def wait_for_port(state_dir: Path, proc: subprocess.Popen, timeout_s: float = 60
     return f"127.0.0.1:{port_file.read_text().strip()}"
 
 
-def _stop(proc: subprocess.Popen | None, sig=signal.SIGTERM, timeout: float = 10) -> None:
+def stop_group(proc: subprocess.Popen | None, sig=signal.SIGTERM, timeout: float = 10) -> None:
+    """Signal a process started with start_new_session=True and its group; SIGKILL after `timeout` (bounded)."""
     if proc is None or proc.poll() is not None:
         return
     try:
@@ -170,7 +171,7 @@ class LocalCluster:
 
     def restart_worker(self, index: int) -> None:
         """Start a killed worker again (same name and work directory, a new registration)."""
-        _stop(self.workers[index], signal.SIGKILL)
+        stop_group(self.workers[index], signal.SIGKILL)
         self.workers[index] = self._start_worker(*self.worker_args[index])
 
     def worker_children(self, index: int) -> list[int]:
@@ -181,7 +182,7 @@ class LocalCluster:
     def kill_worker(self, index: int) -> None:
         """SIGKILL one worker and the jobs it runs (a machine failure)."""
         children = self.worker_children(index)
-        _stop(self.workers[index], signal.SIGKILL)
+        stop_group(self.workers[index], signal.SIGKILL)
         for pid in children:
             try:
                 os.killpg(pid, signal.SIGKILL)
@@ -189,7 +190,7 @@ class LocalCluster:
                 pass
 
     def kill_scheduler(self) -> None:
-        _stop(self.scheduler, signal.SIGKILL)
+        stop_group(self.scheduler, signal.SIGKILL)
 
     def restart_scheduler(self) -> None:
         self.kill_scheduler()
@@ -272,9 +273,9 @@ class LocalCluster:
     @staticmethod
     def _cleanup(schedulers, workers) -> None:
         for w in workers:
-            _stop(w)
+            stop_group(w)
         for s in schedulers:
-            _stop(s)
+            stop_group(s)
 
     def shutdown(self) -> None:
         """Stop workers (and their jobs) and the scheduler. Safe to call twice."""

@@ -80,13 +80,12 @@ def test_cache_keys_follow_the_code(monkeypatch):
 def test_a_sweep_on_a_dask_cluster_started_from_the_command_line(tmp_path):
     """What a user runs on several machines (`dask scheduler`, then `dask worker` on each), here on loopback."""
     import json
-    import os
-    import signal
     import subprocess
     import sys
     import time
     from pathlib import Path
 
+    from hetsched.runtime.launch import stop_group
     dask = str(Path(sys.executable).with_name("dask"))
     info = tmp_path / "scheduler.json"
     logs = [open(tmp_path / f"{name}.log", "wb") for name in ("scheduler", "worker-a", "worker-b")]
@@ -115,12 +114,6 @@ def test_a_sweep_on_a_dask_cluster_started_from_the_command_line(tmp_path):
         pd.testing.assert_frame_equal(local[cols], remote[cols])
     finally:
         for proc in reversed(procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
+            stop_group(proc, timeout=20)
         for log in logs:
             log.close()

@@ -12,7 +12,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from hetsched.runtime.launch import stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -72,12 +73,7 @@ def jupyter(tmp_path):
                 time.sleep(0.5)
         yield base, token
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_group(proc, timeout=20)
 
 
 def _wait_for_kernel(base: str, token: str, timeout: float = 90) -> None:
