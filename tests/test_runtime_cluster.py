@@ -100,15 +100,18 @@ def test_colocated_pair_runs_both_members_on_the_shared_gpu(tmp_path):
 def test_chaos_every_job_completes_and_loses_at_most_one_checkpoint_interval(tmp_path):
     from hetsched.runtime.worker import EMULATED_CHECKPOINT_EVERY
     rng = random.Random(13)
-    with launch_local_cluster("2:1:1", tmp_path, round_s=1.0, emulate=True, worker_timeout_s=2.0) as cluster:
-        cluster.submit([Job(i, 0.0, RESNET, 1, rng.randrange(600, 1400)) for i in range(20)])
+    # A lost worker costs each of its started jobs an attempt (docs/rules.md#runtime-attempts); this test is about
+    # checkpoints under repeated machine failures, so the attempt budget is not what it measures.
+    with launch_local_cluster("2:1:1", tmp_path, round_s=1.0, emulate=True, worker_timeout_s=2.0,
+                              max_attempts=1000) as cluster:
+        cluster.submit([Job(i, 0.0, RESNET, 1, rng.randrange(600, 1400)) for i in range(12)])
         faults, lost = [], []
         deadline = time.monotonic() + 240
 
         def progress():
             return cluster.status().set_index("job_id")["steps_done"]
 
-        while not set(cluster.counts()) <= {"completed", "failed"}:
+        while not set(cluster.counts()) <= {"completed", "failed"} and len(faults) < 6:
             assert time.monotonic() < deadline, cluster.counts()
             before = progress()
             if rng.random() < 0.3:
@@ -125,7 +128,7 @@ def test_chaos_every_job_completes_and_loses_at_most_one_checkpoint_interval(tmp
                 time.sleep(0.2)
                 lowest = lowest.combine(progress(), min)
             lost.append(int((before - lowest).clip(lower=0).max()))
-        final = cluster.wait(10)
+        final = cluster.wait(60)
     assert len(faults) >= 5, faults
     assert (final["state"] == "completed").all(), final
     assert (final["steps_done"] == final["total_steps"]).all()

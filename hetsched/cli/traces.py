@@ -32,6 +32,7 @@ def add_import_args(parser: argparse.ArgumentParser, *, with_table: bool) -> Non
     g.add_argument("--status", default=None, metavar="S,...",
                    help="keep these statuses (e.g. COMPLETED, Succeeded; alibaba2026: HP or Spot)")
     g.add_argument("--max-jobs", type=int, default=None, help="keep the first N jobs by arrival")
+    g.add_argument("--max-duration-h", type=float, default=None, help="drop jobs that ran longer than this")
 
 
 def _set(text: str | None, cast=str, flag: str = "") -> frozenset | None:
@@ -48,7 +49,8 @@ def import_options(args: argparse.Namespace, fmt: str, throughputs: str, seed: i
     from hetsched.traces.formats import PRODUCTION_FORMATS
     from hetsched.traces.production import Filters, JobMapping
 
-    chosen = [f for f in ("since_h", "until_h", "vc", "gpus", "status", "max_jobs", "reference_gpu")
+    chosen = [f for f in ("since_h", "until_h", "vc", "gpus", "status", "max_jobs", "max_duration_h",
+                          "reference_gpu")
               if getattr(args, f, None) is not None]
     if fmt not in PRODUCTION_FORMATS:
         if chosen or getattr(args, "job_types", None):
@@ -62,7 +64,8 @@ def import_options(args: argparse.Namespace, fmt: str, throughputs: str, seed: i
     hours = [None if h is None else h * 3600.0 for h in (args.since_h, args.until_h)]
     filters = Filters(since_s=hours[0], until_s=hours[1], vcs=_set(args.vc, flag="--vc"),
                       gpus=_set(args.gpus, int, "--gpus"), statuses=_set(args.status, flag="--status"),
-                      max_jobs=args.max_jobs)
+                      max_jobs=args.max_jobs,
+                      max_duration_s=None if args.max_duration_h is None else args.max_duration_h * 3600.0)
     mapping = JobMapping(throughputs=throughputs, seed=seed, reference_gpu=args.reference_gpu,
                          gpu_map=args.gpu_map, entity=args.entity)
     return {"mapping": mapping, "filters": filters}

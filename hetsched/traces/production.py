@@ -52,6 +52,7 @@ class Filters:
     gpus: frozenset[int] | None = None
     statuses: frozenset[str] | None = None
     max_jobs: int | None = None
+    max_duration_s: float | None = None          # drop jobs that ran longer (a long tail sets the makespan)
 
     def apply(self, r: pd.DataFrame) -> pd.DataFrame:
         keep = np.ones(len(r), bool)
@@ -65,6 +66,8 @@ class Filters:
             keep &= r["gpus"].isin(self.gpus).to_numpy()
         if self.statuses is not None:
             keep &= r["status"].str.lower().isin({s.lower() for s in self.statuses}).to_numpy()
+        if self.max_duration_s is not None:
+            keep &= r["duration_s"].to_numpy(dtype=float) <= self.max_duration_s
         return r[keep]
 
 
