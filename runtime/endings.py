@@ -1,5 +1,6 @@
-"""How a lease and a job end: an exit report, an exit report that never came, a worker that stopped answering,
-a cancel. Every end of a launched process that was not a clean stop counts as an attempt (`--max-attempts`)."""
+"""How a lease and a job end (docs/rules.md#runtime-attempts): an exit report, an exit report that never came, a
+worker that stopped answering, a cancel. Every end of a launched process that was not a clean stop counts as an
+attempt (`--max-attempts`)."""
 
 from __future__ import annotations
 

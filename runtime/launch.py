@@ -84,7 +84,7 @@ class LocalCluster:
                  tls: tuple[str, str, str] | None = None, gpus_per_worker: int = 1, seed: int = 0,
                  ready_timeout_s: float = 60.0, entity_weights: dict[str, float] | None = None,
                  isolate: bool | None = None):
-        self.spec = ClusterSpec.parse(cluster) if isinstance(cluster, str) else cluster
+        self.spec = ClusterSpec.load(cluster) if isinstance(cluster, str) else cluster
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.client_token, self.worker_token = new_token(), new_token()
@@ -102,12 +102,19 @@ class LocalCluster:
         self.isolate = isolate
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
-        self.worker_args: list[tuple[str, int, str]] = []
+        # (GPU type, GPUs, name, CPU cores, GB): one worker per server when the spec gives server shapes with
+        # CPU cores and memory (e.g. '2x4/24/500@v100'), else `gpus_per_worker` GPUs each (host's CPUs and memory).
+        self.worker_args: list[tuple[str, int, str, int | None, float | None]] = []
         self.address = ""
         self.start_scheduler()
-        for gpu, n in zip(self.spec.gpu_types, self.spec.counts):
+        if self.spec.has_resources:
+            for i, server in enumerate(self.spec.servers):
+                self.worker_args.append((server.gpu_type, server.num_gpus, f"{server.gpu_type}-{i}",
+                                         int(server.cpu_cores), float(server.dram_gb)))
+        for gpu, n in zip(self.spec.gpu_types, self.spec.counts) if not self.spec.has_resources else ():
             for i in range(0, n, gpus_per_worker):
-                self.worker_args.append((gpu, min(gpus_per_worker, n - i), f"{gpu}-{i // gpus_per_worker}"))
+                self.worker_args.append((gpu, min(gpus_per_worker, n - i), f"{gpu}-{i // gpus_per_worker}", None,
+                                         None))
         self.workers = [self._start_worker(*a) for a in self.worker_args]
         self._finalizer = weakref.finalize(self, LocalCluster._cleanup, [self.scheduler], self.workers)
         atexit.register(self.shutdown)
@@ -155,7 +162,8 @@ class LocalCluster:
             self._finalizer.detach()
             self._finalizer = weakref.finalize(self, LocalCluster._cleanup, [self.scheduler], self.workers)
 
-    def _start_worker(self, gpu: str, num_gpus: int, name: str) -> subprocess.Popen:
+    def _start_worker(self, gpu: str, num_gpus: int, name: str, cpu_cores: int | None = None,
+                      mem_gb: float | None = None) -> subprocess.Popen:
         work = self.state_dir / "work" / name             # no directory shared between workers
         work.mkdir(mode=0o700, parents=True, exist_ok=True)
         index = next(i for i, a in enumerate(self.worker_args) if a[2] == name)
@@ -167,6 +175,8 @@ class LocalCluster:
                 "--job-uids", uids] + (["--emulate"] if self.emulate else [])
         if self.tls:
             argv += ["--tls-ca", str(self.tls[2]), "--tls-server-name", "localhost"]
+        if cpu_cores is not None:
+            argv += ["--cpu-cores", str(cpu_cores), "--mem-gb", repr(mem_gb)]
         return _spawn(argv, self.env, self.state_dir / f"worker-{name}.log")
 
     def restart_worker(self, index: int) -> None:

@@ -45,6 +45,7 @@ class LeaseInfo:
     told_stop: bool = False
     failed: bool = False
     rendezvous: str = ""
+    share: tuple[float, float] = (0.0, 0.0)          # per-rank CPU cores and GB (0: none given)
 
     @property
     def workers(self) -> set[str]:

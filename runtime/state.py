@@ -24,8 +24,7 @@ from hetsched.model.cluster import ClusterSpec, Server
 from hetsched.core.scheduler import Scheduler
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
-from hetsched.core.pipeline import CompositionError
-from hetsched.core.registry import build_scheduler, pipeline_for, policy_for
+from hetsched.core.registry import build_scheduler, check_runtime, job_catalog, pipeline_for, policy_for
 from hetsched.core.run_config import SimulationConfig
 from hetsched.model.throughputs import ThroughputTable
 
@@ -52,15 +51,12 @@ class RuntimeState(LeaseCalls, Endings):
         self.lock = threading.RLock()
         # Unknown names and refused compositions fail here, before any worker joins. No recompute gate on the
         # wall clock (Gavel's physical mode recomputes whenever a reset is pending).
-        self.pipeline = pipeline_for(policy_for(policy, seed), SimulationConfig(round_s=round_s,
-                                                                                min_reset_interval_s=0.0, seed=seed))
-        if self.pipeline.place.cpu_memory:
-            raise CompositionError(str(self.pipeline.place), "the runtime's workers",
-                                   "workers report their CPU cores and memory, but leases carry no CPU or memory "
-                                   "share yet",
-                                   "The runtime runs Gavel's allocations and Shockwave's planner (e.g. 'gavel', "
-                                   "'shockwave'); Synergy's placements run in the simulator")
+        # One round per plan: the wall clock does not skip ahead (macro_rounds=False).
+        self.pipeline = pipeline_for(policy_for(policy, seed), SimulationConfig(
+            round_s=round_s, min_reset_interval_s=0.0, seed=seed, macro_rounds=False))
+        check_runtime(self.pipeline)
         self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
+        self.catalog = job_catalog(self.pipeline, throughputs)     # the job types submissions are checked against
         self.seed, self.worker_timeout_s, self.max_attempts = seed, worker_timeout_s, max_attempts
         self.slowdowns = slowdowns or {}
         self.entity_weights = dict(entity_weights or {})
@@ -111,7 +107,7 @@ class RuntimeState(LeaseCalls, Endings):
             self.to_admit.append(row.job_id)
 
     def _check_row(self, row: JobRow, max_scale_factor: int, allow_unknown_type: bool) -> None:
-        validate.job_fields(self.table, job_id=row.job_id, job_type=row.job_type, scale_factor=row.scale_factor,
+        validate.job_fields(self.catalog, job_id=row.job_id, job_type=row.job_type, scale_factor=row.scale_factor,
                             total_steps=row.total_steps, priority_weight=row.priority_weight, command=row.command,
                             allow_unknown_type=allow_unknown_type, max_scale_factor=max_scale_factor)
 
@@ -120,7 +116,7 @@ class RuntimeState(LeaseCalls, Endings):
         """Validate, store and queue a job (raises InvalidInput / DuplicateJob)."""
         with self.lock:
             priority = req.priority_weight if req.priority_weight != 0 else 1.0
-            validate.job_fields(self.table, job_id=req.job_id, job_type=req.job_type,
+            validate.job_fields(self.catalog, job_id=req.job_id, job_type=req.job_type,
                                 scale_factor=req.scale_factor, total_steps=req.total_steps,
                                 priority_weight=priority, command=req.command,
                                 allow_unknown_type=req.allow_unknown_type,
@@ -176,9 +172,15 @@ class RuntimeState(LeaseCalls, Endings):
             session = secrets.token_urlsafe(24)
             self.workers[worker_id] = WorkerInfo(worker_id, session, gpu_type, num_gpus,
                                                  self.slowdowns.get(gpu_type, 1.0), time.time(), cpu_cores, mem_gb)
+            try:
+                self._cluster_changed()
+            except HetschedError as exc:              # e.g. a second GPU type, or no CPU/memory, for server rounds
+                self.workers.pop(worker_id)
+                self._cluster_changed()
+                raise validate.InvalidInput(f"this worker cannot join a {self.policy_name!r} cluster: {exc}") \
+                    from None
             log.info("register worker=%s name=%r gpus=%d gpu_type=%s cpu_cores=%d mem_gb=%.1f", worker_id, name,
                      num_gpus, gpu_type, cpu_cores, mem_gb)
-            self._cluster_changed()
             return worker_id, session
 
     def worker(self, worker_id: str, session: str) -> WorkerInfo | None:
@@ -293,16 +295,13 @@ class RuntimeState(LeaseCalls, Endings):
                 done = max(self.live_steps.get(job_id, 0), self.active[job_id].steps_done)
                 steps[i] = float(done - self.credited.get(job_id, done))
                 self.credited[job_id] = done
-            rows.append((e, w, steps, min(max(ran, 0.0), self.round_s)))
+            rows.append((e, w, steps, min(max(ran, 0.0), self.round_s), members))
         if rows:
-            e, w, steps, ran = zip(*rows)
+            e, w, steps, ran, members = zip(*rows)
             core.credit(np.array(e), np.array(w), np.array(steps), np.array(ran))
-            for members in (core.entries[i] for i in e):
-                for job_id in members:
-                    if core.remaining[core.slot[job_id]] < 1.0:    # done only when the job says so
-                        core.set_remaining(job_id, 1.0)
-        if hasattr(core, "round_done"):
-            core.round_done()
+            for job_id in (j for m in members for j in m):
+                if core.remaining[core.slot[job_id]] < 1.0:    # done only when the job says so
+                    core.set_remaining(job_id, 1.0)
 
     def round(self, deadline: float) -> None:
         """Credit the ending round, admit new jobs, plan the next one and issue leases ending at `deadline`."""
@@ -314,7 +313,7 @@ class RuntimeState(LeaseCalls, Endings):
             self._admit()
             now = self.now()
             self._credit(now)
-            plan = self.core.plan(now)
+            plan = self.core.plan(now, servers=True)
             self.plan = self._issue(plan, deadline, now)
             self.rounds += 1
             self.overheads.append(time.perf_counter() - start)
@@ -330,7 +329,7 @@ class RuntimeState(LeaseCalls, Endings):
             for job_id in a.job_ids:                                    # a pair: both members on the same GPUs
                 planned.add(job_id)
                 old = self.leases.get(job_id)
-                if old is not None and old.parts == parts:
+                if old is not None and old.parts == parts and old.share == (a.cpus, a.mem_gb):
                     old.deadline = deadline                              # extension: the processes keep running
                     issued = True
                     continue
@@ -341,7 +340,7 @@ class RuntimeState(LeaseCalls, Endings):
                         pending = self.workers[w].to_start
                         pending[:] = [m for m in pending if m.lease_id != old.lease_id]
                 self._lease(self.active[job_id], parts, gpu_type_names[a.gpu_type], deadline,
-                            paired=len(a.job_ids) > 1)
+                            paired=len(a.job_ids) > 1, cpus=a.cpus, mem_gb=a.mem_gb)
                 issued = True
             if issued:
                 running.append((a.job_ids, a.gpu_type, now))
@@ -359,9 +358,11 @@ class RuntimeState(LeaseCalls, Endings):
         self.store.set_states(forgotten, "queued")
         return running
 
-    def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, paired: bool) -> None:
+    def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, paired: bool, cpus: float = 0.0,
+               mem_gb: float = 0.0) -> None:
+        """One process per part (worker, local GPU); each rank gets the per-GPU CPU and memory share, if any."""
         lease = LeaseInfo(secrets.token_hex(6), row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
-                          paired)
+                          paired, share=(cpus, mem_gb))
         recent = self.job_tokens.setdefault(row.job_id, [])
         while len(recent) >= LEASE_TOKENS_KEPT:
             self.by_lease_id.pop(self.tokens.pop(recent.pop(0)).lease_id, None)
@@ -372,10 +373,10 @@ class RuntimeState(LeaseCalls, Endings):
                 lease_id=lease.lease_id, job_id=row.job_id, job_type=row.job_type, command=row.command,
                 local_gpus=[local], deadline_s=deadline, total_steps=row.total_steps, steps_done=row.steps_done,
                 rank=rank, world_size=len(parts), slowdown=self.workers[worker_id].slowdown,
-                lease_token=lease.token))
+                lease_token=lease.token, cpu_cores=cpus, mem_gb=mem_gb))
         if self.events.on:
             self.events.add(f"lease job={row.job_id} lease={lease.lease_id} gpu={gpu_type} ranks={len(parts)} "
-                            f"until={deadline:.1f}")
+                            f"cpus={cpus:g} mem_gb={mem_gb:g} until={deadline:.1f}")
         if row.state != "running":
             row.state = "running"
             self._started.append(row.job_id)

@@ -27,6 +27,7 @@ from .stubs import pb2, pb2_grpc
 
 log = logging.getLogger(__name__)
 EMULATED_STEPS_PER_S = 200.0
+EMULATED_TIME_SCALE = 100.0         # emulated profiled jobs: seconds of iterations per wall second
 EMULATED_CHECKPOINT_EVERY = 50      # steps between an emulated job's checkpoints
 LAUNCH_FAILED = 127
 #: An exit report is retried on these codes with backoff (0.1 s doubling to 5 s, 20 tries: about a minute); the
@@ -66,6 +67,7 @@ class Worker:
         self.worker_id: str | None = None
         self.session = ""
         self.jobs: dict[tuple[int, int], Running] = {}        # (job id, rank) -> process
+        self.cores = CoreSet()                                # CPU shares: which cores each process may run on
         self.unsent: list[tuple[object, int, float]] = []     # (exit report, tries, next try): not acknowledged
         self._next_beat = 0.0
 
@@ -122,6 +124,11 @@ class Worker:
             "HETSCHED_RANK": str(lease.rank), "HETSCHED_WORLD_SIZE": str(lease.world_size),
             "HETSCHED_HOST": self.advertise_host, "HETSCHED_SLOWDOWN": repr(lease.slowdown),
             "HETSCHED_GPUS": gpus, "CUDA_VISIBLE_DEVICES": gpus})
+        if lease.cpu_cores > 0:                  # the CPU share: thread counts (affinity is set at launch)
+            n = str(cpu_count(lease.cpu_cores))
+            env.update({"HETSCHED_CPU_CORES": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n})
+        if lease.mem_gb > 0:                     # the memory share: the job's data-cache budget
+            env["HETSCHED_MEM_GB"] = repr(lease.mem_gb)
         if self.tls_ca:
             env["HETSCHED_TLS_CA"] = "ca.pem"
         if self.tls_server_name:
@@ -157,10 +164,13 @@ class Worker:
             log.warning("job %d: cannot launch %r: %s", lease.job_id, lease.command, exc)
             self._report_exit(lease, LAUNCH_FAILED, f"launch failed: {type(exc).__name__}: {exc}")
             return
+        if lease.cpu_cores > 0:
+            self.cores.pin(key, proc.pid, cpu_count(lease.cpu_cores))
         self.jobs[key] = Running(lease, proc, log_path, time.monotonic())
 
     def _kill(self, key: tuple[int, int]) -> None:
         run = self.jobs.pop(key, None)
+        self.cores.release(key)
         if run is None or run.proc is None:
             return
         try:
@@ -183,6 +193,7 @@ class Worker:
                     continue
                 tail = log_tail(run.log_path)
                 self.uids.release(key)
+                self.cores.release(key)
             self.jobs.pop(key)
             self._report_exit(run.lease, code, tail)
 
@@ -222,7 +233,7 @@ class Worker:
         if now - run.reported < self.report_s:
             return None
         lease = run.lease
-        rate = EMULATED_STEPS_PER_S / max(lease.slowdown, 1e-9)
+        rate = emulated_rate(lease)
         start = int(lease.steps_done)
         steps = start if lease.rank else min(int(lease.total_steps), int(start + rate * (now - run.started)))
         finished = steps >= lease.total_steps
@@ -250,6 +261,54 @@ class Worker:
         finally:
             for key in list(self.jobs):
                 self._kill(key)
+
+
+def emulated_rate(lease) -> float:
+    """Steps per second of an emulated rank: EMULATED_STEPS_PER_S divided by the GPU type's slowdown; with a CPU
+    and memory share, a profiled model instead runs at its profile's throughput at that share (one wall second
+    standing for EMULATED_TIME_SCALE seconds of its iterations), as the simulator's server rounds predict."""
+    if lease.cpu_cores > 0:
+        from hetsched.resources.profiles import load_sensitivity
+        profiles = load_sensitivity(3)
+        if lease.job_type in profiles:
+            p = profiles[lease.job_type]
+            speed = p.relative_throughput(lease.cpu_cores, lease.mem_gb)
+            return EMULATED_TIME_SCALE * speed / p.iteration_time_s / max(lease.slowdown, 1e-9)
+    return EMULATED_STEPS_PER_S / max(lease.slowdown, 1e-9)
+
+
+def cpu_count(share: float) -> int:
+    """Cores for a CPU share: rounded, at least one."""
+    return max(1, int(round(share)))
+
+
+class CoreSet:
+    """The cores this worker may use, handed to job processes as CPU affinity: each process gets the `n` cores
+    running the fewest other processes (ties to the lowest id), so shares that fit the host never overlap."""
+
+    def __init__(self):
+        try:
+            self.ids = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            self.ids = list(range(os.cpu_count() or 1))
+        self.load = {c: 0 for c in self.ids}
+        self.held: dict[tuple[int, int], list[int]] = {}
+
+    def pin(self, key: tuple[int, int], pid: int, n: int) -> list[int]:
+        cores = sorted(sorted(self.ids, key=lambda c: (self.load[c], c))[:n])
+        try:
+            os.sched_setaffinity(pid, cores)
+        except (AttributeError, OSError) as exc:     # the process already exited, or no affinity on this OS
+            log.warning("cannot pin process %d to cores %s: %s", pid, cores, exc)
+            return []
+        for c in cores:
+            self.load[c] += 1
+        self.held[key] = cores
+        return cores
+
+    def release(self, key: tuple[int, int]) -> None:
+        for c in self.held.pop(key, []):
+            self.load[c] -= 1
 
 
 def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:

@@ -72,8 +72,16 @@ def autoencoder(items: int, width: int):
     return model, make, nn.BCEWithLogitsLoss()
 
 
+#: Synergy's model names train the closest of these workloads (image models a ResNet, language models a
+#: Transformer or LSTM LM, speech models an LSTM LM over frames-as-tokens).
+SYNERGY_ALIASES = {"alexnet": "ResNet-18", "res18": "ResNet-18", "res50": "ResNet-50", "mobilenet": "ResNet-18",
+                   "shufflenet": "ResNet-18", "gnmt": "LM", "transformer": "Transformer", "lstm": "LM",
+                   "m5": "LM", "deepspeech": "LM"}
+
+
 def build(name: str, width: int = 16):
-    """Model, batch maker and loss for a job type's model name (Gavel's vocabulary)."""
+    """Model, batch maker and loss for a job type's model name (Gavel's vocabulary, or a Synergy model's)."""
+    name = SYNERGY_ALIASES.get(name, name)
     vocab, length = 100, 16
     factories = {
         "ResNet-18": lambda: resnet(2, width),

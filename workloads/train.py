@@ -8,6 +8,7 @@ The only scheduler-specific lines are the LeaseIterator around the data and the 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from datetime import timedelta
@@ -19,8 +20,12 @@ from hetsched.runtime import LeaseIterator
 from workloads.models import build
 
 
-def batches(make, batch_size: int, data_dir: str | None, seed: int):
-    """Endless batches: slices of data_dir/data.pt {"inputs", "targets"} when present, else synthetic."""
+def batches(make, batch_size: int, data_dir: str | None, seed: int, dataset_batches: int = 64,
+            cache_bytes: float = 0.0):
+    """Endless batches: slices of data_dir/data.pt {"inputs", "targets"} when present, else a synthetic dataset
+    of `dataset_batches` batches, each made (the CPU work of loading and decoding) unless it is cached. Batches
+    are cached in order until `cache_bytes` (the lease's memory share) is used: a larger share re-serves more
+    of each epoch from memory, as Synergy's profiles model it."""
     path = Path(data_dir) / "data.pt" if data_dir else None
     if path is not None and path.exists():
         data = torch.load(path)
@@ -30,9 +35,24 @@ def batches(make, batch_size: int, data_dir: str | None, seed: int):
             idx = torch.arange(i, i + batch_size) % n
             i += batch_size
             yield data["inputs"][idx], data["targets"][idx]
-    gen = torch.Generator().manual_seed(seed)
-    while True:
-        yield make(batch_size, gen)
+    cache: dict[int, tuple] = {}
+    used = 0
+    for i in itertools.count():
+        k = i % dataset_batches
+        batch = cache.get(k)
+        if batch is None:
+            batch = make(batch_size, torch.Generator().manual_seed(seed * 1_000_003 + k))
+            size = sum(t.element_size() * t.nelement() for t in batch)
+            if used + size <= cache_bytes:
+                cache[k] = batch
+                used += size
+        yield batch
+
+
+def share_from_env() -> tuple[int, float]:
+    """The lease's CPU cores (threads for this process; 1 without a share) and memory budget in bytes."""
+    cores = int(os.environ.get("HETSCHED_CPU_CORES", "1"))
+    return max(1, cores), float(os.environ.get("HETSCHED_MEM_GB", "0")) * 1024**3
 
 
 def main(argv=None) -> int:
@@ -51,7 +71,8 @@ def main(argv=None) -> int:
         print("failing on purpose", file=sys.stderr)
         return 3
     torch.manual_seed(0)
-    torch.set_num_threads(1)
+    threads, cache_bytes = share_from_env()
+    torch.set_num_threads(threads)
     model, make, loss_fn = build(args.model, args.width)
     optim = torch.optim.SGD(model.parameters(), lr=0.01)
     ckpt = Path(args.checkpoint_dir) / "model.pt" if args.checkpoint_dir else None
@@ -72,10 +93,12 @@ def main(argv=None) -> int:
         return int(state["steps"])
 
     rank = int(os.environ.get("HETSCHED_RANK", "0"))
-    it = LeaseIterator(batches(make, min(args.batch_size, args.max_batch), args.data_dir, seed=rank),
+    it = LeaseIterator(batches(make, min(args.batch_size, args.max_batch), args.data_dir, seed=rank,
+                               cache_bytes=cache_bytes),
                        total_steps=args.num_steps, save=save if ckpt else None, restore=restore,
                        checkpoint_every=20)
-    print(f"resuming from step {it.steps}", flush=True)
+    print(f"resuming from step {it.steps}; {threads} threads on {len(os.sched_getaffinity(0))} cores, "
+          f"data cache {cache_bytes / 1024**3:g} GB", flush=True)
     net = model
     if it.world_size > 1:
         net = distributed(model, it)

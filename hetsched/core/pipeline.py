@@ -191,6 +191,14 @@ class RoundStage(DecideStage):
         """Credit a finished plan; the slots of the jobs that completed."""
         raise NotImplementedError
 
+    def assign(self, plan: "RoundPlan") -> None:
+        """Fill `plan.assignments`: each job's GPU ids and per-GPU CPU/memory share (the runtime's leases)."""
+        raise HetschedError(f"{type(self).__name__} cannot name servers for leases")
+
+    def credit_measured(self, slots: np.ndarray, steps: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+        """Credit iterations and seconds measured outside the stage (the runtime); the slots that completed."""
+        raise NotImplementedError
+
     def next_round_time(self, t: float) -> float:
         """The first round start at or after `t` (rounds keep a grid)."""
         raise NotImplementedError

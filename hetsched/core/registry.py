@@ -205,12 +205,38 @@ def validate(p: Pipeline, cluster=None) -> None:
                                "Use rounds (ideal=False)")
 
 
+def whole_rounds(pipeline: Pipeline) -> bool:
+    """Synergy's server rounds: an ordering credited per round (a `RoundStage`)."""
+    return pipeline.decide.kind == "ordering" and pipeline.rules.credit == "round"
+
+
+def check_runtime(pipeline: Pipeline) -> None:
+    """Refuse what the runtime cannot turn into leases (docs/rules.md#compose): CPU/memory placement needs
+    server rounds, which name each job's servers and shares; Synergy-OPT names none."""
+    if pipeline.place.kind == "opt":
+        raise CompositionError(str(pipeline.place), "the runtime's leases", "Synergy-OPT is an idealised bound "
+                               "that places no job on a server", f"Use '{head_of(pipeline)}+tune' (or +fair, "
+                               "+greedy); OPT runs in the simulator")
+    if pipeline.place.cpu_memory and not whole_rounds(pipeline):
+        raise CompositionError(str(pipeline.place), "the runtime's leases", "heterogeneity-aware CPU/memory "
+                               "placement cannot follow workers joining and leaving yet", "Use a Synergy ordering "
+                               "on one GPU type (e.g. 'FIFO+tune'), or the policy without +" + pipeline.place.kind)
+
+
+def job_catalog(pipeline: Pipeline, table):
+    """What submitted jobs are checked against: the throughput table, or the profiles under server rounds."""
+    if not whole_rounds(pipeline):
+        return table
+    from hetsched.resources.profiles import ProfileJobKeys, load_sensitivity
+    return ProfileJobKeys(load_sensitivity(pipeline.rates.profiles_ratio or 3))
+
+
 def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity_weights=None,
                     gpu_types: tuple[str, ...] | None = None):
     """The scheduler that runs `pipeline` on `cluster` (the simulator's and the runtime's)."""
     d, rates, rules = pipeline.decide, pipeline.rates, pipeline.rules
     from hetsched.core.scheduler import Scheduler
-    if d.kind == "ordering" and rules.credit == "round":
+    if whole_rounds(pipeline):
         from hetsched.resources import load_sensitivity, profiles_ratio_for
         from hetsched.resources.server_rounds import ServerRounds
         ratio = rates.profiles_ratio or profiles_ratio_for(cluster)

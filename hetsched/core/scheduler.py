@@ -45,6 +45,8 @@ class Assignment:
     throughputs: tuple[float, ...]
     scale_factor: int
     extended: bool = False
+    cpus: float = 0.0       # per GPU: CPU cores and GB of memory (CPU/memory-aware placement; 0 = no share)
+    mem_gb: float = 0.0
 
 
 @dataclass
@@ -150,8 +152,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
     def set_cluster(self, cluster: ClusterSpec) -> None:
         """GPUs joined or left (the runtime's workers): new capacities and servers; jobs, the time each
         received and the policy's state stay. The allocation is recomputed at the next plan."""
-        if self.resources is not None or self.whole_rounds:
-            raise HetschedError("capacity changes are not supported with CPU/memory-aware placement")
+        if self.resources is not None:
+            raise HetschedError("capacity changes are not supported with heterogeneity-aware CPU/memory placement")
         self._set_capacity(cluster)
         self._last_gpus = {}
         self.need_update = True
@@ -308,11 +310,15 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         return self.decide.next_round_time(t) if self.whole_rounds else t
 
     def plan(self, now: float, force_recompute: bool = False, place: bool = True,
-             next_arrival_s: float | None = None) -> RoundPlan:
+             next_arrival_s: float | None = None, servers: bool = False) -> RoundPlan:
         """Decide, select and place the combinations to run from `now` (docs/rules.md#select). A whole-round stage
-        recomputes every round (`force_recompute` changes nothing) and merges rounds up to `next_arrival_s`."""
+        recomputes every round (`force_recompute` changes nothing) and merges rounds up to `next_arrival_s`;
+        `servers`: its assignments also name GPUs and CPU/memory shares (the runtime's leases)."""
         if self.whole_rounds:
-            return self.decide.plan(now, next_arrival_s)
+            plan = self.decide.plan(now, next_arrival_s)
+            if servers:
+                self.decide.assign(plan)
+            return plan
         if self.decide is not None:
             entry, gpu_type, recomputed = self.decide.select(now)
             plan = RoundPlan(now, entry, gpu_type, recomputed)
@@ -345,10 +351,19 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
             plan.assignments.append(Assignment(e, ids, w, gpus, tputs, int(self.escale[e]), extended))
         self._last_gpus = {a.job_ids: (a.gpu_type, a.gpus) for a in plan.assignments}
 
+    def entry_of(self, job_ids: tuple[int, ...]) -> int | None:
+        """The row of a combination now (a whole-round stage's rows are its jobs' slots), or None if it left."""
+        if self.whole_rounds:
+            return self.slot.get(job_ids[0]) if len(job_ids) == 1 else None
+        return EntryTable.entry_of(self, job_ids)
+
     # ---- progress ---------------------------------------------------------------------------------
     def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray,
                ) -> np.ndarray:
-        """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
+        """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed. Under a
+        whole-round stage, `entry` holds slots and the steps and times were measured outside (the runtime)."""
+        if self.whole_rounds:
+            return self.decide.credit_measured(entry, steps[:, 0], exec_time)
         if self.decide is not None:
             self.decide.measured(entry, gpu_type, exec_time)
         self.t[entry, gpu_type] += exec_time          # an entry runs at most once per round

@@ -57,6 +57,12 @@ SYNERGY_MODELS: dict[str, str] = {
     "m5": "speech", "deepspeech": "speech",
 }
 
+#: Synergy's models as runtime jobs: each trains the closest of hetsched's workloads (aliases in
+#: workloads/models.py), on synthetic data.
+SYNERGY_JOB_TEMPLATES: tuple[JobTemplate, ...] = tuple(
+    JobTemplate(m, f"python3 -m workloads.train --model {m}", task, "--num-steps", True, needs_data_dir=False)
+    for m, task in SYNERGY_MODELS.items())
+
 _BATCH = re.compile(r"^(?P<model>.+?) \(batch size (?P<bs>\d+)\)$")
 
 
@@ -69,8 +75,9 @@ def split_job_type(job_type: str) -> tuple[str, int | None]:
 
 
 def template_for(job_type: str) -> JobTemplate:
-    """The Gavel template of a job type."""
-    for t in GAVEL_JOB_TEMPLATES:
+    """The template of a job type (Gavel's, or a Synergy model's)."""
+    for t in GAVEL_JOB_TEMPLATES + SYNERGY_JOB_TEMPLATES:
         if t.job_type == job_type:
             return t
-    raise SpecError(f"unknown job type {job_type!r}; Gavel's types are e.g. 'ResNet-18 (batch size 64)', 'A3C'")
+    raise SpecError(f"unknown job type {job_type!r}; Gavel's types are e.g. 'ResNet-18 (batch size 64)', 'A3C'; "
+                    f"Synergy's models: {', '.join(SYNERGY_MODELS)}")

@@ -121,6 +121,17 @@ class SensitivityTable:
         return JobResources(gpus, cpus, mem, sspeed, speedup)
 
 
+class ProfileJobKeys:
+    """The job types a whole-round stage accepts: the sensitivity profiles' models, at any GPU count (what
+    `ThroughputTable` answers for the other pipelines: `in`, `job_types`, `name`)."""
+
+    def __init__(self, profiles: SensitivityTable):
+        self.name, self.job_types = profiles.name, profiles.models
+
+    def __contains__(self, key) -> bool:
+        return key.job_type in self.job_types
+
+
 @lru_cache(maxsize=8)
 def load_sensitivity(ratio: int = 3) -> SensitivityTable:
     """Synergy's profiles for a CPU:GPU ratio of 3 (default), 4, 5 or 6."""

@@ -8,7 +8,8 @@ penalty when spread over servers). Every lease ends with the round; JCTs end on 
 
 The scheduler keeps the jobs' slots and remaining iterations and calls this stage to plan, credit and account
 whole rounds (`RoundStage`); the stage keeps the rest per slot. A plan may cover several identical rounds when
-nothing can change in between (`merging.py`); Synergy-OPT's round is in `opt_round.py`.
+nothing can change in between (`merging.py`); Synergy-OPT's round is in `opt_round.py`; the runtime's leases
+(servers joining and leaving, GPU ids and shares, measured credit) in `leases.py`.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from hetsched.core.slots import grow_arrays
 from hetsched.policies.ordering import OrderingView, ResourcePolicy
 from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources.merging import STARVATION_S, RoundMerging
+from hetsched.resources.leases import ServerLeases
 from hetsched.resources.opt_round import OptRound
 from hetsched.resources.pool import FAIR, ServerPool
 from hetsched.resources.stats import RoundStats
 from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
 
-class ServerRounds(RoundStage, RoundMerging, OptRound):
+class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
     """Synergy's round on one homogeneous pool of servers (single GPU type): decide (the ordering), select (the
     GPU-count fill, or placement order), place (fair, greedy, tune, opt) and credit per round."""
 
@@ -79,6 +81,12 @@ class ServerRounds(RoundStage, RoundMerging, OptRound):
         self._measures: dict[bytes, tuple] = {}   # present-class mask -> per-class blocking measure, widest job
         self._class_count = np.zeros(0, np.int64)
         self.busy_gpu_s = 0.0
+        # How the last plan placed its jobs (for `assign`): on the pool by the mechanism, or not at all by a
+        # shortcut (then at the class's ideal share when every job fits, else at the fair share).
+        self._placed = False
+        self._ideal_shares = False
+        self._last_end = 0.0
+        self._scratch: ServerPool | None = None
 
     # ---- the scheduler's slots -----------------------------------------------------------------------
     def attach(self, sched) -> None:
@@ -136,29 +144,34 @@ class ServerRounds(RoundStage, RoundMerging, OptRound):
         if job.scale_factor > self.pool.num_gpus:
             raise HetschedError(f"job {job.job_id} needs {job.scale_factor} GPUs; the cluster has "
                                 f"{self.pool.num_gpus}")
-        code = self._class_of(job.job_type, job.scale_factor)
         s = self.slot[job.job_id]
-        res = self._c_res[code]
-        p = self.table[job.job_type]
+        self._set_class(s, job)
         self.total[s] = float(job.total_steps)
         self.arrival[s] = job.arrival_time_s
         self.attained[s] = 0.0
         self.last_run[s] = -1.0
         self.priority[s] = 0.0
         self.escale[s] = job.scale_factor
-        self.cls[s] = code
-        self.cpu_demand[s] = res.cpus          # demands come from the sensitivity table (per model and GPUs)
-        self.mem_demand[s] = res.mem_gb
-        self.iter_time[s] = p.iteration_time_s
-        self.speedup[s] = self.speedup_now[s] = res.speedup
+        self.iter_time[s] = self.table[job.job_type].iteration_time_s
+        self.speedup_now[s] = self.speedup[s]
         self.start_time[s] = np.nan
-        self.credit_free[s] = self._c_credit[code][1 if self._fair else 0]
-        self._class_count[code] += 1
         self._active = None
         self._unordered |= (job.arrival_time_s, job.job_id) < self._last_admitted
         self._last_admitted = max(self._last_admitted, (job.arrival_time_s, job.job_id))
         self._demand_gpus += job.scale_factor
         self._multi_gpu_jobs += job.scale_factor > 1
+
+    def _set_class(self, s: int, job: Job) -> None:
+        """Slot `s` runs `job`: its class, demands (from the sensitivity table, per model and GPUs on this
+        pool's servers), speedup and per-round credit at the class's share."""
+        code = self._class_of(job.job_type, job.scale_factor)
+        res = self._c_res[code]
+        self.cls[s] = code
+        self.cpu_demand[s] = res.cpus
+        self.mem_demand[s] = res.mem_gb
+        self.speedup[s] = res.speedup
+        self.credit_free[s] = self._c_credit[code][1 if self._fair else 0]
+        self._class_count[code] += 1
 
     def job_removed(self, job_id: int) -> None:
         s = self.slot[job_id]
@@ -224,6 +237,7 @@ class ServerRounds(RoundStage, RoundMerging, OptRound):
         self._refresh_class_arrays()
         mech = self.policy.mechanism
         order_free = mech != "opt" and self._everyone_fits(slots)
+        self._placed, self._ideal_shares = False, order_free and not self._fair
         if mech == "opt":
             self.speedup_now[slots] = self.speedup[slots]
             if self._opt_everyone_best(slots):            # every job at its best point: no order, no program
@@ -258,6 +272,7 @@ class ServerRounds(RoundStage, RoundMerging, OptRound):
         else:
             order = self._order(slots, now)
             status = self._place_round(order)
+            self._placed = True
             run = np.fromiter(status.keys(), np.int64, len(status))
             fair_run = np.fromiter(status.values(), np.int64, len(status)) == FAIR
             spread = self._spread(run)
@@ -313,6 +328,7 @@ class ServerRounds(RoundStage, RoundMerging, OptRound):
         self.start_time[fresh] = now
         self.busy_gpu_s += float(self.escale[run].sum()) * rounds * self.round_s
         self.stats.add(now, rounds, self.round_s, alloc)
+        self._last_end = end
         return plan
 
     def _place_round(self, order: np.ndarray) -> dict[int, int]:

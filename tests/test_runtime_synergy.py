@@ -1,0 +1,122 @@
+"""Synergy's server rounds on the runtime (docs/rules.md#runtime-leases): each lease names its GPUs and a CPU and
+memory share, workers enforce them, and emulated servers finish jobs in the order the simulator predicts."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hetsched import ClusterSpec, Job
+from hetsched.core.pipeline import CompositionError
+from hetsched.model.throughputs import load_throughputs
+from hetsched.runtime.launch import launch_local_cluster
+from hetsched.runtime.state import RuntimeState
+from hetsched.runtime.store import Store
+from hetsched.runtime.stubs import pb2
+from hetsched.runtime.validate import InvalidInput
+from hetsched.runtime.worker import EMULATED_TIME_SCALE
+from hetsched.sim.simulator import simulate
+
+TABLE = load_throughputs("gavel_simulation")
+MODELS = ["alexnet", "res50", "res18", "alexnet", "mobilenet", "res50", "res18"]
+
+
+def _state(tmp_path, policy="FIFO+tune"):
+    return RuntimeState(Store(tmp_path / "s.sqlite"), policy, 300.0, TABLE)
+
+
+def _submit(state, job_id, model, gpus=1, steps=1000):
+    return state.submit(pb2.SubmitJobRequest(job_id=job_id, job_type=model, scale_factor=gpus, total_steps=steps,
+                                             priority_weight=1, command="emulated"))
+
+
+def _leases(state):
+    return {w: list(info.to_start) for w, info in state.workers.items()}
+
+
+def test_each_lease_names_its_gpus_and_a_share_that_fits_its_server(tmp_path):
+    state = _state(tmp_path)
+    for name in "ab":
+        state.register("v100", 4, name, cpu_cores=24, mem_gb=500)
+    for i, model in enumerate(MODELS):
+        _submit(state, i, model, gpus=2 if model == "mobilenet" else 1)
+    state.round(state.now() + 300)
+    leases = _leases(state)
+    shares = set()
+    for worker, msgs in leases.items():
+        gpus = [g for m in msgs for g in m.local_gpus]
+        assert len(gpus) == len(set(gpus)) and all(0 <= g < 4 for g in gpus)
+        assert sum(m.cpu_cores for m in msgs) <= 24 and sum(m.mem_gb for m in msgs) <= 500
+        shares |= {(m.job_type, m.cpu_cores, m.mem_gb) for m in msgs}
+    assert sorted({m.job_id for msgs in leases.values() for m in msgs}) == list(range(len(MODELS)))
+    assert len({c for _, c, _ in shares}) > 1, shares          # TUNE gives CPU-hungry models more than others
+    # The same shares as the core's own plan on the same servers (nothing lost between plan and lease).
+    from hetsched.core.registry import build_scheduler
+    core = build_scheduler(state.pipeline, ClusterSpec.load("2x4/24/500@v100"), TABLE,
+                           gpu_types=tuple(TABLE.gpu_types))
+    for i, model in enumerate(MODELS):
+        core.add_job(Job(i, 0.0, model, 2 if model == "mobilenet" else 1, 1000))
+    plan = core.plan(0.0, servers=True)
+    assert {(core.jobs[a.job_ids[0]].job_type, a.cpus, a.mem_gb) for a in plan.assignments} == shares
+
+    # Measured progress is credited: the next round sees what the jobs reported.
+    for msgs in leases.values():
+        for m in msgs:
+            state.leases[m.job_id].started_at = state.now()
+            state.live_steps[m.job_id] = 400
+    state.round(state.now() + 300)
+    assert all(state.core.remaining[state.core.slot[j]] == 600 for j in range(len(MODELS)))
+
+
+def test_what_server_rounds_cannot_lease_is_refused_and_the_cluster_goes_on(tmp_path):
+    for policy in ("FIFO+opt", "max_min_fairness_perf+tune"):
+        with pytest.raises(CompositionError, match="runtime"):
+            _state(tmp_path, policy)
+    state = _state(tmp_path)
+    state.register("v100", 2, "a", cpu_cores=12, mem_gb=250)
+    with pytest.raises(InvalidInput, match="one GPU type"):
+        state.register("k80", 2, "b", cpu_cores=12, mem_gb=250)
+    with pytest.raises(InvalidInput, match="cpu_cores and dram_gb"):
+        state.register("v100", 2, "c")
+    with pytest.raises(InvalidInput, match="synergy-3"):
+        _submit(state, 9, "ResNet-18 (batch size 32)")
+    _submit(state, 0, "res18")
+    state.round(state.now() + 300)
+    assert [m.job_id for msgs in _leases(state).values() for m in msgs] == [0]
+    assert len(state.workers) == 1 and state.core.cluster.num_gpus == 2
+
+
+def test_fifo_tune_on_emulated_servers_finishes_in_the_predicted_order(tmp_path):
+    """One emulated server of 4 GPUs, 24 cores, 500 GB: each job runs at its profile's throughput at the share
+    its lease carries; the simulator on the same server (one wall second = EMULATED_TIME_SCALE s) predicts the
+    order in which they finish."""
+    steps = [750, 450, 600, 1200, 500, 1000, 300]
+    jobs = [Job(i, 0.0, m, 1, s, command="emulated") for i, (m, s) in enumerate(zip(MODELS, steps))]
+    round_s = 1.0
+    sim = simulate(jobs, ClusterSpec.load("1x4/24/500@v100"), "FIFO+tune", round_s=round_s * EMULATED_TIME_SCALE)
+    predicted = {j: r.jct_s / EMULATED_TIME_SCALE for j, r in sim.jobs.items()}
+    with launch_local_cluster("1x4/24/500@v100", tmp_path, policy="FIFO+tune", round_s=round_s,
+                              emulate=True) as cluster:
+        cluster.submit(jobs)
+        final = cluster.wait(120)
+    assert (final["state"] == "completed").all(), final
+    shares = set(re.findall(r"lease job=\d+ .* cpus=(\S+)", (tmp_path / "scheduler.log").read_text()))
+    assert len(shares) > 1, shares
+    done = dict(zip(final["job_id"], final["finished_s"]))
+    # Every pair the simulator separates by two rounds or more finishes in that order on the runtime.
+    wrong = [(a, b) for a in done for b in done if predicted[a] + 2 * round_s <= predicted[b] and done[a] > done[b]]
+    assert not wrong, (wrong, predicted, done)
+
+
+def test_real_jobs_run_on_their_cpu_share(tmp_path):
+    """Two real (CPU) training jobs under FIFO+tune: each process gets its share's thread count, is pinned to at
+    most that many of the host's cores, and gets its memory share as its data-cache budget."""
+    with launch_local_cluster("1x2/12/100@v100", tmp_path, policy="FIFO+tune", round_s=5.0) as cluster:
+        cluster.submit([Job(0, 0.0, "res18", 1, 40), Job(1, 0.0, "transformer", 1, 40)])
+        final = cluster.wait(240)
+    assert (final["state"] == "completed").all(), final
+    for tail in final["log_tail"]:
+        threads, cores, cache = re.search(r"(\d+) threads on (\d+) cores, data cache (\S+) GB", tail).groups()
+        assert int(threads) >= 1 and 1 <= int(cores) <= int(threads) and float(cache) > 0, tail
+        print(f"\n[synergy real] {threads} threads, {cores} cores, cache {cache} GB")
