@@ -49,6 +49,44 @@ def runs(tmp_path_factory):
     return out, {r.name: r for r in reproduce("tiny", None, out, params)}
 
 
+@pytest.fixture(scope="session")
+def dask_cli(tmp_path_factory):
+    """A Dask cluster started as a user starts one on several machines (`dask scheduler`, then `dask worker` on
+    each), here two single-thread workers on loopback; yields the scheduler's address. Stopped afterwards."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from hetsched.runtime.launch import stop_group
+    folder = tmp_path_factory.mktemp("dask")
+    dask = str(Path(sys.executable).with_name("dask"))
+    info = folder / "scheduler.json"
+    logs = [open(folder / f"{name}.log", "wb") for name in ("scheduler", "worker-a", "worker-b")]
+    common = ["--host", "127.0.0.1", "--no-dashboard"]
+    procs = [subprocess.Popen([dask, "scheduler", "--port", "0", "--scheduler-file", str(info), *common],
+                              stdout=logs[0], stderr=subprocess.STDOUT, start_new_session=True)]
+    try:
+        deadline = time.monotonic() + 60
+        while not info.exists():
+            assert time.monotonic() < deadline and procs[0].poll() is None, (folder / "scheduler.log").read_text()
+            time.sleep(0.1)
+        for log in logs[1:]:
+            procs.append(subprocess.Popen([dask, "worker", "--scheduler-file", str(info), "--nworkers", "1",
+                                           "--nthreads", "1", *common], stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+        from dask.distributed import Client
+        address = json.loads(info.read_text())["address"]
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            stop_group(proc, timeout=20)
+        for log in logs:
+            log.close()
+
+
 # With `-n 2` (make test), the notebook tests run on one worker: they share the session's tiny-preset run (`runs`,
 # about 400 s), which would otherwise run once per worker. Every other test is its own unit of work, as with
 # `--dist load`. (pytest-xdist's `loadgroup` cannot do this under pytest 9: it renames `item._nodeid`, which pytest

@@ -77,43 +77,14 @@ def test_cache_keys_follow_the_code(monkeypatch):
     assert BASE.key() != before
 
 
-def test_a_sweep_on_a_dask_cluster_started_from_the_command_line(tmp_path):
+def test_a_sweep_on_a_dask_cluster_started_from_the_command_line(dask_cli):
     """What a user runs on several machines (`dask scheduler`, then `dask worker` on each), here on loopback."""
-    import json
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
-
-    from hetsched.runtime.launch import stop_group
-    dask = str(Path(sys.executable).with_name("dask"))
-    info = tmp_path / "scheduler.json"
-    logs = [open(tmp_path / f"{name}.log", "wb") for name in ("scheduler", "worker-a", "worker-b")]
-    common = ["--host", "127.0.0.1", "--no-dashboard"]
-    procs = [subprocess.Popen([dask, "scheduler", "--port", "0", "--scheduler-file", str(info), *common],
-                              stdout=logs[0], stderr=subprocess.STDOUT, start_new_session=True)]
-    try:
-        deadline = time.monotonic() + 60
-        while not info.exists():
-            assert time.monotonic() < deadline and procs[0].poll() is None, (tmp_path / "scheduler.log").read_text()
-            time.sleep(0.1)
-        for log in logs[1:]:
-            procs.append(subprocess.Popen([dask, "worker", "--scheduler-file", str(info), "--nworkers", "1",
-                                           "--nthreads", "1", *common], stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
-        from dask.distributed import Client
-        address = json.loads(info.read_text())["address"]
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(2, timeout=120)
-            workers = {w["host"] for w in client.scheduler_info()["workers"].values()}
-        assert workers == {"127.0.0.1"}
-        configs = grid(BASE, policy=["max_min_fairness", "max_min_fairness_perf"], seed=[0, 1])
-        remote = sweep(configs, cache_dir=None, dask_address=address, progress=False)
-        local = sweep(configs, cache_dir=None, use_dask=False, progress=False)
-        cols = ["policy", "seed", "avg_jct_s", "makespan_s", "utilization"]
-        pd.testing.assert_frame_equal(local[cols], remote[cols])
-    finally:
-        for proc in reversed(procs):
-            stop_group(proc, timeout=20)
-        for log in logs:
-            log.close()
+    from dask.distributed import Client
+    with Client(dask_cli, timeout=60) as client:
+        workers = {w["host"] for w in client.scheduler_info()["workers"].values()}
+    assert workers == {"127.0.0.1"}
+    configs = grid(BASE, policy=["max_min_fairness", "max_min_fairness_perf"], seed=[0, 1])
+    remote = sweep(configs, cache_dir=None, dask_address=dask_cli, progress=False)
+    local = sweep(configs, cache_dir=None, use_dask=False, progress=False)
+    cols = ["policy", "seed", "avg_jct_s", "makespan_s", "utilization"]
+    pd.testing.assert_frame_equal(local[cols], remote[cols])
