@@ -1,0 +1,71 @@
+"""Invariants any faithful run satisfies (docs/rules.md#invariants), on small streams of each system, and the
+checks catch a run that breaks them."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from hetsched import ClusterSpec, load_throughputs
+from hetsched.core.run_config import SimulationConfig
+from hetsched.io.cluster_ini import synergy_cluster
+from hetsched.sim.invariants import violations
+from hetsched.sim.simulator import simulate
+from hetsched.traces.generators.gavel import GavelGenerator
+from hetsched.traces.generators.synergy import SynergyGenerator
+
+TABLE = load_throughputs("gavel_simulation")
+CLUSTER = ClusterSpec.parse("8:8:8")
+
+
+@pytest.fixture(scope="module")
+def gavel_jobs():
+    return GavelGenerator(seed=0, mean_interarrival_s=1500, multi_gpu=True).jobs(40)
+
+
+@pytest.fixture(scope="module")
+def las_run(gavel_jobs):
+    return simulate(gavel_jobs, CLUSTER, "max_min_fairness_perf")
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness", "fifo_perf", "finish_time_fairness_perf", "gandiva",
+                                    "allox", "min_total_duration_perf", "max_min_fairness_packed"])
+def test_gavel_policies_keep_every_invariant(policy, gavel_jobs):
+    assert violations(simulate(gavel_jobs, CLUSTER, policy), CLUSTER, TABLE) == []
+
+
+def test_shockwave_and_tune_keep_capacity_and_work(gavel_jobs):
+    shockwave = simulate(gavel_jobs[:20], CLUSTER, "shockwave", config=SimulationConfig.for_system("shockwave"))
+    assert violations(shockwave, CLUSTER, TABLE) == []
+    servers = ClusterSpec.load("2x4/12/500@v100+2x4/12/500@p100+2x4/12/500@k80")
+    assert violations(simulate(gavel_jobs, servers, "gavel+tune"), servers, TABLE) == []
+
+
+@pytest.mark.parametrize("policy", ["FIFO+tune", "SRTF+fair", "LAS"])
+def test_synergy_server_rounds_keep_capacity_and_work(policy):
+    cluster = synergy_cluster(servers=2)
+    result = simulate(SynergyGenerator(jobs_per_hour=3.5).jobs(60), cluster, policy)
+    assert violations(result, cluster, TABLE) == []
+
+
+def test_the_checks_catch_a_broken_run(las_run):
+    assert violations(las_run, CLUSTER, TABLE) == []
+    tl = las_run.timeline
+    first = tl["round"] == tl["round"][0]
+
+    crowded = copy.copy(las_run)                       # one round's placements twice: more GPUs than exist
+    crowded.timeline = {k: np.concatenate([v, v[first], v[first], v[first]]) for k, v in tl.items()}
+    assert any(v.startswith("capacity") for v in violations(crowded, CLUSTER, TABLE))
+
+    fast = copy.copy(las_run)                           # a round credited ten times the steps
+    fast.timeline = {**tl, "steps": np.where(first, tl["steps"] * 10, tl["steps"])}
+    found = violations(fast, CLUSTER, TABLE)
+    assert any(v.startswith("rates") for v in found) and any(v.startswith("work") for v in found)
+
+    early = copy.deepcopy(las_run)                      # a job recorded as done right after it arrived
+    job = next(iter(early.jobs.values()))
+    job.finish_time_s = job.arrival_time_s + 1.0
+    found = violations(early, CLUSTER, TABLE)
+    assert any(v.startswith("alone") for v in found)
