@@ -154,13 +154,14 @@ class CheckpointStore:
         self._path(job_id).unlink(missing_ok=True)
 
 
-def upload(stub, pb2, job_id: int, lease_id: str, steps: int, directory: Path) -> None:
-    """Stream `directory` to the scheduler as the job's checkpoint at `steps`."""
+def upload(stub, pb2, job_id: int, lease_id: str, steps: int, directory: Path, batch_size: int = 0) -> None:
+    """Stream `directory` to the scheduler as the job's checkpoint at `steps` (counted at `batch_size`)."""
     data = pack(directory)
 
     def chunks():
         for i in range(0, max(len(data), 1), CHUNK):
-            yield pb2.CheckpointChunk(job_id=job_id, lease_id=lease_id, steps=steps, data=data[i:i + CHUNK])
+            yield pb2.CheckpointChunk(job_id=job_id, lease_id=lease_id, steps=steps, data=data[i:i + CHUNK],
+                                      batch_size=batch_size)
     stub.PutCheckpoint(chunks(), timeout=60)
 
 

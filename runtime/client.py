@@ -36,6 +36,8 @@ def add_client_commands(sub) -> None:
     submit.add_argument("--job-id", type=int, default=-1, help="one job: its id (default: the next free one)")
     submit.add_argument("--priority", type=float, default=1.0)
     submit.add_argument("--entity", default="", help="user/team/vc for hierarchical policies")
+    submit.add_argument("--adaptation", default="static", choices=("static", "accordion", "gns"),
+                        help="batch-size adaptation of the job (Shockwave's; needs a batch size in its type)")
     submit.set_defaults(func=run_submit)
     status = sub.add_parser("status", help="jobs of a running scheduler, page by page; --metrics for its figures")
     add_connection_args(status)
@@ -92,18 +94,15 @@ def _jobs(args):
         raise ValueError("give a trace file, or --job-type and --steps for one job")
     command = args.command or template_for(args.job_type).command
     return [Job(max(args.job_id, 0), 0.0, args.job_type, args.scale_factor, args.steps,
-                priority_weight=args.priority, command=command, entity=args.entity or None)]
+                priority_weight=args.priority, command=command, entity=args.entity or None,
+                mode=args.adaptation)]
 
 
 def _submit(stub, args) -> int:
-    from hetsched.model.catalog import template_for
-    from .stubs import pb2
+    from .launch import submit_request
 
     for job in _jobs(args):
-        command = (job.command or template_for(job.job_type).command).replace("--data-dir %s", "").strip()
-        req = pb2.SubmitJobRequest(job_id=-1 if args.trace else args.job_id, job_type=job.job_type,
-                                   scale_factor=job.scale_factor, total_steps=int(job.total_steps),
-                                   priority_weight=job.priority_weight, command=command, entity=job.entity or "")
+        req = submit_request(job, -1 if args.trace else args.job_id)
         print(f"submitted job {stub.SubmitJob(req, timeout=10).job_id}")
     return 0
 
@@ -117,6 +116,8 @@ def _status(stub, args) -> int:
                    "mem_gb": first.mem_gb, "leases": first.leases, "rounds": first.rounds,
                    "round_overhead_mean_s": first.mean_round_overhead_s,
                    "round_overhead_last_s": first.last_round_overhead_s,
+                   "restarts": first.restarts, "restart_mean_s": first.mean_restart_s,
+                   "batch_size_switches": first.batch_size_switches,
                    **{f"jobs_{k}": v for k, v in sorted(first.counts.items())},
                    **{f"rpc_errors_{k}": v for k, v in sorted(first.rpc_errors.items())}}
         print(json.dumps(metrics) if args.json else

@@ -68,6 +68,16 @@ def stop_group(proc: subprocess.Popen | None, sig=signal.SIGTERM, timeout: float
         proc.wait(timeout=5)
 
 
+def submit_request(job: Job, job_id: int):
+    """The SubmitJob request for `job` under `job_id` (-1: the scheduler assigns one); without a command of its own
+    the job runs its type's template (workloads/train.py), on synthetic data."""
+    command = (job.command or template_for(job.job_type).command).replace("--data-dir %s", "").strip()
+    return pb2.SubmitJobRequest(job_id=job_id, job_type=job.job_type, scale_factor=job.scale_factor,
+                                total_steps=int(job.total_steps), priority_weight=job.priority_weight,
+                                command=command, entity=job.entity or "",
+                                adaptation="" if job.mode.value == "static" else job.mode.value)
+
+
 class LocalCluster:
     """Handle to a local scheduler + workers. Submit jobs, watch, kill/restart parts, shut down.
 
@@ -209,15 +219,8 @@ class LocalCluster:
     # ---- jobs -------------------------------------------------------------------------------------------
     def submit(self, jobs: Iterable[Job] | Job) -> list[int]:
         """Submit jobs now (their arrival times are ignored; use `replay` to honour them)."""
-        ids = []
-        for job in [jobs] if isinstance(jobs, Job) else jobs:
-            command = job.command or template_for(job.job_type).command
-            req = pb2.SubmitJobRequest(job_id=job.job_id, job_type=job.job_type, scale_factor=job.scale_factor,
-                                       total_steps=int(job.total_steps), priority_weight=job.priority_weight,
-                                       command=command.replace("--data-dir %s", "").strip(),
-                                       entity=job.entity or "")
-            ids.append(self.stub.SubmitJob(req, timeout=10).job_id)
-        return ids
+        jobs = [jobs] if isinstance(jobs, Job) else jobs
+        return [self.stub.SubmitJob(submit_request(job, job.job_id), timeout=10).job_id for job in jobs]
 
     def status(self, states: Iterable[str] = (), page_size: int = 1000) -> pd.DataFrame:
         """Every job (or those in `states`), fetched page by page."""
@@ -227,12 +230,13 @@ class LocalCluster:
                                                          states=list(states)), timeout=10)
             rows += [{"job_id": j.job_id, "state": j.state, "steps_done": j.steps_done,
                       "total_steps": j.total_steps, "attempts": j.attempts, "submitted_s": j.submitted_s,
-                      "finished_s": j.finished_s or None, "log_tail": j.log_tail} for j in resp.jobs]
+                      "finished_s": j.finished_s or None, "log_tail": j.log_tail, "batch_size": j.batch_size}
+                     for j in resp.jobs]
             token = resp.next_page_token
             if token < 0:
                 break
         return pd.DataFrame(rows, columns=["job_id", "state", "steps_done", "total_steps", "attempts",
-                                           "submitted_s", "finished_s", "log_tail"])
+                                           "submitted_s", "finished_s", "log_tail", "batch_size"])
 
     def counts(self) -> dict[str, int]:
         """Jobs per state (one small call, however many jobs)."""
@@ -241,7 +245,8 @@ class LocalCluster:
     def info(self) -> dict:
         resp = self.stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)
         return {"workers": resp.workers, "rounds": resp.rounds, "now_s": resp.now_s,
-                "mean_round_overhead_s": resp.mean_round_overhead_s}
+                "mean_round_overhead_s": resp.mean_round_overhead_s, "mean_restart_s": resp.mean_restart_s,
+                "restarts": resp.restarts, "batch_size_switches": resp.batch_size_switches}
 
     def wait(self, timeout_s: float, poll_s: float = 0.5) -> pd.DataFrame:
         """Block until every job is completed or failed (bounded); returns the final status."""

@@ -11,6 +11,10 @@ done. Each checkpoint that `save` writes into `checkpoint_dir` is streamed to th
 durable, so the job resumes with its weights on any worker. A multi-GPU job runs one iterator per rank: rank 0
 talks to the scheduler, and `sync(stop) -> stop` (an all-reduce the training script provides) makes every rank
 stop at the same step. Without the scheduler's environment the iterator simply runs `total_steps` steps.
+
+An adaptive job (Accordion, GNS) passes its `batch_size` and a `rebatch(batch_size) -> data` hook: when the
+scheduler switches its batch size (docs/rules.md#runtime-batch-sizes) a single-process job takes the new data, its
+steps re-counted by the scheduler, and checkpoints at once; a multi-process job switches at its next lease.
 """
 
 from __future__ import annotations
@@ -26,13 +30,19 @@ UPLOAD_TRIES = 4                 # a busy scheduler (RESOURCE_EXHAUSTED) is retr
 ENV = ("HETSCHED_SCHEDULER", "HETSCHED_LEASE_TOKEN", "HETSCHED_JOB_ID", "HETSCHED_LEASE_ID", "HETSCHED_DEADLINE")
 
 
+def _endless(data: Iterable) -> Iterator:
+    """An iterator stays as it is (it may be endless); a collection is cycled."""
+    return data if isinstance(data, Iterator) else itertools.cycle(data)
+
+
 class LeaseIterator:
     """Iterates `data` (cycled) until the lease or the job ends; checkpoints through user hooks."""
 
     def __init__(self, data: Iterable, *, total_steps: int, save: Callable[[int], None] | None = None,
                  restore: Callable[[], int] | None = None, checkpoint_every: int = 50, report_every_s: float = 1.0,
-                 checkpoint_dir: str | None = None, sync: Callable[[bool], bool] | None = None):
-        self._data = itertools.cycle(data) if not isinstance(data, Iterator) else data
+                 checkpoint_dir: str | None = None, sync: Callable[[bool], bool] | None = None,
+                 batch_size: int = 0, rebatch: Callable[[int], Iterable] | None = None):
+        self._data = _endless(data)
         self.total_steps = int(os.environ.get("HETSCHED_TOTAL_STEPS", total_steps))
         self.save, self.checkpoint_every, self.report_every_s = save, checkpoint_every, report_every_s
         self.slowdown = float(os.environ.get("HETSCHED_SLOWDOWN", "1.0"))
@@ -42,6 +52,11 @@ class LeaseIterator:
         self.managed = all(k in os.environ for k in ENV)
         ckpt = checkpoint_dir or os.environ.get("HETSCHED_CHECKPOINT_DIR")
         self.checkpoint_dir = Path(ckpt) if ckpt else None
+        self.rebatch = rebatch
+        self.adaptive = "HETSCHED_BATCH_SIZE" in os.environ      # the scheduler counts its steps at a batch size
+        self.batch_size = int(os.environ.get("HETSCHED_BATCH_SIZE", "0")) or int(batch_size)
+        if rebatch is not None and batch_size and self.batch_size != batch_size:
+            self._data = _endless(rebatch(self.batch_size))    # a lease that starts after a switch
         self.done = False            # True once the job finished all its steps
         self.stopped = False         # True once the lease ended (job may continue elsewhere later)
         self._seconds = 0.0
@@ -63,6 +78,8 @@ class LeaseIterator:
                 from .checkpoints import download
                 download(self._stub, pb2, self.job_id, self.lease_id, self.checkpoint_dir)
         restored = restore() if restore is not None else 0
+        if self.adaptive:
+            restored = 0     # an adaptive job's steps are the scheduler's count, at the lease's batch size
         self.steps = self.checkpointed = self._start = max(start, restored or 0)
         self.upload_error: str | None = None
         if self.managed and self.rank == 0:
@@ -106,12 +123,26 @@ class LeaseIterator:
             resp = self._call(self._stub.UpdateLease, self._pb2.UpdateLeaseRequest(
                 job_id=self.job_id, lease_id=self.lease_id, steps_done=self.steps,
                 steps_checkpointed=self.checkpointed, seconds=self._seconds, steps_run=self.steps - self._start,
-                finished=finished))
-        except Exception:       # scheduler unreachable: stop safely; the job resumes from its checkpoint
+                finished=finished, batch_size=self.batch_size if self.adaptive else 0))
+        except Exception as exc:   # scheduler unreachable: stop safely; the job resumes from its checkpoint
+            print(f"hetsched: lease update failed, stopping: {type(exc).__name__}: {exc}", file=sys.stderr)
             return False
         self._clock_offset = resp.now_s - time.time()
         self.deadline = resp.deadline_s
+        if resp.batch_size and resp.batch_size != self.batch_size and self.world_size == 1 and not finished:
+            self._switch(resp.batch_size, resp.steps_done, resp.total_steps)
         return resp.keep_running
+
+    def _switch(self, batch_size: int, steps: int, total_steps: int) -> None:
+        """The scheduler changed this job's batch size: continue at it, with the steps it re-counted."""
+        print(f"hetsched: batch size {self.batch_size} -> {batch_size} at step {self.steps} (now step {steps} of "
+              f"{total_steps})", file=sys.stderr, flush=True)
+        self.batch_size, self.total_steps = int(batch_size), int(total_steps)
+        self.steps = self._start = int(steps)
+        self._seconds, self.checkpointed = 0.0, 0
+        if self.rebatch is not None:
+            self._data = _endless(self.rebatch(self.batch_size))
+        self._checkpoint()           # durable at the new count
 
     def _checkpoint(self) -> None:
         """Save (rank 0), stream the checkpoint to the scheduler, then count the steps as durable."""
@@ -131,7 +162,8 @@ class LeaseIterator:
         from .checkpoints import upload
         for attempt in range(UPLOAD_TRIES):
             try:
-                upload(self._stub, self._pb2, self.job_id, self.lease_id, self.steps, self.checkpoint_dir)
+                upload(self._stub, self._pb2, self.job_id, self.lease_id, self.steps, self.checkpoint_dir,
+                       self.batch_size if self.adaptive else 0)
                 self.upload_error = None
                 return True
             except grpc.RpcError as exc:

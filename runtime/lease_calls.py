@@ -26,20 +26,28 @@ class LeaseCalls:
             if row is None:
                 return pb2.UpdateLeaseResponse(keep_running=False, deadline_s=now, now_s=now)
             validate.progress_fields(steps_done=req.steps_done, steps_checkpointed=req.steps_checkpointed,
-                                     seconds=req.seconds, steps_run=req.steps_run, total_steps=row.total_steps)
-            self.live_steps[req.job_id] = max(self.live_steps.get(req.job_id, 0), int(req.steps_done))
-            if req.steps_checkpointed > row.steps_done:
-                row.steps_done = int(req.steps_checkpointed)
+                                     seconds=req.seconds, steps_run=req.steps_run,
+                                     total_steps=self.total_at(row, req.batch_size))
+            done = self.counted_now(row, req.steps_done, req.batch_size)      # at another batch size: re-counted
+            durable = self.counted_now(row, req.steps_checkpointed, req.batch_size)
+            self.live_steps[req.job_id] = max(self.live_steps.get(req.job_id, 0), done)
+            if durable > row.steps_done:
+                row.steps_done = durable
                 self.store.set_progress(req.job_id, row.steps_done)
             current = self.leases.get(req.job_id) is lease
-            if current and not lease.paired and req.seconds > 0 and req.steps_run > 0 and self.core is not None:
+            if req.steps_run > 0 and not lease.stepped:
+                self.first_steps(lease, now, req.seconds)
+            same_unit = not req.batch_size or req.batch_size == self.batch_size_of(row)
+            if current and same_unit and not lease.paired and req.seconds > 0 and req.steps_run > 0 \
+                    and self.core is not None:
                 self.core.observe_rate(req.job_id, lease.gpu_type, req.steps_run / req.seconds)
             if req.finished:
                 self.finished_flag.add(req.job_id)
-            elif current and now < lease.deadline:
-                return pb2.UpdateLeaseResponse(keep_running=True, deadline_s=lease.deadline, now_s=now)
+            units = dict(batch_size=self.batch_size_of(row), total_steps=row.total_steps, steps_done=done)
+            if not req.finished and current and now < lease.deadline:
+                return pb2.UpdateLeaseResponse(keep_running=True, deadline_s=lease.deadline, now_s=now, **units)
             lease.told_stop = True
-            return pb2.UpdateLeaseResponse(keep_running=False, deadline_s=now, now_s=now)
+            return pb2.UpdateLeaseResponse(keep_running=False, deadline_s=now, now_s=now, **units)
 
     def rendezvous(self, req, token: str) -> str:
         with self.lock:
@@ -64,18 +72,23 @@ class LeaseCalls:
                          f"stores checkpoints")
         return row, lease
 
-    def checkpoint_put(self, token: str, job_id: int, lease_id: str, steps: int, chunks) -> None:
+    def checkpoint_put(self, token: str, job_id: int, lease_id: str, steps: int, chunks,
+                       batch_size: int = 0) -> None:
+        """Store a checkpoint at `steps` (counted at `batch_size`: 0 is the job's current one)."""
         with self.lock:
             row, lease = self._current_lease(token, job_id, lease_id)
-        if row is None or self.checkpoints is None:
-            return
-        if not 0 <= steps <= row.total_steps:
-            raise validate.InvalidInput(f"steps: 0..{row.total_steps}, got {steps}")
+            if row is None or self.checkpoints is None:
+                return
+            total = self.total_at(row, batch_size)
+            if not 0 <= steps <= total:
+                raise validate.InvalidInput(f"steps: 0..{total}, got {steps}")
+            steps, unit = self.counted_now(row, steps, batch_size), self.batch_size_of(row)
         tmp = self.checkpoints.receive(job_id, chunks)      # outside the lock: uploads must not stall rounds
         try:
             with self.lock:
                 # The lease may have ended, or a later checkpoint been stored, while this one was uploading.
                 self._current_lease(token, job_id, lease_id)
+                steps = self.counted_now(row, steps, unit)      # the job may have switched meanwhile
                 if steps < self.stored_steps.get(job_id, -1):
                     raise Denied(f"job {job_id} already stored a checkpoint at step {self.stored_steps[job_id]}; "
                                  f"this one is at step {steps}")

@@ -46,6 +46,8 @@ class LeaseInfo:
     failed: bool = False
     rendezvous: str = ""
     share: tuple[float, float] = (0.0, 0.0)          # per-rank CPU cores and GB (0: none given)
+    resumed: bool = False                            # the job had durable progress: this lease is a restart
+    stepped: bool = False                            # it has reported steps run
 
     @property
     def workers(self) -> set[str]:

@@ -11,13 +11,24 @@ from hetsched.model.cluster import ClusterSpec
 from hetsched.model.jobs import Job
 from hetsched.io.throughput_json import COLUMNS, normalise_frame
 from hetsched.model.throughputs import ThroughputTable
+from hetsched.rates.adaptation.schedules import job_type_of, reachable_batch_sizes
 
 from .launch import DEFAULT_SLOWDOWNS, launch_local_cluster
 from .worker import EMULATED_STEPS_PER_S
 
 
+def job_types_of(jobs: list[Job]) -> list[str]:
+    """The jobs' types, and every type an adaptive one can switch to (its batch-size schedule)."""
+    out = {j.job_type for j in jobs}
+    for j in jobs:
+        if j.mode.value != "static" and j.batch_size is not None:
+            out |= {job_type_of(j.model, b) for b in reachable_batch_sizes(j.model, j.batch_size, j.mode.value)}
+    return sorted(out)
+
+
 def emulated_throughputs(job_types: list[str], slowdowns: dict[str, float] | None = None) -> ThroughputTable:
-    """The throughputs that emulated workers run at (steps/s per GPU type), as a table for the simulator."""
+    """The throughputs that emulated workers run at (steps/s per GPU type, whatever the batch size), as a table
+    for the simulator."""
     slowdowns = {**DEFAULT_SLOWDOWNS, **(slowdowns or {})}
     rows = [(gpu, "consolidated", t, 1, None, EMULATED_STEPS_PER_S / s, None)
             for gpu, s in slowdowns.items() for t in sorted(set(job_types))]
@@ -27,11 +38,12 @@ def emulated_throughputs(job_types: list[str], slowdowns: dict[str, float] | Non
 def run_on_local_cluster(jobs: list[Job], cluster: ClusterSpec | str, state_dir: str | Path, *,
                          policy: str = "max_min_fairness_perf", round_s: float = 2.0, timeout_s: float = 600,
                          slowdowns: dict[str, float] | None = None) -> pd.DataFrame:
-    """Replay `jobs` (arrival times honoured) on emulated workers; returns job_id, jct_s."""
+    """Replay `jobs` (arrival times honoured) on emulated workers; returns each completed job's id, JCT, final
+    steps and batch size (0: not adaptive)."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     table_path = state_dir / "emulated_throughputs.parquet"
-    emulated_throughputs([j.job_type for j in jobs], slowdowns).write(table_path)
+    emulated_throughputs(job_types_of(jobs), slowdowns).write(table_path)
     with launch_local_cluster(cluster, state_dir, policy=policy, round_s=round_s, emulate=True,
                               slowdowns=slowdowns, throughputs=str(table_path)) as local:
         start = time.time()
@@ -48,6 +60,11 @@ def run_on_local_cluster(jobs: list[Job], cluster: ClusterSpec | str, state_dir:
                 raise TimeoutError("replay did not finish submitting")
             time.sleep(0.05)
         final = local.wait(max(1.0, deadline - time.monotonic()))
+        info = local.info()
     final = final[final["state"] == "completed"]
-    return pd.DataFrame({"job_id": final["job_id"],
-                         "jct_s": [f - submitted[j] for j, f in zip(final["job_id"], final["finished_s"])]})
+    out = pd.DataFrame({"job_id": final["job_id"],
+                         "jct_s": [f - submitted[j] for j, f in zip(final["job_id"], final["finished_s"])],
+                         "steps_done": final["steps_done"], "total_steps": final["total_steps"],
+                         "batch_size": final["batch_size"]})
+    out.attrs["info"] = info          # the scheduler's figures: rounds, overhead, restarts, batch-size switches
+    return out

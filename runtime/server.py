@@ -177,7 +177,8 @@ class Servicer(pb2_grpc.SchedulerServicer):
                         raise CheckpointError("checkpoint: every chunk must name the same job and lease")
                     yield chunk.data
             return _answer(context, lambda: self.state.checkpoint_put(caller.lease_token, first.job_id,
-                                                                      first.lease_id, first.steps, chunks())
+                                                                      first.lease_id, first.steps, chunks(),
+                                                                      first.batch_size)
                            or pb2.Ack())
 
     def GetCheckpoint(self, request, context):

@@ -24,11 +24,12 @@ from hetsched.model.cluster import ClusterSpec, Server
 from hetsched.core.scheduler import Scheduler
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
-from hetsched.core.registry import build_scheduler, check_runtime, job_catalog, pipeline_for, policy_for
+from hetsched.core.registry import build_scheduler, check_runtime, decide_of, job_catalog, pipeline_for, policy_for
 from hetsched.core.run_config import SimulationConfig
 from hetsched.model.throughputs import ThroughputTable
 
 from . import validate
+from .batch_sizes import BatchSizes, adaptation_field
 from .checkpoints import CheckpointStore
 from .endings import Endings
 from .lease_calls import LeaseCalls
@@ -42,7 +43,7 @@ events = logging.getLogger(EventLog.NAME)     # one key=value line per job event
 LEASE_TOKENS_KEPT = 4          # per job: a process of an older lease may still report its last checkpoint
 
 
-class RuntimeState(LeaseCalls, Endings):
+class RuntimeState(LeaseCalls, Endings, BatchSizes):
     """Everything the server knows, guarded by one lock; RPC handlers and the round loop share it."""
 
     def __init__(self, store: Store, policy: str, round_s: float, throughputs: ThroughputTable, seed: int = 0,
@@ -51,9 +52,12 @@ class RuntimeState(LeaseCalls, Endings):
         self.lock = threading.RLock()
         # Unknown names and refused compositions fail here, before any worker joins. No recompute gate on the
         # wall clock (Gavel's physical mode recomputes whenever a reset is pending).
-        # One round per plan: the wall clock does not skip ahead (macro_rounds=False).
-        self.pipeline = pipeline_for(policy_for(policy, seed), SimulationConfig(
-            round_s=round_s, min_reset_interval_s=0.0, seed=seed, macro_rounds=False))
+        # One round per plan: the wall clock does not skip ahead (macro_rounds=False). Batch sizes adapt wherever
+        # the pipeline can (docs/rules.md#runtime-batch-sizes); only jobs submitted adaptive ever switch.
+        decide = policy_for(policy, seed)
+        self.pipeline = pipeline_for(decide, SimulationConfig(
+            round_s=round_s, min_reset_interval_s=0.0, seed=seed, macro_rounds=False,
+            dynamic_adaptation=decide_of(decide).kind != "ordering"))
         check_runtime(self.pipeline)
         self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
         self.catalog = job_catalog(self.pipeline, throughputs)     # the job types submissions are checked against
@@ -85,6 +89,7 @@ class RuntimeState(LeaseCalls, Endings):
         self.overheads: list[float] = []
         self.rpc_errors: Counter = Counter()             # answers other than OK, by status code name
         self.events = EventLog()
+        self._init_batch_sizes()
         self._recover()
 
     def now(self) -> float:
@@ -123,8 +128,10 @@ class RuntimeState(LeaseCalls, Endings):
                                 max_scale_factor=self.peak_gpus or validate.MAX_SCALE_FACTOR)
             if len(req.entity) > 200:
                 raise validate.InvalidInput("entity: at most 200 characters")
+            mode = adaptation_field(req.adaptation, req.job_type, self.pipeline.rates.batch_size)
             row = self.store.add_job(req.job_type, req.scale_factor, req.total_steps, priority, req.command,
-                                     time.time(), req.job_id if req.job_id >= 0 else None, entity=req.entity)
+                                     time.time(), req.job_id if req.job_id >= 0 else None, entity=req.entity,
+                                     adaptation=mode)
             self.active[row.job_id] = row
             self.to_admit.append(row.job_id)
             events.info("submit job=%d type=%r scale=%d steps=%d", row.job_id, row.job_type, row.scale_factor,
@@ -146,7 +153,8 @@ class RuntimeState(LeaseCalls, Endings):
                 job = pb2.JobStatus(job_id=r.job_id, state=r.state,
                                     steps_done=max(r.steps_done, self.live_steps.get(r.job_id, 0)),
                                     total_steps=r.total_steps, attempts=r.attempts, submitted_s=r.submitted_s,
-                                    finished_s=r.finished_s or 0.0, log_tail=r.log_tail)
+                                    finished_s=r.finished_s or 0.0, log_tail=r.log_tail,
+                                    batch_size=self.batch_size_of(r))
                 used += job.ByteSize() + 8
                 if used > validate.MAX_STATUS_BYTES and jobs:
                     next_token = r.job_id
@@ -160,7 +168,9 @@ class RuntimeState(LeaseCalls, Endings):
                                       rpc_errors=dict(self.rpc_errors),
                                       cpu_cores=sum(w.cpu_cores for w in self.workers.values()),
                                       mem_gb=sum(w.mem_gb for w in self.workers.values()),
-                                      last_round_overhead_s=recent[-1] if recent else 0.0)
+                                      last_round_overhead_s=recent[-1] if recent else 0.0,
+                                      mean_restart_s=self.mean_restart_s(), restarts=self.restart_count,
+                                      batch_size_switches=self.switches)
 
     # ---- workers ----------------------------------------------------------------------------------------
     def register(self, gpu_type: str, num_gpus: int, name: str, cpu_cores: int = 0,
@@ -266,10 +276,12 @@ class RuntimeState(LeaseCalls, Endings):
                 continue
             job = Job(job_id=row.job_id, arrival_time_s=max(0.0, row.submitted_s - self.epoch),
                       job_type=row.job_type, scale_factor=row.scale_factor, total_steps=float(row.total_steps),
-                      priority_weight=row.priority_weight, command=row.command, entity=row.entity or None)
+                      priority_weight=row.priority_weight, command=row.command, entity=row.entity or None,
+                      mode=row.adaptation or "static")
             done = max(self.live_steps.get(job_id, 0), row.steps_done)
             try:
                 self.core.add_job(job, remaining_steps=max(1.0, row.total_steps - done))
+                self.resume_batch_size(row)
             except Exception as exc:                     # one bad job never stops a round
                 log.warning("job %d cannot be scheduled (%s); marked failed", job_id, exc)
                 self.store.set_state(job_id, "failed", time.time(), f"cannot be scheduled: {exc}")
@@ -277,9 +289,9 @@ class RuntimeState(LeaseCalls, Endings):
                 continue
             self.credited[job_id] = done
 
-    def _credit(self, round_end: float) -> None:
+    def _credit(self, round_end: float) -> list[int]:
         """The ending round's accounting through the core's `credit`: the time each planned lease really ran
-        (none for a lease that never started) and the steps its jobs reported."""
+        (none for a lease that never started) and the steps its jobs reported. Returns the jobs credited."""
         core, rows = self.core, []
         for members, w, round_start in self.plan:
             e = core.entry_of(members)
@@ -302,6 +314,8 @@ class RuntimeState(LeaseCalls, Endings):
             for job_id in (j for m in members for j in m):
                 if core.remaining[core.slot[job_id]] < 1.0:    # done only when the job says so
                     core.set_remaining(job_id, 1.0)
+            return [j for m in members for j in m]
+        return []
 
     def round(self, deadline: float) -> None:
         """Credit the ending round, admit new jobs, plan the next one and issue leases ending at `deadline`."""
@@ -310,9 +324,9 @@ class RuntimeState(LeaseCalls, Endings):
             self.expire_workers()
             if self.core is None or not self.workers:
                 return
-            self._admit()
             now = self.now()
-            self._credit(now)
+            self.switch_batch_sizes(self._credit(now))       # credit, switch, flag; then arrivals join
+            self._admit()
             plan = self.core.plan(now, servers=True)
             self.plan = self._issue(plan, deadline, now)
             self.rounds += 1
@@ -362,7 +376,7 @@ class RuntimeState(LeaseCalls, Endings):
                mem_gb: float = 0.0) -> None:
         """One process per part (worker, local GPU); each rank gets the per-GPU CPU and memory share, if any."""
         lease = LeaseInfo(secrets.token_hex(6), row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
-                          paired, share=(cpus, mem_gb))
+                          paired, share=(cpus, mem_gb), resumed=row.steps_done > 0)
         recent = self.job_tokens.setdefault(row.job_id, [])
         while len(recent) >= LEASE_TOKENS_KEPT:
             self.by_lease_id.pop(self.tokens.pop(recent.pop(0)).lease_id, None)
@@ -373,7 +387,7 @@ class RuntimeState(LeaseCalls, Endings):
                 lease_id=lease.lease_id, job_id=row.job_id, job_type=row.job_type, command=row.command,
                 local_gpus=[local], deadline_s=deadline, total_steps=row.total_steps, steps_done=row.steps_done,
                 rank=rank, world_size=len(parts), slowdown=self.workers[worker_id].slowdown,
-                lease_token=lease.token, cpu_cores=cpus, mem_gb=mem_gb))
+                lease_token=lease.token, cpu_cores=cpus, mem_gb=mem_gb, batch_size=self.batch_size_of(row)))
         if self.events.on:
             self.events.add(f"lease job={row.job_id} lease={lease.lease_id} gpu={gpu_type} ranks={len(parts)} "
                             f"cpus={cpus:g} mem_gb={mem_gb:g} until={deadline:.1f}")

@@ -24,10 +24,14 @@ CREATE TABLE IF NOT EXISTS jobs (
     submitted_s REAL NOT NULL,        -- wall-clock (epoch) seconds
     finished_s REAL,                  -- wall-clock (epoch) seconds
     log_tail TEXT NOT NULL DEFAULT '',
-    entity TEXT NOT NULL DEFAULT ''   -- user/team/vc for hierarchical policies
+    entity TEXT NOT NULL DEFAULT '',  -- user/team/vc for hierarchical policies
+    adaptation TEXT NOT NULL DEFAULT '',         -- batch-size adaptation: '' (static), accordion, gns
+    batch_size INTEGER NOT NULL DEFAULT 0        -- an adaptive job's current batch size (0: its type's)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+LATER_COLUMNS = (("entity", "TEXT NOT NULL DEFAULT ''"), ("adaptation", "TEXT NOT NULL DEFAULT ''"),
+                 ("batch_size", "INTEGER NOT NULL DEFAULT 0"))
 
 
 class DuplicateJob(ValueError):
@@ -49,6 +53,8 @@ class JobRow:
     finished_s: float | None
     log_tail: str
     entity: str = ""
+    adaptation: str = ""
+    batch_size: int = 0              # total_steps and steps_done are counted at this batch size (0: the type's)
 
 
 class Store:
@@ -65,8 +71,9 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
-        if "entity" not in columns:                  # a state folder from before entities: add the column
-            self._db.execute("ALTER TABLE jobs ADD COLUMN entity TEXT NOT NULL DEFAULT ''")
+        for name, kind in LATER_COLUMNS:             # a state folder from an older server: add them
+            if name not in columns:
+                self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
         self._lock = threading.Lock()
 
     def _run(self, sql: str, args=()) -> list[tuple]:
@@ -74,7 +81,7 @@ class Store:
             return self._db.execute(sql, args).fetchall()
 
     def add_job(self, job_type: str, scale_factor: int, total_steps: int, priority_weight: float, command: str,
-                submitted_s: float, job_id: int | None = None, entity: str = "") -> JobRow:
+                submitted_s: float, job_id: int | None = None, entity: str = "", adaptation: str = "") -> JobRow:
         """Insert a queued job; raises `DuplicateJob` when the id is taken."""
         with self._lock:
             if job_id is None or job_id < 0:
@@ -85,13 +92,14 @@ class Store:
                                        f"explicitly (a free id below the largest)")
             try:
                 self._db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, "
-                                 "command, state, submitted_s, entity) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+                                 "command, state, submitted_s, entity, adaptation) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
                                  (job_id, job_type, scale_factor, total_steps, priority_weight, command, submitted_s,
-                                  entity))
+                                  entity, adaptation))
             except sqlite3.IntegrityError:
                 raise DuplicateJob(f"job_id: {job_id} already exists") from None
         return JobRow(job_id, job_type, scale_factor, total_steps, priority_weight, command, "queued", 0, 0,
-                      submitted_s, None, "", entity)
+                      submitted_s, None, "", entity, adaptation)
 
     def page(self, after: int, limit: int, states: tuple[str, ...] = ()) -> list[JobRow]:
         """Up to `limit` jobs with id >= `after`, in id order (keyset paging: stable while jobs are added)."""
@@ -119,6 +127,11 @@ class Store:
     def set_progress(self, job_id: int, steps_done: int) -> None:
         """Durable progress only grows (a late report from an old lease cannot move it back)."""
         self._run("UPDATE jobs SET steps_done = MAX(steps_done, ?) WHERE job_id = ?", (steps_done, job_id))
+
+    def set_batch_size(self, job_id: int, batch_size: int, total_steps: int, steps_done: int) -> None:
+        """An adaptive job switched: its steps are counted at `batch_size` from now on (one transaction)."""
+        self._run("UPDATE jobs SET batch_size = ?, total_steps = ?, steps_done = ? WHERE job_id = ?",
+                  (batch_size, total_steps, steps_done, job_id))
 
     def set_state(self, job_id: int, state: str, finished_s: float | None = None, log_tail: str | None = None,
                   attempts_delta: int = 0) -> None:

@@ -127,6 +127,8 @@ class Worker:
         if lease.cpu_cores > 0:                  # the CPU share: thread counts (affinity is set at launch)
             n = str(cpu_count(lease.cpu_cores))
             env.update({"HETSCHED_CPU_CORES": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n})
+        if lease.batch_size > 0:                 # an adaptive job: its steps are counted at this batch size
+            env["HETSCHED_BATCH_SIZE"] = str(lease.batch_size)
         if lease.mem_gb > 0:                     # the memory share: the job's data-cache budget
             env["HETSCHED_MEM_GB"] = repr(lease.mem_gb)
         if self.tls_ca:
@@ -242,11 +244,15 @@ class Worker:
         try:
             resp = self._lease_call(run, pb2.UpdateLeaseRequest(
                 job_id=lease.job_id, lease_id=lease.lease_id, steps_done=steps, steps_checkpointed=durable,
-                seconds=now - run.started, steps_run=steps - start, finished=finished))
+                seconds=now - run.started, steps_run=steps - start, finished=finished, batch_size=lease.batch_size))
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                 return None     # a busy scheduler: report at the next tick
             return 0            # as a LeaseIterator does: stop; the job resumes from its checkpoint
+        if resp.batch_size and resp.batch_size != lease.batch_size and not finished:
+            # A batch-size switch: go on from the re-counted steps (checkpointed at once, as a LeaseIterator does).
+            lease.batch_size, lease.total_steps, lease.steps_done = resp.batch_size, resp.total_steps, resp.steps_done
+            run.started = now
         return 0 if finished or not resp.keep_running else None
 
     def run(self, stop_after_s: float | None = None, parent_pid: int | None = None) -> None:
@@ -272,7 +278,10 @@ def emulated_rate(lease) -> float:
         profiles = load_sensitivity(3)
         if lease.job_type in profiles:
             p = profiles[lease.job_type]
-            speed = p.relative_throughput(lease.cpu_cores, lease.mem_gb)
+            ideal = lease.cpu_cores + 1e-9 >= p.cpus_per_gpu and lease.mem_gb + 1e-9 >= p.mem_gb_per_gpu
+            # At its ideal demand a job runs at the profile's speedup (the grid may not reach that point, e.g.
+            # 20 GB under a grid that starts at 20.83 GB); below it, at the grid point under its share.
+            speed = p.speedup if ideal else p.relative_throughput(lease.cpu_cores, lease.mem_gb)
             return EMULATED_TIME_SCALE * speed / p.iteration_time_s / max(lease.slowdown, 1e-9)
     return EMULATED_STEPS_PER_S / max(lease.slowdown, 1e-9)
 

@@ -93,10 +93,13 @@ def main(argv=None) -> int:
         return int(state["steps"])
 
     rank = int(os.environ.get("HETSCHED_RANK", "0"))
-    it = LeaseIterator(batches(make, min(args.batch_size, args.max_batch), args.data_dir, seed=rank,
-                               cache_bytes=cache_bytes),
-                       total_steps=args.num_steps, save=save if ckpt else None, restore=restore,
-                       checkpoint_every=20)
+
+    def rebatch(batch_size: int):
+        """Batches at `batch_size`, scaled as the first one is to the CPU (--max-batch caps the first)."""
+        cpu = max(1, round(min(args.batch_size, args.max_batch) * batch_size / args.batch_size))
+        return batches(make, cpu, args.data_dir, seed=rank, cache_bytes=cache_bytes)
+    it = LeaseIterator(rebatch(args.batch_size), total_steps=args.num_steps, save=save if ckpt else None,
+                       restore=restore, checkpoint_every=20, batch_size=args.batch_size, rebatch=rebatch)
     print(f"resuming from step {it.steps}; {threads} threads on {len(os.sched_getaffinity(0))} cores, "
           f"data cache {cache_bytes / 1024**3:g} GB", flush=True)
     net = model

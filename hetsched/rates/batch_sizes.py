@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from hetsched.model.throughputs import JobKey
+from hetsched.rates.adaptation.schedules import job_type_of
 
 
 class BatchSizeSwitching:
@@ -30,15 +31,28 @@ class BatchSizeSwitching:
             sw = self.adaptation.switch(job_id, self.steps_done(job_id))
             if sw is None:
                 continue
-            s = self.slot[job_id]
-            self._set_rates(s, self.table.index(JobKey(sw.job_type, int(self.scale[s]))))
-            if self.resources is not None:              # the new batch size has its own CPU/memory class
-                self.resources.add_job(s, sw.job_type, int(self.scale[s]), self.tput[s])
-            self.remaining[s] = max(sw.remaining_steps, 0.0)
-            e = self._entry_index[(job_id,)]
-            self.etput[e, :, 0] = self.tput[s]
-            self.ok[e] = self.tput[s] > 0
+            self._retype(job_id, sw.job_type, sw.remaining_steps)
             out.append(sw)
         if out:
             self._entries_changed()
         return out
+
+    def resume_batch_size(self, job_id: int, batch_size: int, total_steps: float, remaining_steps: float) -> None:
+        """An adaptive job that had switched before the runtime restarted continues at that batch size."""
+        state = self.adaptation.jobs.get(job_id) if self.adaptation is not None else None
+        if state is None or batch_size == state.batch_size:
+            return
+        state.batch_size, state.total_steps = int(batch_size), float(total_steps)
+        self._retype(job_id, job_type_of(state.model, batch_size), remaining_steps)
+        self._entries_changed()
+
+    def _retype(self, job_id: int, job_type: str, remaining_steps: float) -> None:
+        """The job runs as `job_type` (another batch size) from now on, with `remaining_steps` left."""
+        s = self.slot[job_id]
+        self._set_rates(s, self.table.index(JobKey(job_type, int(self.scale[s]))))
+        if self.resources is not None:              # the new batch size has its own CPU/memory class
+            self.resources.add_job(s, job_type, int(self.scale[s]), self.tput[s])
+        self.remaining[s] = max(remaining_steps, 0.0)
+        e = self._entry_index[(job_id,)]
+        self.etput[e, :, 0] = self.tput[s]
+        self.ok[e] = self.tput[s] > 0

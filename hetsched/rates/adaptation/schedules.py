@@ -147,3 +147,26 @@ def gns_batch_at(model: str, bs0: int, scale_factor: int, epochs: int, epoch: in
                 return bs0
             return min(bs0 * mult, MAX_BATCH.get(model, bs0 * mult))
     return bs0
+
+
+def reachable_batch_sizes(model: str, bs0: int, mode: str) -> frozenset[int]:
+    """Every batch size a job of `mode` can switch to at runtime (docs/rules.md#runtime-batch-sizes): Accordion
+    moves between bs0 and the model's cap, GNS doubles bs0 up to the cap; a static job keeps bs0."""
+    cap = MAX_BATCH.get(model, bs0)
+    if mode == "accordion" and model in DATASET_SIZE:
+        return frozenset({bs0, cap})
+    if mode == "gns" and model in DATASET_SIZE:
+        out, b = {bs0}, bs0
+        while 2 * b <= cap:
+            b *= 2
+            out.add(b)
+        return frozenset(out)
+    return frozenset({bs0})
+
+
+def steps_at(model: str, steps: int, from_bs: int, to_bs: int) -> int:
+    """Steps counted at `from_bs` re-counted at `to_bs`: whole epochs, a partial one counting as full, as at a
+    switch (docs/rules.md#batch-size)."""
+    if from_bs == to_bs:
+        return int(steps)
+    return -(-int(steps) // iterations_per_epoch(model, from_bs)) * iterations_per_epoch(model, to_bs)

@@ -1,0 +1,156 @@
+"""Shockwave's batch-size adaptation on the runtime (docs/rules.md#runtime-batch-sizes): the core switches adaptive
+jobs as in the simulator, the runtime re-counts their steps, keeps them across a restart, re-counts reports made at
+another batch size of the job's schedule and refuses any other; jobs adopt the switch in place."""
+
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+
+from hetsched import ClusterSpec, Job
+from hetsched.model.throughputs import JobKey, load_throughputs
+from hetsched.rates.adaptation.schedules import iterations_per_epoch
+from hetsched.runtime.lease import LeaseIterator
+from hetsched.runtime.replay import emulated_throughputs, job_types_of, run_on_local_cluster
+from hetsched.runtime.state import RuntimeState
+from hetsched.runtime.store import Store
+from hetsched.runtime.stubs import pb2
+from hetsched.runtime.validate import InvalidInput
+from hetsched.sim.simulator import simulate
+
+TABLE = load_throughputs("gavel_simulation")
+GNS_TYPE = "ResNet-18 (batch size 64)"          # GNS doubles it at epoch 11 (table row: 64, sf 1, > 11 epochs)
+IPE64, IPE128 = iterations_per_epoch("ResNet-18", 64), iterations_per_epoch("ResNet-18", 128)
+
+
+def _state(path, policy="max_min_fairness_perf"):
+    return RuntimeState(Store(path / "s.sqlite"), policy, 10.0, TABLE)
+
+
+def _submit(state, job_id, job_type=GNS_TYPE, adaptation="gns", total_steps=40 * IPE64):
+    return state.submit(pb2.SubmitJobRequest(job_id=job_id, job_type=job_type, scale_factor=1,
+                                             total_steps=total_steps, priority_weight=1, command="emulated",
+                                             adaptation=adaptation))
+
+
+def _report(state, lease, steps, batch_size=0, seconds=1.0, steps_run=1):
+    return state.update_lease(pb2.UpdateLeaseRequest(job_id=lease.job_id, lease_id=lease.lease_id, steps_done=steps,
+                                                     steps_checkpointed=steps, seconds=seconds, steps_run=steps_run,
+                                                     batch_size=batch_size), lease.lease_token)
+
+
+def test_a_switch_recounts_steps_survives_a_restart_and_converts_reports(tmp_path):
+    state = _state(tmp_path)
+    worker_id, session = state.register("v100", 1, "a")
+    _submit(state, 0)
+    state.round(state.now() + 10)
+    lease = state.workers[worker_id].to_start[0]
+    assert lease.batch_size == 64 and lease.total_steps == 40 * IPE64
+    state.heartbeat(pb2.HeartbeatRequest(worker_id=worker_id, session=session))
+    _report(state, lease, 12 * IPE64 + 5, batch_size=64)      # past epoch 11: the next boundary flags it
+    state.round(state.now() + 10)
+    assert state.store.job(0).batch_size == 0                  # flagged, not switched: it must run a round first
+    state.round(state.now() + 10)                              # ran (its lease was extended): switches now
+    row = state.store.job(0)
+    assert (row.batch_size, row.total_steps) == (128, 40 * IPE128)
+    assert row.steps_done == 13 * IPE128                       # 12 epochs and a part: 13 whole epochs at 128
+    # The process still runs at 64 until it hears of the switch: its report is re-counted and answered.
+    resp = _report(state, lease, 14 * IPE64, batch_size=64)
+    assert (resp.batch_size, resp.total_steps, resp.steps_done) == (128, 40 * IPE128, 14 * IPE128)
+    assert _report(state, lease, 15 * IPE128, batch_size=128).steps_done == 15 * IPE128
+    with pytest.raises(InvalidInput, match=r"batch_size: 100 is not in job 0's gns schedule \[64, 128, 256\]"):
+        _report(state, lease, 100, batch_size=100)
+    with pytest.raises(InvalidInput, match="seconds"):
+        _report(state, lease, 15 * IPE128, batch_size=128, seconds=float("nan"))
+    with pytest.raises(InvalidInput, match="steps_done"):                    # beyond the total at 64
+        _report(state, lease, 40 * IPE64 + 1, batch_size=64)
+    status = state.status(pb2.StatusRequest())
+    assert status.jobs[0].batch_size == 128 and status.batch_size_switches == 1
+    # A restarted scheduler resumes the job at 128: the core runs it at the 128 rate, over the re-counted steps.
+    state.store.close()
+    again = _state(tmp_path)
+    again.register("v100", 1, "a")
+    again.round(again.now() + 10)
+    core, w = again.core, again.core.gpu_types.index("v100")
+    s = core.slot[0]
+    assert core.tput[s, w] == TABLE.isolated[TABLE.index(JobKey("ResNet-18 (batch size 128)", 1)), w, 0]
+    assert core.remaining[s] == 40 * IPE128 - 15 * IPE128
+    assert again.workers[next(iter(again.workers))].to_start[0].batch_size == 128
+
+
+def test_bad_adaptive_submissions_are_refused(tmp_path):
+    state = _state(tmp_path)
+    with pytest.raises(InvalidInput, match="static, accordion or gns"):
+        _submit(state, 0, adaptation="sometimes")
+    with pytest.raises(InvalidInput, match="'A3C' cannot adapt"):
+        _submit(state, 0, job_type="A3C", adaptation="accordion")
+    with pytest.raises(InvalidInput, match="does not adapt batch sizes"):
+        _submit(_state(tmp_path / "o", "FIFO"), 0, job_type="res18")
+    _submit(state, 0, adaptation="static")
+    state.register("v100", 1, "a")
+    state.round(state.now() + 10)
+    lease = next(iter(state.workers.values())).to_start[0]
+    assert lease.batch_size == 0
+    assert _report(state, lease, 10, batch_size=64).batch_size == 0        # its own type's batch size
+    with pytest.raises(InvalidInput, match="does not adapt"):
+        _report(state, lease, 10, batch_size=32)
+
+
+class _Stub:
+    """Answers UpdateLease like a scheduler that has just switched the job from 64 to 128."""
+
+    def __init__(self):
+        self.requests = []
+
+    def UpdateLease(self, req, timeout=None):
+        self.requests.append(req)
+        return pb2.UpdateLeaseResponse(keep_running=True, deadline_s=1e12, now_s=0.0, batch_size=128,
+                                       total_steps=40 * IPE128, steps_done=13 * IPE128)
+
+
+def test_the_iterator_adopts_a_switch_in_place():
+    saved, sizes = [], []
+
+    def rebatch(batch_size):
+        sizes.append(batch_size)
+        return iter(lambda: batch_size, None)
+    it = LeaseIterator(rebatch(64), total_steps=40 * IPE64, save=saved.append, batch_size=64, rebatch=rebatch,
+                       report_every_s=0.0)
+    it.managed, it.checkpoint_dir, it.job_id, it.lease_id, it._pb2 = True, None, 0, "x", pb2
+    it._stub, it.deadline, it._clock_offset, it.adaptive = _Stub(), 1e12, 0.0, True
+    it.steps = it._start = 12 * IPE64 + 5
+    batch = next(it)                        # reports at 64, hears 128
+    assert it._stub.requests[0].batch_size == 64
+    assert (it.batch_size, it.steps, it.total_steps) == (128, 13 * IPE128, 40 * IPE128)
+    assert sizes == [64, 128] and saved == [13 * IPE128]      # new data, checkpointed at the re-counted step
+    assert batch == 128
+    next(it)
+    assert it._stub.requests[-1].batch_size == 128 and it._stub.requests[-1].steps_done == 13 * IPE128 + 1
+
+
+def test_emulated_shockwave_switches_as_the_simulator_does():
+    """Two adaptive jobs and a static one on emulated workers under Shockwave's planner: each adaptive job ends
+    at the batch size, and the re-counted total, that the simulator gives it."""
+    recommendation = iterations_per_epoch("Recommendation", 512)
+    jobs = [Job(0, 0.0, GNS_TYPE, 1, 24 * IPE64, mode="gns"),
+            Job(1, 0.0, "Recommendation (batch size 512)", 1, 100 * recommendation, mode="accordion"),
+            Job(2, 0.0, "ResNet-18 (batch size 32)", 1, 4000)]
+    slowdowns = {"v100": 0.05}                      # 4,000 steps/s
+    table = emulated_throughputs(job_types_of(jobs), slowdowns)
+    sim = simulate(jobs, ClusterSpec.parse("2:0:0"), "shockwave", table, round_s=1.0, min_reset_interval_s=0.0,
+                   dynamic_adaptation=True)
+    ends = sim.jobs_frame().set_index("job_id")["jct_s"]
+    switches = sim.adaptations
+    expected = {j: int(g["new_batch_size"].iloc[-1]) for j, g in switches.groupby("job_id")}
+    assert (switches["time_s"] <= ends[switches["job_id"]].to_numpy()).all()
+    assert expected == {0: 128, 1: 8192}                   # the case exercises both schedules
+    with tempfile.TemporaryDirectory() as state_dir:
+        done = run_on_local_cluster(jobs, "2:0:0", state_dir, policy="shockwave", round_s=1.0, timeout_s=90,
+                                    slowdowns=slowdowns)
+    assert sorted(done["job_id"]) == [0, 1, 2]
+    got = dict(zip(done["job_id"], done["batch_size"]))
+    assert {j: got[j] for j in expected} == expected and got[2] == 0
+    totals = dict(zip(done["job_id"], done["total_steps"]))
+    assert totals[0] == 24 * IPE128 and totals[1] == 100 * iterations_per_epoch("Recommendation", 8192)
+    assert (done["steps_done"] == done["total_steps"]).all()
