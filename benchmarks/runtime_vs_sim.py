@@ -15,7 +15,7 @@ realistic round length; prints per-job JCT ratios and the headline gaps as one J
   simulator runs at EMULATED_TIME_SCALE x the round and its JCTs are divided by it.
 Both sides use the runtime's round rules (no reset gate, one plan per round), so every difference is the
 runtime's: lease start latency, stops at lease ends, checkpoints lost at moves, heartbeat timing. Wall time is
-about (jobs x mean rounds per job / GPUs) x round: 40 jobs at 60-s rounds take 30-45 minutes.
+about (jobs x mean rounds per job / GPUs) x round: 40 jobs at 60-s rounds take 45-90 minutes.
 Goal (issue 25): average JCT and makespan within 5 %, per-job p90 |ratio - 1| within 15 %.
 """
 
