@@ -1,6 +1,7 @@
 """What a job may ask of the scheduler with its lease token: report progress, meet its other ranks, and move its
-checkpoints. Only the job's current lease stores a checkpoint; each upload is received into a file of its own and
-committed only while that lease is current and no later step is stored."""
+checkpoints. Only the job's current lease stores a checkpoint (and the lease before it, on its way out, until the
+current one starts); each upload is received into a file of its own and committed only while that holds and no
+later step is stored."""
 
 from __future__ import annotations
 
@@ -67,7 +68,9 @@ class LeaseCalls:
         """The job's row and lease when `token` holds its current lease; only that lease stores checkpoints."""
         lease = self.lease_for(token, job_id, lease_id)
         row = self.active.get(job_id)
-        if row is not None and self.leases.get(job_id) is not lease:
+        current = self.leases.get(job_id)
+        handing_over = current is not None and current.previous is lease and current.started_at is None
+        if row is not None and current is not lease and not handing_over:
             raise Denied(f"lease {lease_id!r} is no longer job {job_id}'s current lease; only the current lease "
                          f"stores checkpoints")
         return row, lease

@@ -48,6 +48,8 @@ class LeaseInfo:
     share: tuple[float, float] = (0.0, 0.0)          # per-rank CPU cores and GB (0: none given)
     resumed: bool = False                            # the job had durable progress: this lease is a restart
     stepped: bool = False                            # it has reported steps run
+    previous: "LeaseInfo | None" = None              # the job's lease before it that ran: it may still store its
+                                                     # last checkpoint until this one starts
 
     @property
     def workers(self) -> set[str]:

@@ -243,7 +243,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes):
                     info.vanished.pop(job_id)
             info.running = running
             self._lost_exits(info, now)
-            start, info.to_start = info.to_start, []
+            start, info.to_start = self._startable(info.to_start)
             stop, info.to_stop = info.to_stop, []
             # A process without a current lease exits by itself at its next lease update; kill it if it hangs.
             grace = self.round_s + 3.0
@@ -266,6 +266,24 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes):
                             self.events.add(f"start job={msg.job_id} lease={msg.lease_id} worker={info.worker_id}")
             self.events.flush()
             return pb2.HeartbeatResponse(known=True, start=start, stop=stop, now_s=now)
+
+    def _startable(self, pending: list) -> tuple[list, list]:
+        """Leases to hand out now, and those kept until their job's older processes (a lease that ended at this
+        boundary, checkpointing on its way out) have exited. A lease handed out starts from the durable progress
+        of that moment, which includes the older processes' last checkpoint."""
+        start, keep = [], []
+        for msg in pending:
+            older = [w for w in self.running_on.get(msg.job_id, ())
+                     if w in self.workers and self.workers[w].running.get(msg.job_id) != msg.lease_id]
+            if older:
+                keep.append(msg)
+                continue
+            row = self.active.get(msg.job_id)
+            if row is not None:
+                msg.steps_done, msg.total_steps, msg.batch_size = row.steps_done, row.total_steps, \
+                    self.batch_size_of(row)
+            start.append(msg)
+        return start, keep
 
     # ---- rounds ---------------------------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -347,8 +365,6 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes):
                     old.deadline = deadline                              # extension: the processes keep running
                     issued = True
                     continue
-                if job_id in self.running_on:
-                    continue                       # start once the old processes have checkpointed and exited
                 if old is not None and old.started_at is None:
                     for w in old.workers & self.workers.keys():
                         pending = self.workers[w].to_start
@@ -375,8 +391,10 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes):
     def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, paired: bool, cpus: float = 0.0,
                mem_gb: float = 0.0) -> None:
         """One process per part (worker, local GPU); each rank gets the per-GPU CPU and memory share, if any."""
+        old = self.leases.get(row.job_id)
         lease = LeaseInfo(secrets.token_hex(6), row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
-                          paired, share=(cpus, mem_gb), resumed=row.steps_done > 0)
+                          paired, share=(cpus, mem_gb), resumed=row.steps_done > 0 or row.job_id in self.running_on,
+                          previous=old if old is None or old.started_at is not None else old.previous)
         recent = self.job_tokens.setdefault(row.job_id, [])
         while len(recent) >= LEASE_TOKENS_KEPT:
             self.by_lease_id.pop(self.tokens.pop(recent.pop(0)).lease_id, None)

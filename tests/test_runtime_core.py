@@ -94,3 +94,40 @@ def test_measured_rate_counts_this_process_only_and_unstarted_leases_get_no_time
     state.round(state.now() + 10)
     assert credited[-1][0] > 0                                             # now it ran: credited
     assert core.remaining[core.slot[0]] == 5000
+
+
+def test_a_moved_job_is_leased_in_the_same_round_and_starts_once_its_old_process_is_gone(tmp_path):
+    """A job placed on another GPU at a boundary gets its new lease at once (not a round later); the lease is
+    handed out when the old process, which may still store its last checkpoint, has exited, and starts from
+    that checkpoint."""
+    from dataclasses import replace
+    state = _state(tmp_path)
+    ids = [state.register("v100", 1, name) for name in ("a", "b")]
+    _submit(state, 0)
+    state.round(state.now() + 10)
+    (first, first_s), = [(w, s) for w, s in ids if state.workers[w].to_start]
+    (other, other_s), = [(w, s) for w, s in ids if w != first]
+    old = state.heartbeat(pb2.HeartbeatRequest(worker_id=first, session=first_s)).start[0]
+    state.heartbeat(pb2.HeartbeatRequest(worker_id=first, session=first_s,
+                                         jobs=[pb2.JobState(job_id=0, lease_id=old.lease_id, running=True)]))
+    core, real_plan = state.core, state.core.plan
+    gpu = next(g for g, (w, _) in state.gpu_owner.items() if w == other)
+
+    def moved(now, **kw):
+        plan = real_plan(now, **kw)
+        plan.assignments = [replace(a, gpus=(gpu,)) for a in plan.assignments]
+        return plan
+    core.plan = moved
+    state.round(state.now() + 10)
+    new = state.leases[0]
+    assert new.lease_id != old.lease_id and new.previous.lease_id == old.lease_id
+    held = state.heartbeat(pb2.HeartbeatRequest(worker_id=other, session=other_s))
+    assert not held.start and new.started_at is None          # the old process still runs
+    resp = state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=old.lease_id, steps_done=700,
+                                                     steps_checkpointed=700, seconds=5.0, steps_run=700),
+                              old.lease_token)
+    assert not resp.keep_running and state.store.job(0).steps_done == 700
+    state.heartbeat(pb2.HeartbeatRequest(worker_id=first, session=first_s))      # it exited
+    start = state.heartbeat(pb2.HeartbeatRequest(worker_id=other, session=other_s)).start
+    assert [m.lease_id for m in start] == [new.lease_id] and start[0].steps_done == 700
+    assert new.started_at is not None and new.resumed

@@ -118,7 +118,13 @@ def test_only_the_current_lease_stores_and_interleaved_uploads_do_not_mix(tmp_pa
             state._lease(row, state.leases[row.job_id].parts, "v100", state.now() + 30, False)
             new_lease = state.leases[row.job_id]
         assert run.lease.lease_token in state.tokens
+        # Until the new lease starts, the old one, on its way out, stores its last checkpoint (a later step only).
         code, details = rpc_code(lambda: _put(old, run, 50, _tar([_file("model.pt", b"step-50")])))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "already stored a checkpoint at step 100" in details
+        _put(old, run, 150, _tar([_file("model.pt", b"step-150")]))
+        with state.lock:
+            new_lease.started_at = state.now()
+        code, details = rpc_code(lambda: _put(old, run, 200, _tar([_file("model.pt", b"step-200")])))
         assert code == grpc.StatusCode.PERMISSION_DENIED and "current lease" in details
 
         class Run:       # the new lease, as its job sees it
