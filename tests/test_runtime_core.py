@@ -131,3 +131,9 @@ def test_a_moved_job_is_leased_in_the_same_round_and_starts_once_its_old_process
     start = state.heartbeat(pb2.HeartbeatRequest(worker_id=other, session=other_s)).start
     assert [m.lease_id for m in start] == [new.lease_id] and start[0].steps_done == 700
     assert new.started_at is not None and new.resumed
+    # Its first steps: a restart, whose cost is the lease's wall time before them (GetStatus.mean_restart_s).
+    started = new.started_at
+    state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=new.lease_id, steps_done=710, steps_checkpointed=700,
+                                              seconds=0.0, steps_run=10), new.token)
+    status = state.status(pb2.StatusRequest())
+    assert status.restarts == 1 and 0.0 <= status.mean_restart_s <= state.now() - started

@@ -4,6 +4,8 @@ another batch size of the job's schedule and refuses any other; jobs adopt the s
 
 from __future__ import annotations
 
+import io
+import tarfile
 import tempfile
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from hetsched import ClusterSpec, Job
 from hetsched.model.throughputs import JobKey, load_throughputs
 from hetsched.rates.adaptation.schedules import iterations_per_epoch
+from hetsched.runtime.checkpoints import CheckpointStore
 from hetsched.runtime.lease import LeaseIterator
 from hetsched.runtime.replay import emulated_throughputs, job_types_of, run_on_local_cluster
 from hetsched.runtime.state import RuntimeState
@@ -25,7 +28,16 @@ IPE64, IPE128 = iterations_per_epoch("ResNet-18", 64), iterations_per_epoch("Res
 
 
 def _state(path, policy="max_min_fairness_perf"):
-    return RuntimeState(Store(path / "s.sqlite"), policy, 10.0, TABLE)
+    return RuntimeState(Store(path / "s.sqlite"), policy, 10.0, TABLE, checkpoints=CheckpointStore(path / "ckpt"))
+
+
+def _checkpoint(steps: int) -> bytes:
+    buf, data = io.BytesIO(), f"step-{steps}".encode()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("model.pt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def _submit(state, job_id, job_type=GNS_TYPE, adaptation="gns", total_steps=40 * IPE64):
@@ -65,8 +77,14 @@ def test_a_switch_recounts_steps_survives_a_restart_and_converts_reports(tmp_pat
         _report(state, lease, 15 * IPE128, batch_size=128, seconds=float("nan"))
     with pytest.raises(InvalidInput, match="steps_done"):                    # beyond the total at 64
         _report(state, lease, 40 * IPE64 + 1, batch_size=64)
+    # A checkpoint names the batch size its steps are counted at (CheckpointChunk.batch_size).
+    state.checkpoint_put(lease.lease_token, 0, lease.lease_id, 16 * IPE64, iter([_checkpoint(16)]), batch_size=64)
+    assert state.stored_steps[0] == state.store.job(0).steps_done == 16 * IPE128
+    with pytest.raises(InvalidInput, match="batch_size: 100"):
+        state.checkpoint_put(lease.lease_token, 0, lease.lease_id, 10, iter([_checkpoint(0)]), batch_size=100)
     status = state.status(pb2.StatusRequest())
     assert status.jobs[0].batch_size == 128 and status.batch_size_switches == 1
+    assert status.restarts == 0 and status.mean_restart_s == 0.0     # its one lease never restarted
     # A restarted scheduler resumes the job at 128: the core runs it at the 128 rate, over the re-counted steps.
     state.store.close()
     again = _state(tmp_path)
@@ -75,7 +93,7 @@ def test_a_switch_recounts_steps_survives_a_restart_and_converts_reports(tmp_pat
     core, w = again.core, again.core.gpu_types.index("v100")
     s = core.slot[0]
     assert core.tput[s, w] == TABLE.isolated[TABLE.index(JobKey("ResNet-18 (batch size 128)", 1)), w, 0]
-    assert core.remaining[s] == 40 * IPE128 - 15 * IPE128
+    assert core.remaining[s] == 40 * IPE128 - 16 * IPE128
     assert again.workers[next(iter(again.workers))].to_start[0].batch_size == 128
 
 
