@@ -14,7 +14,10 @@ realistic round length; prints per-job JCT ratios and the headline gaps as one J
   profile's throughput at its share, one wall second standing for EMULATED_TIME_SCALE seconds of training, so the
   simulator runs at EMULATED_TIME_SCALE x the round and its JCTs are divided by it.
 Both sides use the runtime's round rules (no reset gate, one plan per round), so every difference is the
-runtime's: lease start latency, stops at lease ends, checkpoints lost at moves, heartbeat timing. Wall time is
+runtime's: lease start latency, stops at lease ends, checkpoints lost at moves, heartbeat timing. The
+"fixed_rounds" gaps compare with the simulator on the runtime's wall-clock round grid (docs/rules.md#fixed-rounds),
+the "calibrated" ones also with the run's measured lease start (docs/rules.md#lease-start): what
+`hetsched simulate --calibration` does with the file `hetsched calibrate` writes. Wall time is
 about (jobs x mean rounds per job / GPUs) x round: 40 jobs at 60-s rounds take 45-90 minutes.
 Goal (issue 25): average JCT and makespan within 5 %, per-job p90 |ratio - 1| within 15 %.
 """
@@ -69,17 +72,35 @@ def trace(system: str, num_jobs: int, round_s: float, gap_s: float, seed: int) -
             for i, (j, r) in enumerate(zip(base, rounds))]
 
 
-def simulated(system: str, jobs: list[Job], cluster: str, policy: str, round_s: float):
-    """Per-job JCTs (wall seconds) the simulator predicts under the runtime's round rules."""
+def simulated(system: str, jobs: list[Job], cluster: str, policy: str, round_s: float, lease_start_s: float = 0.0,
+              fixed_rounds: bool = False, origin_s: float = 0.0):
+    """Per-job JCTs (wall seconds) the simulator predicts under the runtime's round rules; calibrated with the
+    runtime's measured lease start (docs/rules.md#lease-start) and its wall-clock rounds from `origin_s`
+    (docs/rules.md#fixed-rounds), all in wall seconds."""
     if system == "synergy":
-        scaled = [j.with_(arrival_time_s=j.arrival_time_s * EMULATED_TIME_SCALE) for j in jobs]
-        res = simulate(scaled, ClusterSpec.load(cluster), policy, round_s=round_s * EMULATED_TIME_SCALE,
-                       macro_rounds=False)
-        frame = res.jobs_frame().set_index("job_id")
-        return frame["jct_s"] / EMULATED_TIME_SCALE
+        scale = EMULATED_TIME_SCALE
+        scaled = [j.with_(arrival_time_s=j.arrival_time_s * scale) for j in jobs]
+        res = simulate(scaled, ClusterSpec.load(cluster), policy, round_s=round_s * scale, macro_rounds=False,
+                       lease_start_s=lease_start_s * scale, fixed_rounds=fixed_rounds,
+                       round_origin_s=origin_s * scale % (round_s * scale) if fixed_rounds else 0.0)
+        return res.jobs_frame().set_index("job_id")["jct_s"] / scale
     res = simulate(jobs, ClusterSpec.parse(cluster), policy, emulated_throughputs(job_types_of(jobs)),
-                   round_s=round_s, min_reset_interval_s=0.0, dynamic_adaptation=system == "shockwave")
+                   round_s=round_s, min_reset_interval_s=0.0, dynamic_adaptation=system == "shockwave",
+                   lease_start_s=lease_start_s, fixed_rounds=fixed_rounds,
+                   round_origin_s=origin_s % round_s if fixed_rounds else 0.0)
     return res.jobs_frame().set_index("job_id")["jct_s"]
+
+
+def gaps(real, sim, jobs: list[Job]) -> dict:
+    """Average-JCT and makespan gaps and per-job p90 |ratio - 1| of the runtime against one simulation."""
+    both = real.set_index("job_id").join(sim.rename("sim_jct_s"), how="inner")
+    ratio = both["jct_s"] / both["sim_jct_s"]
+    arrival = np.array([jobs[j].arrival_time_s for j in both.index])
+    run_span, sim_span = (arrival + both["jct_s"]).max(), (arrival + both["sim_jct_s"]).max()
+    return {"avg_jct_sim_s": round(float(both["sim_jct_s"].mean()), 1),
+            "avg_jct_gap": round(float(both["jct_s"].mean() / both["sim_jct_s"].mean() - 1), 4),
+            "makespan_gap": round(float(run_span / sim_span - 1), 4),
+            "p90_abs_ratio_minus_1": round(float(np.percentile((ratio - 1).abs(), 90)), 4)}
 
 
 def main(argv=None) -> int:
@@ -105,22 +126,20 @@ def main(argv=None) -> int:
                                     timeout_s=24 * 3600)
     wall = time.time() - start
     info = real.attrs["info"]
-    both = real.set_index("job_id").join(sim.rename("sim_jct_s"), how="inner")
-    both["arrival_time_s"] = [jobs[j].arrival_time_s for j in both.index]
+    origin = info["round_origin_s"]
+    fixed = simulated(args.system, jobs, cluster, policy, args.round, 0.0, True, origin)
+    calibrated = simulated(args.system, jobs, cluster, policy, args.round, info["mean_lease_start_s"], True, origin)
+    both = real.set_index("job_id").join(sim.rename("sim_jct_s")).join(calibrated.rename("calibrated_jct_s"))
     both["ratio"] = both["jct_s"] / both["sim_jct_s"]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     both.to_csv(out / f"{args.system}_{policy}_round{args.round:g}.csv")
-    run_span = float((both["arrival_time_s"] + both["jct_s"]).max())
-    sim_span = float((both["arrival_time_s"] + both["sim_jct_s"]).max())
     print(json.dumps({
         "system": args.system, "policy": policy, "cluster": cluster, "round_s": args.round, "jobs": len(jobs),
         "completed_on_runtime": len(real), "wall_s": round(wall, 1),
-        "avg_jct_runtime_s": round(float(both["jct_s"].mean()), 1),
-        "avg_jct_sim_s": round(float(both["sim_jct_s"].mean()), 1),
-        "avg_jct_gap": round(float(both["jct_s"].mean() / both["sim_jct_s"].mean() - 1), 4),
-        "makespan_gap": round(run_span / sim_span - 1, 4),
-        "p90_abs_ratio_minus_1": round(float(np.percentile((both["ratio"] - 1).abs(), 90)), 4),
+        "avg_jct_runtime_s": round(float(real["jct_s"].mean()), 1), **gaps(real, sim, jobs),
+        "lease_start_s": round(info["mean_lease_start_s"], 3), "lease_starts": info["lease_starts"],
+        "fixed_rounds": gaps(real, fixed, jobs), "calibrated": gaps(real, calibrated, jobs),
         "batch_size_switches": info["batch_size_switches"], "restarts": info["restarts"],
         "mean_restart_s": round(info["mean_restart_s"], 3),
         "modelled_preemption_penalty_s": SimulationConfig.for_system("shockwave").preemption_penalty_s}))

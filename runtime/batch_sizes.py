@@ -1,11 +1,8 @@
 """Adaptive batch sizes on the runtime (docs/rules.md#runtime-batch-sizes). The core decides every switch, as in
 the simulator; this side re-counts the job's steps at the new batch size, keeps them durable, and re-counts what a
-job reports at another batch size of its schedule. It also measures what a restart costs (the simulator's
-preemption penalty is a model of it)."""
+job reports at another batch size of its schedule."""
 
 from __future__ import annotations
-
-from collections import deque
 
 from hetsched.model.catalog import split_job_type
 from hetsched.rates.adaptation.schedules import DATASET_SIZE, reachable_batch_sizes, steps_at
@@ -13,7 +10,6 @@ from hetsched.rates.adaptation.schedules import DATASET_SIZE, reachable_batch_si
 from .validate import InvalidInput
 
 MODES = ("accordion", "gns")
-RESTARTS_KEPT = 1000          # restart costs averaged in GetStatus (the most recent)
 
 
 def adaptation_field(mode: str, job_type: str, adapts: bool) -> str:
@@ -39,8 +35,6 @@ class BatchSizes:
 
     def _init_batch_sizes(self) -> None:
         self.switches = 0
-        self.restart_costs: deque[float] = deque(maxlen=RESTARTS_KEPT)
-        self.restart_count = 0
 
     @staticmethod
     def batch_size_of(row) -> int:
@@ -104,17 +98,3 @@ class BatchSizes:
             done = max(self.live_steps.get(row.job_id, 0), row.steps_done)
             self.core.resume_batch_size(row.job_id, row.batch_size, row.total_steps,
                                         max(1.0, row.total_steps - done))
-
-    def first_steps(self, lease, now: float, seconds: float) -> None:
-        """A lease's first report with steps run: a resumed lease's wall time before its first step (its
-        launch, start-up and checkpoint restore) is one restart cost."""
-        lease.stepped = True
-        if lease.resumed and lease.started_at is not None:
-            cost = max(0.0, now - lease.started_at - seconds)
-            self.restart_costs.append(cost)
-            self.restart_count += 1
-            if self.events.on:
-                self.events.add(f"restart job={lease.job_id} lease={lease.lease_id} cost_s={cost:.2f}")
-
-    def mean_restart_s(self) -> float:
-        return sum(self.restart_costs) / len(self.restart_costs) if self.restart_costs else 0.0

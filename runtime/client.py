@@ -1,4 +1,4 @@
-"""The operator's commands: `hetsched submit`, `hetsched status`, `hetsched cancel`.
+"""The operator's commands: `hetsched submit`, `hetsched status`, `hetsched cancel`, `hetsched calibrate`.
 
 Each talks to a running scheduler with the client token: `--token-file`, $HETSCHED_CLIENT_TOKEN, or
 `--state-dir DIR` (DIR/client.token, on the scheduler's machine). Errors are one `error:` line and exit status 2.
@@ -51,6 +51,11 @@ def add_client_commands(sub) -> None:
     add_connection_args(cancel)
     cancel.add_argument("job_ids", type=int, nargs="+")
     cancel.set_defaults(func=run_cancel)
+    calibrate = sub.add_parser("calibrate", help="write a running scheduler's measured lease start and restart "
+                                                 "costs for `hetsched simulate --calibration`")
+    add_connection_args(calibrate)
+    calibrate.add_argument("--out", default="calibration.json", help="the JSON file to write")
+    calibrate.set_defaults(func=run_calibrate)
 
 
 def _stub(args):
@@ -117,6 +122,7 @@ def _status(stub, args) -> int:
                    "round_overhead_mean_s": first.mean_round_overhead_s,
                    "round_overhead_last_s": first.last_round_overhead_s,
                    "restarts": first.restarts, "restart_mean_s": first.mean_restart_s,
+                   "lease_starts": first.lease_starts, "lease_start_mean_s": first.mean_lease_start_s,
                    "batch_size_switches": first.batch_size_switches,
                    **{f"jobs_{k}": v for k, v in sorted(first.counts.items())},
                    **{f"rpc_errors_{k}": v for k, v in sorted(first.rpc_errors.items())}}
@@ -150,6 +156,19 @@ def _cancel(stub, args) -> int:
     return 0
 
 
+def _calibrate(stub, args) -> int:
+    from hetsched.io.calibration import write_calibration
+
+    from .stubs import pb2
+
+    status = stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)
+    fields = ("mean_lease_start_s", "lease_starts", "mean_restart_s", "restarts", "rounds")
+    out = write_calibration(args.out, {f: getattr(status, f) for f in fields})
+    print(f"{args.out}: lease start {out['lease_start_s']:.3f} s (mean of {out['lease_starts']} leases), "
+          f"restart {out['restart_s']:.3f} s ({out['restarts']} restarts)")
+    return 0
+
+
 def run_submit(args) -> int:
     return _run(_submit, args)
 
@@ -160,3 +179,7 @@ def run_status(args) -> int:
 
 def run_cancel(args) -> int:
     return _run(_cancel, args)
+
+
+def run_calibrate(args) -> int:
+    return _run(_calibrate, args)

@@ -246,7 +246,8 @@ class LocalCluster:
         resp = self.stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)
         return {"workers": resp.workers, "rounds": resp.rounds, "now_s": resp.now_s,
                 "mean_round_overhead_s": resp.mean_round_overhead_s, "mean_restart_s": resp.mean_restart_s,
-                "restarts": resp.restarts, "batch_size_switches": resp.batch_size_switches}
+                "restarts": resp.restarts, "batch_size_switches": resp.batch_size_switches,
+                "mean_lease_start_s": resp.mean_lease_start_s, "lease_starts": resp.lease_starts}
 
     def wait(self, timeout_s: float, poll_s: float = 0.5) -> pd.DataFrame:
         """Block until every job is completed or failed (bounded); returns the final status."""

@@ -42,6 +42,7 @@ class LeaseInfo:
     deadline: float
     paired: bool = False
     started_at: float | None = None                  # scheduler clock when its first process was handed out
+    issued_at: float = 0.0                           # scheduler clock of the round's plan that issued it
     told_stop: bool = False
     failed: bool = False
     rendezvous: str = ""

@@ -46,7 +46,7 @@ def run_on_local_cluster(jobs: list[Job], cluster: ClusterSpec | str, state_dir:
     emulated_throughputs(job_types_of(jobs), slowdowns).write(table_path)
     with launch_local_cluster(cluster, state_dir, policy=policy, round_s=round_s, emulate=True,
                               slowdowns=slowdowns, throughputs=str(table_path)) as local:
-        start = time.time()
+        start = _just_after_a_round(local, round_s)
         pending = sorted(jobs, key=lambda j: j.arrival_time_s)
         submitted: dict[int, float] = {}
         deadline = time.monotonic() + timeout_s
@@ -66,5 +66,21 @@ def run_on_local_cluster(jobs: list[Job], cluster: ClusterSpec | str, state_dir:
                          "jct_s": [f - submitted[j] for j, f in zip(final["job_id"], final["finished_s"])],
                          "steps_done": final["steps_done"], "total_steps": final["total_steps"],
                          "batch_size": final["batch_size"]})
+    info["round_origin_s"] = -ROUND_POLL_S  # the runtime's rounds start at about origin + k x round (arrival clock)
     out.attrs["info"] = info          # the scheduler's figures: rounds, overhead, restarts, batch-size switches
     return out
+
+
+ROUND_POLL_S = 0.01
+
+
+def _just_after_a_round(local, round_s: float) -> float:
+    """Start the arrival clock just after the scheduler planned a round, so the runtime's rounds start at about
+    -ROUND_POLL_S + k x round on it (the simulator's fixed-round grid, docs/rules.md#fixed-rounds)."""
+    rounds = local.info()["rounds"]
+    deadline = time.monotonic() + 2 * round_s + 10
+    while time.monotonic() < deadline:
+        if local.info()["rounds"] > rounds:
+            return time.time()
+        time.sleep(ROUND_POLL_S)
+    raise TimeoutError(f"the scheduler planned no round in {2 * round_s + 10:.0f} s")

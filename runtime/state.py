@@ -3,8 +3,8 @@
 Shortly before each round boundary the server credits the ending round to the core (time each lease really
 ran, steps measured), admits submitted jobs, plans the next round and turns the plan into leases. A lease is
 one process per leased GPU (rank r of k); a co-located pair gets a lease per member on the same GPU. A job
-placed on the same GPUs again keeps running (lease extension); otherwise its processes checkpoint and exit at the
-deadline, and the next lease starts once they are gone. Job state lives in SQLite; checkpoints in the
+placed on the same GPUs again keeps running (lease extension); otherwise its lease ends with that plan: its
+processes checkpoint and exit at their next lease update, and the job's next lease starts once they are gone. Job state lives in SQLite; checkpoints in the
 scheduler's state directory. The core is built once and follows workers joining and leaving through
 `set_cluster`; the runtime calls only the core's public methods.
 """
@@ -31,6 +31,7 @@ from hetsched.model.throughputs import ThroughputTable
 from . import validate
 from .batch_sizes import BatchSizes, adaptation_field
 from .checkpoints import CheckpointStore
+from .costs import FixedCosts
 from .endings import Endings
 from .lease_calls import LeaseCalls
 from .logs import EventLog
@@ -43,7 +44,7 @@ events = logging.getLogger(EventLog.NAME)     # one key=value line per job event
 LEASE_TOKENS_KEPT = 4          # per job: a process of an older lease may still report its last checkpoint
 
 
-class RuntimeState(LeaseCalls, Endings, BatchSizes):
+class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
     """Everything the server knows, guarded by one lock; RPC handlers and the round loop share it."""
 
     def __init__(self, store: Store, policy: str, round_s: float, throughputs: ThroughputTable, seed: int = 0,
@@ -90,6 +91,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes):
         self.rpc_errors: Counter = Counter()             # answers other than OK, by status code name
         self.events = EventLog()
         self._init_batch_sizes()
+        self._init_costs()
         self._recover()
 
     def now(self) -> float:
@@ -170,6 +172,8 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes):
                                       mem_gb=sum(w.mem_gb for w in self.workers.values()),
                                       last_round_overhead_s=recent[-1] if recent else 0.0,
                                       mean_restart_s=self.mean_restart_s(), restarts=self.restart_count,
+                                      mean_lease_start_s=self.mean_lease_start_s(),
+                                      lease_starts=self.lease_start_count,
                                       batch_size_switches=self.switches)
 
     # ---- workers ----------------------------------------------------------------------------------------
@@ -369,7 +373,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes):
                     for w in old.workers & self.workers.keys():
                         pending = self.workers[w].to_start
                         pending[:] = [m for m in pending if m.lease_id != old.lease_id]
-                self._lease(self.active[job_id], parts, gpu_type_names[a.gpu_type], deadline,
+                self._lease(self.active[job_id], parts, gpu_type_names[a.gpu_type], deadline, now,
                             paired=len(a.job_ids) > 1, cpus=a.cpus, mem_gb=a.mem_gb)
                 issued = True
             if issued:
@@ -380,6 +384,8 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes):
                 continue
             if lease.started_at is None:
                 self.leases.pop(job_id)            # never launched: just forget it
+            else:                                  # ends at this plan: its GPUs are the next lease's (R56)
+                lease.deadline = min(lease.deadline, now)
             row = self.active.get(job_id)          # a lease that ends at this boundary: the job waits again
             if row is not None and row.state == "running":
                 row.state = "queued"
@@ -388,12 +394,12 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes):
         self.store.set_states(forgotten, "queued")
         return running
 
-    def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, paired: bool, cpus: float = 0.0,
-               mem_gb: float = 0.0) -> None:
+    def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, issued_at: float, paired: bool,
+               cpus: float = 0.0, mem_gb: float = 0.0) -> None:
         """One process per part (worker, local GPU); each rank gets the per-GPU CPU and memory share, if any."""
         old = self.leases.get(row.job_id)
         lease = LeaseInfo(secrets.token_hex(6), row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
-                          paired, share=(cpus, mem_gb), resumed=row.steps_done > 0 or row.job_id in self.running_on,
+                          paired, issued_at=issued_at, share=(cpus, mem_gb), resumed=row.steps_done > 0 or row.job_id in self.running_on,
                           previous=old if old is None or old.started_at is not None else old.previous)
         recent = self.job_tokens.setdefault(row.job_id, [])
         while len(recent) >= LEASE_TOKENS_KEPT:

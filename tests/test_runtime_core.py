@@ -137,3 +137,7 @@ def test_a_moved_job_is_leased_in_the_same_round_and_starts_once_its_old_process
                                               seconds=0.0, steps_run=10), new.token)
     status = state.status(pb2.StatusRequest())
     assert status.restarts == 1 and 0.0 <= status.mean_restart_s <= state.now() - started
+    # Both leases stepped: two lease starts, each measured from its round's plan (GetStatus.mean_lease_start_s),
+    # the new one's including the wait for the old process.
+    assert status.lease_starts == 2 and started - new.issued_at <= 2 * status.mean_lease_start_s
+    assert status.mean_lease_start_s <= state.now() - state.leases[0].previous.issued_at

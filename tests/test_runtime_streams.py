@@ -115,7 +115,7 @@ def test_only_the_current_lease_stores_and_interleaved_uploads_do_not_mix(tmp_pa
         # The scheduler gives the job a new lease (as after a preemption); the old token is still remembered.
         with state.lock:
             row = state.active[run.lease.job_id]
-            state._lease(row, state.leases[row.job_id].parts, "v100", state.now() + 30, False)
+            state._lease(row, state.leases[row.job_id].parts, "v100", state.now() + 30, state.now(), False)
             new_lease = state.leases[row.job_id]
         assert run.lease.lease_token in state.tokens
         # Until the new lease starts, the old one, on its way out, stores its last checkpoint (a later step only).

@@ -4,11 +4,14 @@ memory share, workers enforce them, and emulated servers finish jobs in the orde
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
 from hetsched import ClusterSpec, Job
 from hetsched.core.pipeline import CompositionError
+from hetsched.io.calibration import read_calibration
 from hetsched.model.throughputs import load_throughputs
 from hetsched.runtime.launch import launch_local_cluster
 from hetsched.runtime.state import RuntimeState
@@ -100,6 +103,13 @@ def test_fifo_tune_on_emulated_servers_finishes_in_the_predicted_order(tmp_path)
                               emulate=True) as cluster:
         cluster.submit(jobs)
         final = cluster.wait(120)
+        # `hetsched calibrate` writes the run's measured lease start for the simulator (docs/rules.md#lease-start).
+        out = subprocess.run([sys.executable, "-m", "hetsched", "calibrate", "--state-dir", str(tmp_path), "--out",
+                              str(tmp_path / "calibration.json")], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0 and "lease start" in out.stdout, out.stderr
+    calibration = read_calibration(tmp_path / "calibration.json")
+    assert calibration["lease_starts"] >= len(jobs) and 0.0 < calibration["lease_start_s"] < round_s
+    assert calibration["fixed_rounds"] and calibration["rounds"] > 0
     assert (final["state"] == "completed").all(), final
     shares = set(re.findall(r"lease job=\d+ .* cpus=(\S+)", (tmp_path / "scheduler.log").read_text()))
     assert len(shares) > 1, shares

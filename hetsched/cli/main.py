@@ -148,6 +148,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.min_reset_interval is not None:
         overrides["min_reset_interval_s"] = args.min_reset_interval
     config = SimulationConfig.for_system(system, **overrides) if system else SimulationConfig(**overrides)
+    if args.calibration is not None:
+        from hetsched.io.calibration import calibrated_config
+        config = calibrated_config(config, args.calibration)
     pipeline = pipeline_for(policy, config, cluster)
     result = simulate(jobs, cluster, pipeline, table, config)
     if args.jobs_out:
@@ -267,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--shockwave-config", metavar="PRESET|JSON",
                      help="shockwave planner hyper-parameters: tacc_32gpus (default), scale_64gpus, "
                           "scale_128gpus, scale_256gpus, or the artifact's JSON file")
+    sim.add_argument("--calibration", type=Path, default=None, metavar="JSON",
+                     help="a runtime's measured lease start (`hetsched calibrate`): new leases start that late "
+                          "(docs/rules.md#lease-start)")
     sim.add_argument("--ideal", action="store_true", help="fluid allocation, no rounds (Fig. 13)")
     sim.add_argument("--placement-aware", action="store_true",
                      help="use unconsolidated throughputs for jobs spread over servers")

@@ -8,6 +8,7 @@ scheduler from the pipeline; no stage is chosen by a flag on a policy object.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -25,6 +26,11 @@ PlaceKind = Literal["gpus", "fair", "greedy", "tune", "opt"]
 Credit = Literal["task", "round"]
 
 CPU_MEMORY_PLACEMENTS: tuple[str, ...] = ("fair", "greedy", "tune", "opt")
+
+
+def grid_start(t: float, origin_s: float, round_s: float) -> float:
+    """The first round start at or after `t` on the grid origin + k x round."""
+    return origin_s + max(0, math.ceil((t - origin_s) / round_s - 1e-12)) * round_s
 
 
 class CompositionError(HetschedError):
@@ -96,12 +102,15 @@ class Rates:
 class RoundRules:
     """The mechanism's rules (docs/rules.md#round): round length, when progress is credited (`task`: at each
     micro-task's own finish, Gavel and Shockwave; `round`: every lease ends with the round, Synergy), the grid
-    origin, the preemption penalty, the reset gate and the trace-replay reset; `ideal`: fluid rates, no rounds."""
+    origin, the preemption penalty, the runtime's lease start and fixed rounds, the reset gate and the trace-replay
+    reset; `ideal`: fluid rates, no rounds."""
 
     round_s: float
     credit: Credit = "task"
     min_reset_interval_s: float = 1920.0
     preemption_penalty_s: float = 0.0
+    lease_start_s: float = 0.0
+    fixed_rounds: bool = False
     replay_reset: bool = True
     grid_origin_s: float = 0.0
     macro_rounds: bool = True
@@ -111,6 +120,10 @@ class RoundRules:
         parts = [f"{self.round_s:g} s rounds", f"credit per {self.credit}"]
         if self.preemption_penalty_s:
             parts.append(f"preemption penalty {self.preemption_penalty_s:g} s")
+        if self.lease_start_s:
+            parts.append(f"lease start {self.lease_start_s:g} s")
+        if self.fixed_rounds:
+            parts.append("fixed rounds")
         if self.grid_origin_s:
             parts.append(f"grid origin {self.grid_origin_s:g} s")
         if self.ideal:

@@ -10,6 +10,7 @@ whose stages cannot all act (`CompositionError`); every name an error suggests i
 from __future__ import annotations
 
 import difflib
+import math
 
 from hetsched.errors import HetschedError
 from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, CompositionError, Decide, Pipeline, Place, Rates, RoundRules,
@@ -106,8 +107,8 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
         round_s=float(config.round_s if config.round_s is not None else DEFAULT_ROUND_S[decide.kind]),
         credit=config.credit or ("round" if decide.kind == "ordering" else "task"),
         min_reset_interval_s=config.min_reset_interval_s, preemption_penalty_s=config.preemption_penalty_s,
-        replay_reset=config.replay_reset, grid_origin_s=config.round_origin_s, macro_rounds=config.macro_rounds,
-        ideal=config.ideal)
+        lease_start_s=config.lease_start_s, fixed_rounds=config.fixed_rounds, replay_reset=config.replay_reset, grid_origin_s=config.round_origin_s,
+        macro_rounds=config.macro_rounds, ideal=config.ideal)
     rates = Rates(placement_aware=config.placement_aware, batch_size=config.dynamic_adaptation,
                   estimate_colocation=config.estimate_colocation, profiles_ratio=config.profiles_ratio)
     pipeline = Pipeline(policy.name, decide, Select(SELECT_FOR[decide.kind]), place_of(policy), rates, rules)
@@ -129,6 +130,13 @@ def _works(pipeline: Pipeline) -> str:
 def validate(p: Pipeline, cluster=None) -> None:
     """Raise `CompositionError` for the first pair of stages that cannot act together (docs/rules.md#compose)."""
     d, place, rates, rules = p.decide, p.place, p.rates, p.rules
+    if rules.lease_start_s < 0 or not math.isfinite(rules.lease_start_s):
+        raise CompositionError(str(rules), "a lease start outside [0, inf)", "it is a delay in seconds",
+                               "Give the runtime's measured mean (`hetsched calibrate`), or 0")
+    if rules.lease_start_s and (rules.ideal or place.kind == "opt"):
+        raise CompositionError(str(rules), str(rules) if rules.ideal else str(place), "a lease start delays a "
+                               "job's leased GPUs, and this run places no leases (fluid rates or Synergy-OPT's "
+                               "idealised bound)", "Use rounds with GPU placement, e.g. 'FIFO+tune'")
     if rules.credit == "round" and d.kind != "ordering":
         raise CompositionError(str(d), str(rules), "per-round credit is Synergy's server rounds, which run an "
                                "ordering", "Use Gavel's rules with Synergy's round length (--rules gavel --round "
@@ -155,7 +163,7 @@ def validate(p: Pipeline, cluster=None) -> None:
                                            f"Use '{head_of(p)}+tune', or servers whose share per GPU is a grid point")
         refused = [(rules.preemption_penalty_s > 0, str(rules)), (rates.batch_size, str(rates)),
                    (rates.estimate_colocation is not None, str(rates)), (rates.placement_aware, str(rates)),
-                   (rules.ideal, str(rules)), (bool(rules.grid_origin_s) and rules.credit == "task", str(rules))]
+                   (rules.ideal, str(rules)), (bool(rules.grid_origin_s) and rules.credit == "task" and not rules.fixed_rounds, str(rules))]
         for bad, stage in refused:
             if bad:
                 raise CompositionError(ordering, stage, "an ordering ranks jobs afresh every round at their "
@@ -166,9 +174,13 @@ def validate(p: Pipeline, cluster=None) -> None:
                                    "the placement shares CPU and memory", "Give servers shapes, e.g. "
                                    "'4x8/24/500@v100+4x8/24/500@k80', or a Synergy .ini file")
         return
-    if rules.grid_origin_s:
+    if rules.fixed_rounds and rules.ideal:
+        raise CompositionError(str(rules), "ideal (fluid) rates", "fixed rounds are the runtime's wall-clock rounds, "
+                               "and a fluid run has no rounds", "Use rounds (ideal=False)")
+    if rules.grid_origin_s and not rules.fixed_rounds:
         raise CompositionError(str(d), str(rules), "a grid origin applies to rounds that all end together",
-                               "Drop round_origin_s, or use a Synergy ordering (e.g. 'FIFO+tune')")
+                               "Drop round_origin_s, use fixed rounds (fixed_rounds=True), or a Synergy ordering "
+                               "(e.g. 'FIFO+tune')")
     if place.kind == "opt":
         raise CompositionError(str(d), str(place), "Synergy-OPT solves one pool's CPU/memory program over an "
                                "ordering's jobs", f"Use '{p.name.split('+')[0]}+tune', or 'FIFO+opt' on one GPU type")
@@ -241,7 +253,8 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
         from hetsched.resources.server_rounds import ServerRounds
         ratio = rates.profiles_ratio or profiles_ratio_for(cluster)
         rounds = ServerRounds(cluster, d.policy, load_sensitivity(ratio), round_s=rules.round_s,
-                              macro_rounds=rules.macro_rounds, round_origin_s=rules.grid_origin_s)
+                              macro_rounds=rules.macro_rounds and not rules.lease_start_s,     # one lease a round
+                              round_origin_s=rules.grid_origin_s)
         return Scheduler(cluster, d.policy, table, round_s=rules.round_s, seed=seed, decide=rounds,
                          gpu_types=gpu_types)
     from hetsched.policies.view import sorted_gpu_types

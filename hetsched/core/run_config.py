@@ -36,6 +36,12 @@ class SimulationConfig:
     # loses this many seconds of a full micro-task; batch sizes adapt at runtime (docs/rules.md#batch-size); Gavel's trace-replay
     # rule (recompute at once when nothing runs and nothing will arrive) is absent.
     preemption_penalty_s: float = 0.0
+    # The runtime's cost of a new lease (docs/rules.md#lease-start, `hetsched calibrate`): an assignment that does
+    # not continue the previous round's on the same GPUs starts this many seconds into its round. 0: off.
+    lease_start_s: float = 0.0
+    # The runtime's wall-clock rounds (docs/rules.md#fixed-rounds): every round lasts round_s on the grid
+    # round_origin_s + k x round_s, also when its micro-tasks end sooner or nothing runs.
+    fixed_rounds: bool = False
     dynamic_adaptation: bool = False
     replay_reset: bool = True
     # When progress is credited (docs/rules.md#credit): "task" (each micro-task, Gavel and Shockwave), "round"

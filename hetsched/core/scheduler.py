@@ -63,6 +63,7 @@ class RoundPlan:
     steps: np.ndarray | None = None
     end: float = 0.0
     rounds: int = 1
+    round_steps: np.ndarray | None = None     # a whole-round stage's iterations per job in one full round
 
 
 class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwitching):

@@ -22,7 +22,7 @@ from hetsched.model.cluster import ClusterSpec
 from hetsched.core.scheduler import RoundPlan
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
-from hetsched.core.pipeline import RoundStage
+from hetsched.core.pipeline import RoundStage, grid_start
 from hetsched.core.slots import grow_arrays
 from hetsched.policies.ordering import OrderingView, ResourcePolicy
 from hetsched.resources.mechanism import PlacementStage
@@ -192,8 +192,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
 
     def next_round_time(self, t: float) -> float:
         """Rounds start on the grid of the round length from the origin (t = 0 unless a replay says otherwise)."""
-        o = self.round_origin_s
-        return o + max(0, math.ceil((t - o) / self.round_s - 1e-12)) * self.round_s
+        return grid_start(t, self.round_origin_s, self.round_s)
 
     # ---- decide and select ---------------------------------------------------------------------------
     def _order(self, slots: np.ndarray, now: float) -> np.ndarray:
@@ -323,7 +322,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
     def _finish_plan(self, now: float, run: np.ndarray, credit: np.ndarray, rounds: int, alloc) -> RoundPlan:
         end = now + rounds * self.round_s
         plan = RoundPlan(now, run, np.zeros(len(run), np.int64), steps=np.minimum(credit * rounds, self.remaining[run]),
-                         end=end, rounds=rounds)
+                         end=end, rounds=rounds, round_steps=credit)
         fresh = run[np.isnan(self.start_time[run])]
         self.start_time[fresh] = now
         self.busy_gpu_s += float(self.escale[run].sum()) * rounds * self.round_s

@@ -18,7 +18,7 @@ import numpy as np
 from hetsched.model.cluster import ClusterSpec
 from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (re-exported)
 from hetsched.model.jobs import Job
-from hetsched.core.pipeline import Pipeline
+from hetsched.core.pipeline import Pipeline, grid_start
 from hetsched.core.registry import build_scheduler, pipeline_for, policy_for  # noqa: F401  (policy_for re-exported)
 from hetsched.sim.result import Result, ResultBuilder
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig  # noqa: F401  (re-exported)
@@ -89,7 +89,8 @@ class RoundSimulation:
         self.arrivals = Arrivals(jobs)
         self.out = ResultBuilder(self.sched, config, core_accounts=self.rules.credit == "round")
         self.window_left = None if config.window is None else config.window[1] - config.window[0]
-        self.place = config.record_timeline or config.placement_aware
+        self.place = config.record_timeline or config.placement_aware or bool(self.rules.lease_start_s)
+        self._leases: dict[tuple[int, ...], tuple] = {}     # each running lease's GPUs and share (lease start)
         self.now = self.round_start = 0.0
         self.plan = None
         self.finished = 0
@@ -144,17 +145,35 @@ class RoundSimulation:
         tput = sched.etput[plan.entry, plan.gpu_type]                     # (k, 2) steps/s per member
         steps = np.zeros_like(tput)
         finish = np.full_like(tput, -np.inf)
+        late = self._new_leases(plan)
         for col in ((0,) if not sched._has_pairs else (0, 1)):
             v = members[:, col] >= 0
             t = tput[v, col]
-            steps[v, col] = np.minimum(np.floor(t * self.config.round_s), sched.remaining[members[v, col]])
-            finish[v, col] = now + steps[v, col] / t
+            if late is None:
+                steps[v, col] = np.minimum(np.floor(t * self.config.round_s), sched.remaining[members[v, col]])
+                finish[v, col] = now + steps[v, col] / t
+            else:                                    # docs/rules.md#lease-start: a new lease starts late
+                delay = np.where(late[v], self.rules.lease_start_s, 0.0)
+                span = np.maximum(self.config.round_s - delay, 0.0)
+                steps[v, col] = np.minimum(np.floor(t * span), sched.remaining[members[v, col]])
+                finish[v, col] = now + delay + steps[v, col] / t
         self._steps, self._finish, self._ends = steps, finish, finish.max(axis=1)
+
+    def _new_leases(self, plan) -> np.ndarray | None:
+        """docs/rules.md#lease-start: per planned row, True where its jobs did not run in the previous round on
+        the same GPUs with the same CPU/memory share (the runtime gives them a new lease); None when the rule is
+        off."""
+        if not self.rules.lease_start_s:
+            return None
+        now = {a.entry: (a.job_ids, (a.gpu_type, a.gpus, a.cpus, a.mem_gb)) for a in plan.assignments}
+        prev, self._leases = self._leases, dict(now.values())
+        return np.array([e not in now or prev.get(now[e][0]) != now[e][1] for e in plan.entry.tolist()], bool)
 
     def _credit_tasks(self, plan) -> None:
         """The round ends at its latest micro-task; each job completes at its own finish time."""
         sched, tracker = self.sched, self.tracker
-        self.now = float(self._ends.max())
+        # docs/rules.md#fixed-rounds: the runtime's round lasts its length whenever its micro-tasks end
+        self.now = self.round_start + self.config.round_s if self.rules.fixed_rounds else float(self._ends.max())
         steps, exec_time = self._steps, self._ends - self.round_start
         if tracker is not None:
             steps, exec_time = tracker.penalize(plan, steps, exec_time)
@@ -169,7 +188,13 @@ class RoundSimulation:
 
     # ---- run and credit: every lease ends with the round (Synergy) ----------------------------------------
     def _run_round(self, plan) -> None:
-        """The plan already holds each job's iterations and covers `plan.rounds` identical rounds."""
+        """The plan already holds each job's iterations and covers `plan.rounds` identical rounds; a new lease
+        runs its round from `lease_start_s` on (docs/rules.md#lease-start; one plan per round then)."""
+        if self.rules.lease_start_s:
+            self.sched.decide.assign(plan)
+            late = self._new_leases(plan)
+            share = max(self.config.round_s - self.rules.lease_start_s, 0.0) / self.config.round_s
+            plan.steps = np.where(late, np.minimum(plan.steps, np.floor(plan.round_steps * share)), plan.steps)
 
     def _credit_round(self, plan) -> None:
         now = self.now = plan.end
@@ -193,7 +218,10 @@ class RoundSimulation:
         """Nothing ran: wait for the round that holds the next arrival; False if none is left."""
         nxt = self.arrivals.peek_time()
         if nxt is not None:
-            self.now = max(self.now, self.sched.next_round_time(nxt))
+            rules = self.rules
+            start = grid_start(nxt, rules.grid_origin_s, rules.round_s) if rules.fixed_rounds else \
+                self.sched.next_round_time(nxt)
+            self.now = max(self.now, start)
             return True
         return bool(self.sched.jobs)
 

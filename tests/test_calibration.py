@@ -1,0 +1,124 @@
+"""The runtime's fixed costs as simulator rules (docs/rules.md#lease-start, docs/rules.md#fixed-rounds): worked
+by hand on one GPU, refused where they cannot act, and read from the file `hetsched calibrate` writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hetsched import ClusterSpec, Job
+from hetsched.cli.main import main
+from hetsched.core.pipeline import CompositionError
+from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
+from hetsched.errors import HetschedError
+from hetsched.io.calibration import calibrated_config, calibration_of, read_calibration, write_calibration
+from hetsched.runtime.replay import emulated_throughputs
+from hetsched.sim.simulator import RoundSimulation, simulate
+
+RESNET = "ResNet-18 (batch size 64)"
+TABLE = emulated_throughputs([RESNET])          # 200 steps/s on a v100
+ONE_GPU = ClusterSpec.parse("1:0:0")
+
+
+def _jcts(jobs, **rules):
+    res = simulate(jobs, ONE_GPU, "max_min_fairness_perf", TABLE, round_s=100.0, min_reset_interval_s=0.0, **rules)
+    return res.jobs_frame().set_index("job_id")["jct_s"].to_dict()
+
+
+def test_a_new_lease_starts_late_and_a_continuing_one_loses_nothing():
+    job = Job(0, 0.0, RESNET, 1, 50_000.0)       # 250 s alone
+    assert _jcts([job]) == {0: 250.0}
+    # Round 1 is a new lease: floor(200 x 90) = 18,000 steps; rounds 2 and 3 continue on the same GPU.
+    assert _jcts([job], lease_start_s=10.0) == {0: 200.0 + 12_000 / 200.0}
+
+
+def test_every_new_lease_pays_when_two_jobs_take_turns():
+    jobs = [Job(0, 0.0, RESNET, 1, 18_000.0), Job(1, 0.0, RESNET, 1, 18_000.0)]
+    plain, late = _jcts(jobs), _jcts(jobs, lease_start_s=10.0)
+    # One round each (90 s of work) either way: the first round ends 10 s later, the second starts there and
+    # its job starts 10 s late again.
+    assert sorted(plain.values()) == [90.0, 180.0] and sorted(late.values()) == [100.0, 200.0]
+    # A full round of work each (100 s): 18,000 steps in its first lease, the last 2,000 in a second one.
+    jobs = [j.with_(total_steps=20_000.0) for j in jobs]
+    assert sorted(_jcts(jobs).values()) == [100.0, 200.0]
+    assert sorted(_jcts(jobs, lease_start_s=10.0).values()) == [200.0 + 20.0, 220.0 + 20.0]
+
+
+def test_fixed_rounds_keep_the_grid():
+    first, second = Job(0, 0.0, RESNET, 1, 5_000.0), Job(1, 10.0, RESNET, 1, 5_000.0)    # 25 s each
+    # Gavel's rule: the round ends with its last micro-task (25 s); the next starts there.
+    assert _jcts([first, second]) == {0: 25.0, 1: 25.0 - 10.0 + 25.0}
+    # The runtime's: the round lasts 100 s; the arrival waits for the next plan.
+    assert _jcts([first, second], fixed_rounds=True) == {0: 25.0, 1: 100.0 - 10.0 + 25.0}
+    late = Job(0, 130.0, RESNET, 1, 5_000.0)
+    assert _jcts([late], fixed_rounds=True) == {0: 70.0 + 25.0}                 # idle: next grid point, 200
+    assert _jcts([late], fixed_rounds=True, round_origin_s=-0.5) == {0: 69.5 + 25.0}
+    assert _jcts([late]) == {0: 25.0}                                             # Gavel's: at the arrival
+
+
+def test_server_rounds_credit_a_new_lease_less_in_its_first_round():
+    job = Job(0, 0.0, "res18", 1, 1.0)
+    cluster = ClusterSpec.load("1x4/24/500@v100")
+    sim = RoundSimulation([job], cluster, "FIFO+tune", round_s=300.0)
+    sim.step()
+    per_round = float(sim.plan.round_steps[0])                  # iterations of one full round
+    job = job.with_(total_steps=2 * per_round)
+
+    def jct(**rules):
+        res = simulate([job], cluster, "FIFO+tune", round_s=300.0, **rules)
+        return res.jobs_frame()["jct_s"].iloc[0]
+    assert jct() == 600.0 and jct(lease_start_s=1.0) == 900.0      # the first round falls short: a third round
+
+
+def test_artifact_presets_leave_both_rules_off():
+    for system in SYSTEM_RULES:
+        config = SimulationConfig.for_system(system)
+        assert config.lease_start_s == 0.0 and not config.fixed_rounds
+
+
+@pytest.mark.parametrize("policy, rules", [
+    ("max_min_fairness_perf", {"lease_start_s": -1.0}),
+    ("max_min_fairness_perf", {"lease_start_s": float("nan")}),
+    ("max_min_fairness_perf", {"lease_start_s": 5.0, "ideal": True}),
+    ("max_min_fairness_perf", {"fixed_rounds": True, "ideal": True}),
+    ("max_min_fairness_perf", {"round_origin_s": 3.0}),
+    ("FIFO+opt", {"lease_start_s": 5.0}),
+])
+def test_rules_that_cannot_act_are_refused(policy, rules):
+    cluster = ClusterSpec.load("1x4/24/500@v100") if "+" in policy else ONE_GPU
+    with pytest.raises(CompositionError):
+        simulate([Job(0, 0.0, "res18" if "+" in policy else RESNET, 1, 100.0)], cluster, policy,
+                 None if "+" in policy else TABLE, round_s=100.0, **rules)
+
+
+def test_the_calibration_file_round_trips_and_bad_files_are_refused(tmp_path):
+    figures = {"mean_lease_start_s": 0.4, "lease_starts": 12, "mean_restart_s": 3.5, "restarts": 4, "rounds": 30}
+    path = tmp_path / "calibration.json"
+    written = write_calibration(path, figures)
+    assert read_calibration(path) == written and written["lease_start_s"] == 0.4 and written["fixed_rounds"]
+    config = calibrated_config(SimulationConfig(), path)
+    assert config.lease_start_s == 0.4 and config.fixed_rounds
+    with pytest.raises(HetschedError, match="no lease has started"):
+        calibration_of({**figures, "lease_starts": 0})
+    for bad in ("not json", json.dumps([1]), json.dumps({"lease_start_s": 1.0}),
+                json.dumps({**written, "lease_start_s": -2}), json.dumps({**written, "lease_start_s": "1"})):
+        path.write_text(bad)
+        with pytest.raises(HetschedError, match="calibration"):
+            read_calibration(path)
+
+
+def test_simulate_takes_a_calibration_file(tmp_path, capsys):
+    path = tmp_path / "calibration.json"
+    write_calibration(path, {"mean_lease_start_s": 30.0, "lease_starts": 5})
+    args = ["simulate", "--policy", "max_min_fairness_perf", "--cluster", "2:1:1", "--generate", "gavel",
+            "--num-jobs", "12", "--mean-interarrival", "600", "--round", "600", "--json"]
+    assert main(args) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main(args + ["--calibration", str(path)]) == 0
+    calibrated = json.loads(capsys.readouterr().out)
+    assert calibrated["config"]["stages"]["rules"] == "'600 s rounds, credit per task, lease start 30 s, fixed rounds'"
+    assert plain["config"]["stages"]["rules"] == "'600 s rounds, credit per task'"
+    assert calibrated["avg_jct_s"] > plain["avg_jct_s"]
+    path.write_text("{}")
+    assert main(args + ["--calibration", str(path)]) == 2
