@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from hetsched import ClusterSpec, Job
@@ -69,6 +70,11 @@ def test_server_rounds_credit_a_new_lease_less_in_its_first_round():
         res = simulate([job], cluster, "FIFO+tune", round_s=300.0, **rules)
         return res.jobs_frame()["jct_s"].iloc[0]
     assert jct() == 600.0 and jct(lease_start_s=1.0) == 900.0      # the first round falls short: a third round
+    # With the runtime's rounds a completing job ends at its last step, not at the round's end.
+    job = job.with_(total_steps=2.5 * per_round)
+    assert jct() == 900.0 and jct(fixed_rounds=True) == 750.0
+    short = 2.5 * per_round - np.floor(per_round * 270.0 / 300.0) - per_round        # after a 30-s late start
+    assert jct(fixed_rounds=True, lease_start_s=30.0) == pytest.approx(600.0 + short * 300.0 / per_round)
 
 
 def test_artifact_presets_leave_both_rules_off():

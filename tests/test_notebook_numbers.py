@@ -229,17 +229,21 @@ def test_policy_runtime_comparison_reads_our_times_and_the_artifacts(runs):
 
 
 def test_runtime_notebook_simulated_side(runs):
-    """The notebook's simulated JCTs are the simulator's on its jobs (the runtime side is wall-clock)."""
-    from hetsched.runtime.replay import emulated_throughputs
+    """The notebook's simulated JCTs are the simulator's on its jobs, plain and calibrated with the lease start
+    its run measured (the runtime side is wall-clock)."""
+    from hetsched.experiments.runtime_vs_sim import SYSTEMS, simulated, trace
+    from hetsched.runtime.replay import ROUND_POLL_S
 
     frame = _results(runs, "runtime_vs_simulation")
-    seed, rng = 0, np.random.default_rng(0)
-    base = GavelGenerator(seed=seed, static=True, throughputs=load_throughputs()).jobs(6)
-    jobs = [j.with_(total_steps=float(rng.integers(300, 1500)), arrival_time_s=float(i))
-            for i, j in enumerate(base)]
-    sim = simulate(jobs, ClusterSpec.parse("2:1:1"), "max_min_fairness_perf",
-                   emulated_throughputs([j.job_type for j in jobs]), round_s=2.0).jobs_frame()
-    row = _one(frame, job_id=int(sim["job_id"].iloc[0]))
-    assert row["jct_sim_s"] == pytest.approx(float(sim["jct_s"].iloc[0]), rel=1e-9)
-    assert row["ratio"] == pytest.approx(row["jct_runtime_s"] / row["jct_sim_s"])
-    assert math.isfinite(row["jct_runtime_s"]) and row["jct_runtime_s"] > 0
+    summary = _results(runs, "runtime_vs_simulation", "summary.csv").set_index("system")
+    for system, (policy, cluster) in SYSTEMS.items():
+        jobs = trace(system, 4, 2.0, 1.0, 0)
+        plain = simulated(system, jobs, cluster, policy, 2.0)
+        calibrated = simulated(system, jobs, cluster, policy, 2.0, summary.loc[system, "lease_start_s"], True,
+                               -ROUND_POLL_S)
+        rows = frame[frame["system"] == system].set_index("job_id")
+        assert len(rows) == 4
+        assert rows["jct_sim_s"].to_numpy() == pytest.approx(plain[rows.index].to_numpy(), rel=1e-9)
+        assert rows["jct_calibrated_s"].to_numpy() == pytest.approx(calibrated[rows.index].to_numpy(), rel=1e-6)
+        assert rows["ratio"].to_numpy() == pytest.approx((rows["jct_runtime_s"] / rows["jct_calibrated_s"]).to_numpy())
+        assert (rows["jct_runtime_s"] > 0).all()

@@ -42,6 +42,8 @@ def test_each_lease_names_its_gpus_and_a_share_that_fits_its_server(tmp_path):
     state = _state(tmp_path)
     for name in "ab":
         state.register("v100", 4, name, cpu_cores=24, mem_gb=500)
+    state.round(state.now() + 300)                     # no job yet: an empty round, planned (it used to raise)
+    assert state.rounds == 1 and not any(_leases(state).values())
     for i, model in enumerate(MODELS):
         _submit(state, i, model, gpus=2 if model == "mobilenet" else 1)
     state.round(state.now() + 300)

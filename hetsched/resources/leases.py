@@ -48,6 +48,8 @@ class ServerLeases:
         if self.policy.mechanism == "opt":
             raise HetschedError(f"{self.policy.name}: Synergy-OPT is an idealised bound (no server placement); "
                                 f"it runs in the simulator only (use +tune, +fair or +greedy)")
+        if not len(plan.entry):
+            return                                      # no job to run: nothing to lease
         pool = self.pool if self._placed else self._pack(plan.entry)
         first = np.concatenate([[0], np.cumsum(pool.cap_g)[:-1]]).tolist()
         used = [0] * pool.num

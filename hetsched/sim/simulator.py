@@ -96,6 +96,7 @@ class RoundSimulation:
         self.finished = 0
         self._stalled = 0
         self._steps = self._finish = self._ends = None
+        self._delay = None                                   # server rounds: each planned job's lease start
         self.tracker = None
         if pipeline.rates.batch_size:
             from hetsched.rates.adaptation.tracking import AdaptationTracker
@@ -190,18 +191,31 @@ class RoundSimulation:
     def _run_round(self, plan) -> None:
         """The plan already holds each job's iterations and covers `plan.rounds` identical rounds; a new lease
         runs its round from `lease_start_s` on (docs/rules.md#lease-start; one plan per round then)."""
+        self._delay = None
         if self.rules.lease_start_s:
             self.sched.decide.assign(plan)
-            late = self._new_leases(plan)
-            share = max(self.config.round_s - self.rules.lease_start_s, 0.0) / self.config.round_s
-            plan.steps = np.where(late, np.minimum(plan.steps, np.floor(plan.round_steps * share)), plan.steps)
+            self._delay = np.where(self._new_leases(plan), self.rules.lease_start_s, 0.0)
+            share = np.maximum(self.config.round_s - self._delay, 0.0) / self.config.round_s
+            plan.steps = np.minimum(plan.steps, np.floor(plan.round_steps * share))
 
     def _credit_round(self, plan) -> None:
         now = self.now = plan.end
         if self.out.record_timeline:
             k = len(plan.entry)
             self.out.round_done(plan, np.stack([plan.steps, np.zeros(k)], axis=1), plan.now, np.full(k, now))
-        for slot in self.sched.credit_plan(plan).tolist():
+        done = self.sched.credit_plan(plan)
+        if self.rules.fixed_rounds and len(done):       # docs/rules.md#fixed-rounds: done at its last step
+            row = {s: i for i, s in enumerate(plan.entry.tolist())}
+            k = np.array([row[s] for s in done.tolist()], np.int64)
+            per_round = np.maximum(plan.round_steps[k], 1.0)
+            last = plan.steps[k] - per_round * (plan.rounds - 1)             # its steps in the plan's last round
+            delay = 0.0 if self._delay is None else self._delay[k]
+            ends = now - self.config.round_s + np.minimum(delay + last * self.config.round_s / per_round,
+                                                          self.config.round_s)
+            for slot, end in zip(done.tolist(), ends.tolist()):
+                self._retire(slot, end)
+            return
+        for slot in done.tolist():
             self._retire(slot, now)
 
     def _retire(self, slot: int, finish: float) -> None:
