@@ -89,6 +89,7 @@ def test_artifact_presets_leave_both_rules_off():
     ("max_min_fairness_perf", {"lease_start_s": 5.0, "ideal": True}),
     ("max_min_fairness_perf", {"fixed_rounds": True, "ideal": True}),
     ("max_min_fairness_perf", {"round_origin_s": 3.0}),
+    ("max_min_fairness_perf", {"over_deadline": False}),            # no adaptive jobs: nothing to turn off
     ("FIFO+opt", {"lease_start_s": 5.0}),
 ])
 def test_rules_that_cannot_act_are_refused(policy, rules):
@@ -128,3 +129,24 @@ def test_simulate_takes_a_calibration_file(tmp_path, capsys):
     assert calibrated["avg_jct_s"] > plain["avg_jct_s"]
     path.write_text("{}")
     assert main(args + ["--calibration", str(path)]) == 2
+
+
+def test_a_calibrated_run_lets_adaptive_jobs_run_every_step():
+    """Shockwave's simulator completes an adaptive job once it has run 1.5 x its isolated duration (R14); the
+    runtime runs every step (R55), and a calibrated run does too."""
+    from hetsched.experiments.runtime_vs_sim import trace
+    from hetsched.runtime.replay import job_types_of
+
+    jobs = trace("shockwave", 5, 60.0, 30.0, 0)
+    table = emulated_throughputs(job_types_of(jobs))
+
+    def frame(**rules):
+        res = simulate(jobs, ClusterSpec.parse("4:0:0"), "shockwave", table, round_s=60.0, min_reset_interval_s=0.0,
+                       dynamic_adaptation=True, **rules)
+        return res.jobs_frame().set_index("job_id")
+    artifact, calibrated = frame(), frame(over_deadline=False)
+    longer = calibrated["jct_s"] - artifact["jct_s"]
+    assert (longer >= 0).all() and (longer > 0).sum() >= 1        # cut jobs now run their last steps
+    assert (calibrated["steps_done"] >= artifact["steps_done"]).all()
+    assert not calibrated_config(SimulationConfig(dynamic_adaptation=True), {"lease_start_s": 0.2}).over_deadline
+    assert calibrated_config(SimulationConfig(), {"lease_start_s": 0.2}).over_deadline     # no adaptive jobs

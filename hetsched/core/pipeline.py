@@ -102,8 +102,8 @@ class Rates:
 class RoundRules:
     """The mechanism's rules (docs/rules.md#round): round length, when progress is credited (`task`: at each
     micro-task's own finish, Gavel and Shockwave; `round`: every lease ends with the round, Synergy), the grid
-    origin, the preemption penalty, the runtime's lease start and fixed rounds, the reset gate and the trace-replay
-    reset; `ideal`: fluid rates, no rounds."""
+    origin, the preemption penalty, the runtime's lease start and fixed rounds, Shockwave's over-deadline completion,
+    the reset gate and the trace-replay reset; `ideal`: fluid rates, no rounds."""
 
     round_s: float
     credit: Credit = "task"
@@ -111,6 +111,7 @@ class RoundRules:
     preemption_penalty_s: float = 0.0
     lease_start_s: float = 0.0
     fixed_rounds: bool = False
+    over_deadline: bool = True
     replay_reset: bool = True
     grid_origin_s: float = 0.0
     macro_rounds: bool = True
@@ -124,6 +125,8 @@ class RoundRules:
             parts.append(f"lease start {self.lease_start_s:g} s")
         if self.fixed_rounds:
             parts.append("fixed rounds")
+        if not self.over_deadline:
+            parts.append("no over-deadline completion")
         if self.grid_origin_s:
             parts.append(f"grid origin {self.grid_origin_s:g} s")
         if self.ideal:

@@ -107,7 +107,8 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
         round_s=float(config.round_s if config.round_s is not None else DEFAULT_ROUND_S[decide.kind]),
         credit=config.credit or ("round" if decide.kind == "ordering" else "task"),
         min_reset_interval_s=config.min_reset_interval_s, preemption_penalty_s=config.preemption_penalty_s,
-        lease_start_s=config.lease_start_s, fixed_rounds=config.fixed_rounds, replay_reset=config.replay_reset, grid_origin_s=config.round_origin_s,
+        lease_start_s=config.lease_start_s, fixed_rounds=config.fixed_rounds,
+        over_deadline=config.over_deadline, replay_reset=config.replay_reset, grid_origin_s=config.round_origin_s,
         macro_rounds=config.macro_rounds, ideal=config.ideal)
     rates = Rates(placement_aware=config.placement_aware, batch_size=config.dynamic_adaptation,
                   estimate_colocation=config.estimate_colocation, profiles_ratio=config.profiles_ratio)
@@ -137,6 +138,10 @@ def validate(p: Pipeline, cluster=None) -> None:
         raise CompositionError(str(rules), str(rules) if rules.ideal else str(place), "a lease start delays a "
                                "job's leased GPUs, and this run places no leases (fluid rates or Synergy-OPT's "
                                "idealised bound)", "Use rounds with GPU placement, e.g. 'FIFO+tune'")
+    if not rules.over_deadline and not rates.batch_size:
+        raise CompositionError(str(rules), str(rates), "the over-deadline completion is part of runtime batch "
+                               "sizes (Shockwave's adaptive jobs); without them there is nothing to turn off",
+                               "Drop over_deadline=False, or set dynamic_adaptation=True")
     if rules.credit == "round" and d.kind != "ordering":
         raise CompositionError(str(d), str(rules), "per-round credit is Synergy's server rounds, which run an "
                                "ordering", "Use Gavel's rules with Synergy's round length (--rules gavel --round "

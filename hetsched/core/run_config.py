@@ -42,6 +42,9 @@ class SimulationConfig:
     # The runtime's wall-clock rounds (docs/rules.md#fixed-rounds): every round lasts round_s on the grid
     # round_origin_s + k x round_s, also when its micro-tasks end sooner or nothing runs.
     fixed_rounds: bool = False
+    # Shockwave's simulator completes an adaptive job once it has run 1.5 x its isolated duration (R14); the
+    # runtime runs every step (R55), so a calibrated run turns this off.
+    over_deadline: bool = True
     dynamic_adaptation: bool = False
     replay_reset: bool = True
     # When progress is credited (docs/rules.md#credit): "task" (each micro-task, Gavel and Shockwave), "round"

@@ -11,7 +11,7 @@
   simulator runs at EMULATED_TIME_SCALE x the round and its JCTs are divided by it.
 
 Three simulations per run: the runtime's round rules as the papers' simulators apply them (no reset gate, one plan
-per round); the same on the runtime's wall-clock round grid (docs/rules.md#fixed-rounds); and calibrated, with the
+per round; no over-deadline completion, which the runtime does not have); the same on the runtime's wall-clock round grid (docs/rules.md#fixed-rounds); and calibrated, with the
 run's measured lease start as well (docs/rules.md#lease-start), which is what `hetsched calibrate` feeds
 `hetsched simulate --calibration`.
 """
@@ -81,6 +81,7 @@ def simulated(system: str, jobs: list[Job], cluster: str, policy: str, round_s: 
     res = simulate(jobs, ClusterSpec.parse(cluster), policy, emulated_throughputs(job_types_of(jobs)),
                    round_s=round_s, min_reset_interval_s=0.0, dynamic_adaptation=system == "shockwave",
                    lease_start_s=lease_start_s, fixed_rounds=fixed_rounds,
+                   over_deadline=system != "shockwave",
                    round_origin_s=origin_s % round_s if fixed_rounds else 0.0)
     return res.jobs_frame().set_index("job_id")["jct_s"]
 

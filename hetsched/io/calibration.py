@@ -4,10 +4,11 @@
 (or `calibrated_config`) reads it. The file is JSON:
 
     {"format": "hetsched-calibration/1", "lease_start_s": 0.61, "lease_starts": 212, "fixed_rounds": true,
-     "restart_s": 0.02, "restarts": 140, "rounds": 95}
+     "over_deadline": false, "restart_s": 0.02, "restarts": 140, "rounds": 95}
 
-The simulator takes `lease_start_s` (a new lease's mean wall time from its round's plan to its first step, R57)
-and `fixed_rounds` (the runtime's wall-clock rounds, R58); the rest is kept for the record.
+The simulator takes `lease_start_s` (a new lease's mean wall time from its round's plan to its first step, R57),
+`fixed_rounds` (the runtime's wall-clock rounds, R58) and `over_deadline` (off: the runtime runs every step of an
+adaptive job, R55); the rest is kept for the record.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def calibration_of(figures: dict) -> dict:
         raise HetschedError("calibrate: no lease has started a job yet; calibrate after a run (leases that "
                             "reported steps)")
     return {"format": FORMAT, "lease_start_s": float(figures["mean_lease_start_s"]),
-            "lease_starts": int(figures["lease_starts"]), "fixed_rounds": True, "restart_s": float(figures.get("mean_restart_s", 0.0)),
+            "lease_starts": int(figures["lease_starts"]), "fixed_rounds": True, "over_deadline": False, "restart_s": float(figures.get("mean_restart_s", 0.0)),
             "restarts": int(figures.get("restarts", 0)), "rounds": int(figures.get("rounds", 0))}
 
 
@@ -54,7 +55,9 @@ def read_calibration(path: str | Path) -> dict:
 
 def calibrated_config(config, calibration: dict | str | Path):
     """`config` (a SimulationConfig) with the runtime's measured lease start and, unless the file says
-    otherwise, its fixed rounds."""
+    otherwise, its fixed rounds and, for adaptive jobs, no over-deadline completion (the runtime runs every
+    step)."""
     data = read_calibration(calibration) if isinstance(calibration, (str, Path)) else calibration
-    return replace(config, lease_start_s=float(data["lease_start_s"]), fixed_rounds=bool(data.get("fixed_rounds",
-                                                                                                     True)))
+    over_deadline = bool(data.get("over_deadline", False)) or not config.dynamic_adaptation
+    return replace(config, lease_start_s=float(data["lease_start_s"]),
+                   fixed_rounds=bool(data.get("fixed_rounds", True)), over_deadline=over_deadline)

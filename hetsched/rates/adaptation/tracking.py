@@ -59,7 +59,7 @@ class AdaptationTracker:
             self.events.append((self.sim.now, sw.job_id, sw.epoch, sw.old_batch_size, sw.new_batch_size))
         done = set(completed.tolist())
         over = [sched.slot[j] for j in ids if self.run_s[j] > OVER_DEADLINE * self.isolated[j]
-                and sched.slot[j] not in done]
+                and sched.slot[j] not in done] if self.sim.rules.over_deadline else []
         return np.concatenate([completed, np.array(over, completed.dtype)]) if over else completed
 
     def annotate(self, result) -> None:
