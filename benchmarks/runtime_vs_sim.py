@@ -7,7 +7,8 @@ realistic round length; prints the headline gaps as one JSON line and writes the
 
 What each system runs, and the three simulations the runtime is compared with (the papers' rules, the runtime's
 fixed rounds, calibrated with the measured lease start): `hetsched.experiments.runtime_vs_sim`. Wall time is
-about (jobs x mean rounds per job / GPUs) x round: 40 jobs at 60-s rounds take 35-70 minutes.
+about (jobs x mean rounds per job / GPUs) x round: 40 jobs at 60-s rounds take 35-70 minutes. `--resimulate
+CSV` compares a saved run with the simulator as it is now (after a change to its rules), in seconds.
 Goal (issue 25): average JCT and makespan within 5 %, per-job p90 |ratio - 1| within 15 %.
 """
 
@@ -17,7 +18,9 @@ import argparse
 import json
 from pathlib import Path
 
-from hetsched.experiments.runtime_vs_sim import SYSTEMS, compare
+import pandas as pd
+
+from hetsched.experiments.runtime_vs_sim import SYSTEMS, compare, resimulate
 
 
 def main(argv=None) -> int:
@@ -30,12 +33,22 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=40)
     p.add_argument("--gap", type=float, default=None, help="seconds between arrivals (default: round / 2)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="outputs/runtime_vs_sim", help="per-job CSV goes here")
+    p.add_argument("--out", default="outputs/runtime_vs_sim", help="per-job CSV and summary JSON go here")
+    p.add_argument("--resimulate", metavar="CSV", default=None,
+                   help="a saved run's per-job CSV (its .json beside it): compare with the simulator as it is now, "
+                        "without running the runtime again")
     args = p.parse_args(argv)
+    if args.resimulate:
+        csv = Path(args.resimulate)
+        summary = json.loads(csv.with_suffix(".json").read_text())
+        print(json.dumps({k: round(v, 4) for k, v in resimulate(pd.read_csv(csv), summary).items()}))
+        return 0
     per_job, summary = compare(args.system, args.jobs, args.round, args.gap, args.seed, args.policy, args.cluster)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    per_job.to_csv(out / f"{summary['system']}_{summary['policy']}_round{args.round:g}.csv", index=False)
+    name = out / f"{summary['system']}_{summary['policy']}_round{args.round:g}_seed{args.seed}"
+    per_job.to_csv(name.with_suffix(".csv"), index=False)
+    name.with_suffix(".json").write_text(json.dumps(summary))
     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in summary.items()}))
     return 0
 

@@ -105,24 +105,44 @@ def compare(system: str, num_jobs: int, round_s: float, gap_s: float | None = No
     and restart figures, the wall time."""
     policy = policy or SYSTEMS[system][0]
     cluster = cluster or SYSTEMS[system][1]
-    jobs = trace(system, num_jobs, round_s, round_s / 2 if gap_s is None else gap_s, seed)
+    gap_s = round_s / 2 if gap_s is None else gap_s
+    jobs = trace(system, num_jobs, round_s, gap_s, seed)
     start = time.time()
     with tempfile.TemporaryDirectory(dir=state_parent) as state:
         real = run_on_local_cluster(jobs, cluster, state, policy=policy, round_s=round_s, timeout_s=timeout_s)
     wall = time.time() - start
     info = real.attrs["info"]
     origin, lease_start = info["round_origin_s"], info["mean_lease_start_s"]
-    per_job = real.set_index("job_id")
-    per_job.insert(0, "arrival_time_s", [jobs[j].arrival_time_s for j in per_job.index])
-    per_job["sim"] = simulated(system, jobs, cluster, policy, round_s)
-    per_job["fixed"] = simulated(system, jobs, cluster, policy, round_s, 0.0, True, origin)
-    per_job["calibrated"] = simulated(system, jobs, cluster, policy, round_s, lease_start, True, origin)
+    per_job = simulations(real, jobs, system, policy, cluster, round_s, lease_start, origin)
     summary = {"system": system, "policy": policy, "cluster": cluster, "round_s": round_s, "jobs": len(jobs),
+               "seed": seed, "gap_s": gap_s,
                "completed_on_runtime": len(real), "wall_s": round(wall, 1),
                "avg_jct_runtime_s": float(real["jct_s"].mean()),
                **{f"{name}_{k}": v for name in SIMULATIONS for k, v in gaps(per_job, name).items()},
-               "lease_start_s": lease_start, "lease_starts": info["lease_starts"],
+               "lease_start_s": lease_start, "round_origin_s": origin, "lease_starts": info["lease_starts"],
                "restarts": info["restarts"], "mean_restart_s": info["mean_restart_s"],
                "batch_size_switches": info["batch_size_switches"],
                "modelled_preemption_penalty_s": SimulationConfig.for_system("shockwave").preemption_penalty_s}
     return per_job.reset_index(), summary
+
+
+def simulations(real: pd.DataFrame, jobs: list[Job], system: str, policy: str, cluster: str, round_s: float,
+                lease_start_s: float, origin_s: float) -> pd.DataFrame:
+    """The runtime's per-job frame (`job_id`, `jct_s`, ...) with the arrival and the three simulations' JCTs."""
+    per_job = real.set_index("job_id")
+    per_job.insert(0, "arrival_time_s", [jobs[j].arrival_time_s for j in per_job.index])
+    per_job["sim"] = simulated(system, jobs, cluster, policy, round_s)
+    per_job["fixed"] = simulated(system, jobs, cluster, policy, round_s, 0.0, True, origin_s)
+    per_job["calibrated"] = simulated(system, jobs, cluster, policy, round_s, lease_start_s, True, origin_s)
+    return per_job
+
+
+def resimulate(per_job: pd.DataFrame, summary: dict) -> dict:
+    """The gaps of a saved run (its per-job CSV and summary) against the simulator as it is now: the runtime side
+    is what was measured, the simulated side is computed again (after a change to the simulator's rules)."""
+    s = summary
+    jobs = trace(s["system"], s["jobs"], s["round_s"], s["gap_s"], s["seed"])
+    real = per_job[["job_id", "jct_s"]]
+    frame = simulations(real, jobs, s["system"], s["policy"], s["cluster"], s["round_s"], s["lease_start_s"],
+                        s["round_origin_s"])
+    return {f"{name}_{k}": v for name in SIMULATIONS for k, v in gaps(frame, name).items()}
