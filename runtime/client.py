@@ -159,11 +159,10 @@ def _cancel(stub, args) -> int:
 def _calibrate(stub, args) -> int:
     from hetsched.io.calibration import write_calibration
 
+    from .launch import status_figures
     from .stubs import pb2
 
-    status = stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)
-    fields = ("mean_lease_start_s", "lease_starts", "mean_restart_s", "restarts", "rounds")
-    out = write_calibration(args.out, {f: getattr(status, f) for f in fields})
+    out = write_calibration(args.out, status_figures(stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)))
     print(f"{args.out}: lease start {out['lease_start_s']:.3f} s (mean of {out['lease_starts']} leases), "
           f"restart {out['restart_s']:.3f} s ({out['restarts']} restarts)")
     return 0

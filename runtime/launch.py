@@ -243,11 +243,7 @@ class LocalCluster:
         return dict(self.stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10).counts)
 
     def info(self) -> dict:
-        resp = self.stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)
-        return {"workers": resp.workers, "rounds": resp.rounds, "now_s": resp.now_s,
-                "mean_round_overhead_s": resp.mean_round_overhead_s, "mean_restart_s": resp.mean_restart_s,
-                "restarts": resp.restarts, "batch_size_switches": resp.batch_size_switches,
-                "mean_lease_start_s": resp.mean_lease_start_s, "lease_starts": resp.lease_starts}
+        return status_figures(self.stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10))
 
     def wait(self, timeout_s: float, poll_s: float = 0.5) -> pd.DataFrame:
         """Block until every job is completed or failed (bounded); returns the final status."""
@@ -307,3 +303,11 @@ class LocalCluster:
 def launch_local_cluster(cluster: ClusterSpec | str, state_dir: str | Path, **kwargs) -> LocalCluster:
     """Start a scheduler and one single-GPU worker per GPU of `cluster` (e.g. "2:1:1") on this machine."""
     return LocalCluster(cluster, state_dir, **kwargs)
+
+
+def status_figures(resp) -> dict:
+    """A `StatusResponse`'s scheduler figures (rounds, overhead, restarts, lease starts, switches) as a dict."""
+    return {"workers": resp.workers, "rounds": resp.rounds, "now_s": resp.now_s,
+            "mean_round_overhead_s": resp.mean_round_overhead_s, "mean_restart_s": resp.mean_restart_s,
+            "restarts": resp.restarts, "batch_size_switches": resp.batch_size_switches,
+            "mean_lease_start_s": resp.mean_lease_start_s, "lease_starts": resp.lease_starts}

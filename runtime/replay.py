@@ -16,6 +16,8 @@ from hetsched.rates.adaptation.schedules import job_type_of, reachable_batch_siz
 from .launch import DEFAULT_SLOWDOWNS, launch_local_cluster
 from .worker import EMULATED_STEPS_PER_S
 
+ROUND_POLL_S = 0.01      # how often a replay polls for the round that starts its arrival clock
+
 
 def job_types_of(jobs: list[Job]) -> list[str]:
     """The jobs' types, and every type an adaptive one can switch to (its batch-size schedule)."""
@@ -66,12 +68,10 @@ def run_on_local_cluster(jobs: list[Job], cluster: ClusterSpec | str, state_dir:
                          "jct_s": [f - submitted[j] for j, f in zip(final["job_id"], final["finished_s"])],
                          "steps_done": final["steps_done"], "total_steps": final["total_steps"],
                          "batch_size": final["batch_size"]})
-    info["round_origin_s"] = -ROUND_POLL_S  # the runtime's rounds start at about origin + k x round (arrival clock)
+    info["round_origin_s"] = -ROUND_POLL_S    # the runtime's rounds start at about this + k x round (arrival clock)
     out.attrs["info"] = info          # the scheduler's figures: rounds, overhead, restarts, batch-size switches
     return out
 
-
-ROUND_POLL_S = 0.01
 
 
 def _just_after_a_round(local, round_s: float) -> float:

@@ -168,7 +168,8 @@ def validate(p: Pipeline, cluster=None) -> None:
                                            f"Use '{head_of(p)}+tune', or servers whose share per GPU is a grid point")
         refused = [(rules.preemption_penalty_s > 0, str(rules)), (rates.batch_size, str(rates)),
                    (rates.estimate_colocation is not None, str(rates)), (rates.placement_aware, str(rates)),
-                   (rules.ideal, str(rules)), (bool(rules.grid_origin_s) and rules.credit == "task" and not rules.fixed_rounds, str(rules))]
+                   (rules.ideal, str(rules)),
+                   (bool(rules.grid_origin_s) and rules.credit == "task" and not rules.fixed_rounds, str(rules))]
         for bad, stage in refused:
             if bad:
                 raise CompositionError(ordering, stage, "an ordering ranks jobs afresh every round at their "

@@ -24,13 +24,14 @@ FORMAT = "hetsched-calibration/1"
 
 
 def calibration_of(figures: dict) -> dict:
-    """The file's content from a scheduler's figures (`LocalCluster.info()` or `GetStatus`'s fields)."""
+    """The file's content from a scheduler's figures (`runtime.launch.status_figures`)."""
     if not figures.get("lease_starts"):
         raise HetschedError("calibrate: no lease has started a job yet; calibrate after a run (leases that "
                             "reported steps)")
     return {"format": FORMAT, "lease_start_s": float(figures["mean_lease_start_s"]),
-            "lease_starts": int(figures["lease_starts"]), "fixed_rounds": True, "over_deadline": False, "restart_s": float(figures.get("mean_restart_s", 0.0)),
-            "restarts": int(figures.get("restarts", 0)), "rounds": int(figures.get("rounds", 0))}
+            "lease_starts": int(figures["lease_starts"]), "fixed_rounds": True, "over_deadline": False,
+            "restart_s": float(figures.get("mean_restart_s", 0.0)), "restarts": int(figures.get("restarts", 0)),
+            "rounds": int(figures.get("rounds", 0))}
 
 
 def write_calibration(path: str | Path, figures: dict) -> dict:

@@ -146,29 +146,27 @@ class RoundSimulation:
         tput = sched.etput[plan.entry, plan.gpu_type]                     # (k, 2) steps/s per member
         steps = np.zeros_like(tput)
         finish = np.full_like(tput, -np.inf)
-        late = self._new_leases(plan)
+        delays = self._lease_delays(plan)            # docs/rules.md#lease-start: a new lease starts late
         for col in ((0,) if not sched._has_pairs else (0, 1)):
             v = members[:, col] >= 0
             t = tput[v, col]
-            if late is None:
-                steps[v, col] = np.minimum(np.floor(t * self.config.round_s), sched.remaining[members[v, col]])
-                finish[v, col] = now + steps[v, col] / t
-            else:                                    # docs/rules.md#lease-start: a new lease starts late
-                delay = np.where(late[v], self.rules.lease_start_s, 0.0)
-                span = np.maximum(self.config.round_s - delay, 0.0)
-                steps[v, col] = np.minimum(np.floor(t * span), sched.remaining[members[v, col]])
-                finish[v, col] = now + delay + steps[v, col] / t
+            delay = 0.0 if delays is None else delays[v]
+            span = np.maximum(self.config.round_s - delay, 0.0)
+            steps[v, col] = np.minimum(np.floor(t * span), sched.remaining[members[v, col]])
+            finish[v, col] = now + delay + steps[v, col] / t
         self._steps, self._finish, self._ends = steps, finish, finish.max(axis=1)
 
-    def _new_leases(self, plan) -> np.ndarray | None:
-        """docs/rules.md#lease-start: per planned row, True where its jobs did not run in the previous round on
-        the same GPUs with the same CPU/memory share (the runtime gives them a new lease); None when the rule is
-        off."""
-        if not self.rules.lease_start_s:
+    def _lease_delays(self, plan) -> np.ndarray | None:
+        """docs/rules.md#lease-start: per planned row, `lease_start_s` where its jobs did not run in the previous
+        round on the same GPUs with the same CPU/memory share (the runtime gives them a new lease), else 0; None
+        when the rule is off."""
+        d = self.rules.lease_start_s
+        if not d:
             return None
         now = {a.entry: (a.job_ids, (a.gpu_type, a.gpus, a.cpus, a.mem_gb)) for a in plan.assignments}
         prev, self._leases = self._leases, dict(now.values())
-        return np.array([e not in now or prev.get(now[e][0]) != now[e][1] for e in plan.entry.tolist()], bool)
+        return np.array([d if e not in now or prev.get(now[e][0]) != now[e][1] else 0.0
+                         for e in plan.entry.tolist()])
 
     def _credit_tasks(self, plan) -> None:
         """The round ends at its latest micro-task; each job completes at its own finish time."""
@@ -194,7 +192,7 @@ class RoundSimulation:
         self._delay = None
         if self.rules.lease_start_s:
             self.sched.decide.assign(plan)
-            self._delay = np.where(self._new_leases(plan), self.rules.lease_start_s, 0.0)
+            self._delay = self._lease_delays(plan)
             share = np.maximum(self.config.round_s - self._delay, 0.0) / self.config.round_s
             plan.steps = np.minimum(plan.steps, np.floor(plan.round_steps * share))
 
