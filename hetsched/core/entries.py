@@ -10,17 +10,51 @@ from __future__ import annotations
 import numpy as np
 
 
+#: The arrays with one row per entry, kept aligned.
+ROW_ARRAYS = ("members", "t", "deficit", "alloc", "in_alloc", "ok", "escale", "etput")
+
+
 class EntryTable:
-    """Mixin of `Scheduler`: adds, drops and looks up entries."""
+    """Mixin of `Scheduler`: adds, drops and looks up entries.
+
+    Per-job work stays proportional to the change: the row index (`_entry_index`) and the masks derived from
+    the rows (`_blocked`, `_has_pairs`, `_all_single_gpu`) are rebuilt on first use after a change, so a round
+    that admits or retires many jobs rebuilds them once, not once per job.
+    """
+
+    _index: dict[tuple[int, ...], int] | None = None
+    _masks: tuple[np.ndarray, bool, bool] | None = None
+
+    @property
+    def _entry_index(self) -> dict[tuple[int, ...], int]:
+        """Combination (job ids) -> row."""
+        if self._index is None:
+            self._index = {e: i for i, e in enumerate(self.entries)}
+        return self._index
 
     def _add_entries(self, new: list[tuple[int, ...]]) -> None:
         if not new:
             return
         k = len(new)
         base = len(self.entries)
+        if k == 1 and len(new[0]) == 1:          # an arrival (the common case): its row without the pair machinery
+            s = self.slot[new[0][0]]
+            if self._index is not None:
+                self._index[new[0]] = base
+            tput = self.tput[s]
+            etput = np.zeros((1, self.n, 2))
+            etput[0, :, 0] = tput
+            self.entries.append(new[0])
+            self._append_rows(members=np.array([[s, -1]], np.int64), t=np.full((1, self.n), self.prior),
+                              deficit=np.zeros((1, self.n)), alloc=np.zeros((1, self.n)), in_alloc=np.zeros(1, bool),
+                              ok=(tput > 0)[None, :], escale=self.scale[s:s + 1], etput=etput)
+            self._entries_changed()
+            return
         members = np.full((k, 2), -1, np.int64)
+        index = self._index
         for r, ids in enumerate(new):
-            self._entry_index[ids] = base + r
+            if index is not None:
+                index[ids] = base + r
             members[r, : len(ids)] = [self.slot[j] for j in ids]
         etput = np.zeros((k, self.n, 2))
         single = members[:, 1] < 0
@@ -33,32 +67,76 @@ class EntryTable:
             etput[pair_rows] = np.nan_to_num(self.table.colocated[a[:, None], b[:, None], self._cols[None, :], 0])
         self.entries.extend(new)
         ok = np.where(single[:, None], etput[:, :, 0] > 0, (etput > 0).all(axis=2))
-        self.members = np.vstack([self.members, members])
-        self.t = np.vstack([self.t, np.full((k, self.n), self.prior)])
-        self.deficit = np.vstack([self.deficit, np.zeros((k, self.n))])
-        self.alloc = np.vstack([self.alloc, np.zeros((k, self.n))])
-        self.in_alloc = np.concatenate([self.in_alloc, np.zeros(k, bool)])
-        self.ok = np.vstack([self.ok, ok])
-        self.escale = np.concatenate([self.escale, self.scale[members[:, 0]]])
-        self.etput = np.concatenate([self.etput, etput])
+        self._append_rows(members=members, t=np.full((k, self.n), self.prior), deficit=np.zeros((k, self.n)),
+                          alloc=np.zeros((k, self.n)), in_alloc=np.zeros(k, bool), ok=ok,
+                          escale=self.scale[members[:, 0]], etput=etput)
         self._entries_changed()
 
     def _drop_entries(self, rows) -> None:
         if len(rows) == 0:
             return
+        if len(rows) == 1:                         # a job left: shift the rows after it up (no copy of the rest)
+            r = int(rows[0])
+            del self.entries[r]
+            self._index = None
+            for name in ROW_ARRAYS:
+                rows_now = getattr(self, name)
+                rows_now[r:-1] = rows_now[r + 1:]
+                setattr(self, name, rows_now[:-1])
+            self._entries_changed()
+            return
         keep = np.ones(len(self.entries), bool)
         keep[rows] = False
         self.entries = [e for e, k in zip(self.entries, keep) if k]
-        self._entry_index = {e: i for i, e in enumerate(self.entries)}
-        for name in ("members", "t", "deficit", "alloc", "in_alloc", "ok", "escale", "etput"):
-            setattr(self, name, getattr(self, name)[keep])
+        self._index = None
+        m = len(self.entries)
+        for name in ROW_ARRAYS:
+            kept = getattr(self, name)[keep]
+            buf = self._row_buffers.get(name)
+            if buf is None:
+                setattr(self, name, kept)
+            else:
+                buf[:m] = kept
+                setattr(self, name, buf[:m])
         self._entries_changed()
 
+    def _append_rows(self, **rows: np.ndarray) -> None:
+        """Append rows to each row-aligned array. The arrays are views of buffers that double when full, so an
+        arrival costs the new rows, not a copy of every active job's (a view is valid until the next change)."""
+        bufs = self._row_buffers
+        m = len(self.members)
+        for name in ROW_ARRAYS:
+            new, buf = rows[name], bufs.get(name)
+            end = m + len(new)
+            if buf is None or len(buf) < end:
+                grown = np.empty((max(64, 2 * end),) + new.shape[1:], new.dtype)
+                grown[:m] = getattr(self, name)
+                bufs[name] = buf = grown
+            buf[m:end] = new
+            setattr(self, name, buf[:end])
+
     def _entries_changed(self) -> None:
-        """Refresh masks that only change when entries or the allocation change."""
-        self._blocked = ~self.ok | ~self.in_alloc[:, None]
-        self._has_pairs = bool((self.members[:, 1] >= 0).any())
-        self._all_single_gpu = bool((self.escale == 1).all())
+        """Entries, their rates or the allocation changed: the masks below are rebuilt when next read."""
+        self._masks = None
+
+    def _entry_masks(self) -> tuple[np.ndarray, bool, bool]:
+        if self._masks is None:
+            self._masks = (~self.ok | ~self.in_alloc[:, None], bool((self.members[:, 1] >= 0).any()),
+                           bool((self.escale == 1).all()))
+        return self._masks
+
+    @property
+    def _blocked(self) -> np.ndarray:
+        """Per entry and type: cannot run (a member has no rate there, or the entry is not in the allocation)."""
+        return self._entry_masks()[0]
+
+    @property
+    def _has_pairs(self) -> bool:
+        return self._entry_masks()[1]
+
+    @property
+    def _all_single_gpu(self) -> bool:
+        return self._entry_masks()[2]
 
     def entry_of(self, job_ids: tuple[int, ...]) -> int | None:
         """The row of a combination (a job, or a co-located pair) now, or None if it left."""

@@ -108,6 +108,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self.shuffle = not policy.heterogeneity_aware and not policy.packing
         self._shuffler = random.Random(seed + 5)
         self._cols = np.array([throughputs.gpu_index(g) for g in self.gpu_types if not self.whole_rounds], np.int64)
+        self._row_rates: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # table row -> (tput, spread) per column
         # Jobs by slot.
         size = 64
         self._init_slots(size)
@@ -118,7 +119,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self.key_row = np.zeros(size, np.int64)
         # Entries (rows aligned): members are slots (-1 = none), insertion order = tie-break order.
         self.entries: list[tuple[int, ...]] = []         # job ids
-        self._entry_index: dict[tuple[int, ...], int] = {}
+        self._index: dict[tuple[int, ...], int] | None = {}    # `_entry_index`, rebuilt after drops
+        self._row_buffers: dict[str, np.ndarray] = {}     # what the row arrays below become views of
         self.members = np.zeros((0, 2), np.int64)
         self.t = np.zeros((0, n))               # time received since the last reset (+ prior)
         self.deficit = np.zeros((0, n))
@@ -204,9 +206,12 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
 
     def _set_rates(self, s: int, row: int) -> None:
         """Slot `s` runs the table's job key `row`: its consolidated and spread steps/s per type."""
-        iso = self.table.isolated[row, self._cols]
-        self.tput[s] = np.nan_to_num(iso[:, 0])
-        self.tput_spread[s] = np.where(np.isnan(iso[:, 1]), self.tput[s], iso[:, 1])
+        rates = self._row_rates.get(row)
+        if rates is None:                          # once per job key (a million arrivals have a few dozen)
+            iso = self.table.isolated[row, self._cols]
+            tput = np.nan_to_num(iso[:, 0])
+            rates = self._row_rates[row] = (tput, np.where(np.isnan(iso[:, 1]), tput, iso[:, 1]))
+        self.tput[s], self.tput_spread[s] = rates
         self.key_row[s] = row
         self._apply_pin(s)
 
@@ -238,7 +243,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
             self.resources.remove_job(s)
         if self.adaptation is not None:
             self.adaptation.remove_job(job_id)
-        self._drop_entries(np.flatnonzero((self.members == s).any(axis=1)))
+        self._drop_entries(np.flatnonzero((self.members[:, 0] == s) | (self.members[:, 1] == s)))
         self.need_update = True
         if self.decide is not None:
             self.decide.job_removed(job_id)

@@ -34,19 +34,23 @@ class PrioritySelect:
         out_e, out_w = [], []
         eligible = (self.ok if self.policy.fills_idle_gpus else self.ok & (pr > 0)).T
         first = self.members[:, 0]
-        fast = not self._has_pairs and self._all_single_gpu
         busy: set[int] = set()                                 # slots taken this round
         # Stable lexsorts: exact ties keep insertion order. Without pairs, one lexsort ranks all types at once;
         # with pairs (hundreds of entries), each type ranks only the entries still available.
-        rankings = np.lexsort((-self.alloc.T, -self.deficit.T, -pr.T)) if fast else None
+        pairs = self._has_pairs
+        rankings = None if pairs else np.lexsort((-self.alloc.T, -self.deficit.T, -pr.T))
+        single_gpu = not pairs and self._all_single_gpu
         for w in order:
             if free[w] <= 0:
                 continue
-            if fast:
+            if not pairs:
                 ranking = rankings[w]
                 cand = ranking[eligible[w][ranking] & ~taken[first[ranking]]]
-                chosen = cand[: int(free[w])]                  # everything fits one GPU: take the first ones
-                free[w] -= len(chosen)
+                if single_gpu:
+                    chosen = cand[: int(free[w])]              # everything fits one GPU: take the first ones
+                    free[w] -= len(chosen)
+                else:
+                    chosen, free[w] = first_fit_in_order(cand, self.escale[cand], int(free[w]))
                 taken[first[chosen]] = True
                 out_e.append(chosen)
                 out_w.append(w)
@@ -81,3 +85,23 @@ class PrioritySelect:
         if not out_e:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate(out_e), np.repeat(np.array(out_w, np.int64), [len(e) for e in out_e])
+
+
+def first_fit_in_order(cand: np.ndarray, gpus: np.ndarray, free: int) -> tuple[np.ndarray, int]:
+    """The greedy walk of docs/rules.md#select without pairs: in rank order, take each candidate whose GPUs
+    still fit in `free`, until none are left. Vectorised: the longest prefix that fits is taken, the candidate
+    after it is skipped, and those that can no longer fit are dropped; each pass takes at least one.
+    Returns the chosen candidates (in rank order) and the GPUs still free."""
+    keep = gpus <= free
+    cand, gpus = cand[keep], gpus[keep]
+    out = []
+    while len(cand) and free > 0:
+        used = np.cumsum(gpus)
+        n = int(np.searchsorted(used, free, side="right"))     # candidates [0, n) fit together
+        if n:
+            out.append(cand[:n])
+            free -= int(used[n - 1])
+        keep = gpus[n + 1:] <= free
+        cand, gpus = cand[n + 1:][keep], gpus[n + 1:][keep]
+    chosen = np.concatenate(out) if out else np.zeros(0, np.int64)
+    return chosen, free

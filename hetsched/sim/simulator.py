@@ -178,12 +178,12 @@ class RoundSimulation:
             steps, exec_time = tracker.penalize(plan, steps, exec_time)
         self.out.round_done(plan, steps, self.round_start, self._ends, None if tracker is None else exec_time)
         completed = sched.credit(plan.entry, plan.gpu_type, steps, exec_time)
-        members = sched.members[plan.entry]
+        members = sched.members[plan.entry].ravel()                       # (k, 2) -> aligned with finish
         if tracker is not None:
             completed = tracker.after_round(plan, completed, exec_time)
+        finish = self._finish.ravel()
         for slot in completed.tolist():
-            k, col = np.argwhere(members == slot)[0]
-            self._retire(slot, float(self._finish[k, col]))
+            self._retire(slot, float(finish[np.flatnonzero(members == slot)[0]]))
 
     # ---- run and credit: every lease ends with the round (Synergy) ----------------------------------------
     def _run_round(self, plan) -> None:

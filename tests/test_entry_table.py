@@ -1,0 +1,74 @@
+"""The core's entry table under arrivals, completions and recomputes: the row index, the row arrays and the masks
+derived from them stay what a rebuild from scratch gives (they are kept incrementally, docs/rules.md#select)."""
+
+import numpy as np
+import pytest
+
+from hetsched import ClusterSpec, Job, load_throughputs
+from hetsched.core.entries import ROW_ARRAYS
+from hetsched.core.registry import policy_for
+from hetsched.core.scheduler import Scheduler
+
+TYPES = ["ResNet-18 (batch size 32)", "Transformer (batch size 64)", "A3C", "LM (batch size 20)"]
+
+
+def check(core: Scheduler) -> None:
+    m = len(core.entries)
+    assert core._entry_index == {e: i for i, e in enumerate(core.entries)}
+    for name in ROW_ARRAYS:
+        assert len(getattr(core, name)) == m, name
+    slots = [[core.slot[j] for j in e] + [-1] * (2 - len(e)) for e in core.entries]
+    assert core.members.tolist() == (slots or [])
+    blocked, pairs, single = core._entry_masks()
+    assert np.array_equal(blocked, ~core.ok | ~core.in_alloc[:, None])
+    assert pairs == bool((core.members[:, 1] >= 0).any())
+    assert single == bool((core.escale == 1).all())
+    for e, ids in enumerate(core.entries):
+        if len(ids) == 1:
+            assert np.array_equal(core.etput[e, :, 0], core.tput[core.slot[ids[0]]])
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "max_min_fairness_packed"])
+def test_entries_stay_consistent_under_churn(policy):
+    table = load_throughputs("gavel_simulation")
+    core = Scheduler(ClusterSpec.parse("3:3:3"), policy_for(policy, 0), table)
+    rng = np.random.default_rng(1)
+    live, next_id, now, pairs = [], 0, 0.0, 0
+    for step in range(150):                        # past the buffers' first growth (64 rows)
+        if not live or rng.random() < 0.6:
+            core.add_job(Job(next_id, now, TYPES[next_id % len(TYPES)], 1, 1e6))
+            live.append(next_id)
+            next_id += 1
+        else:
+            core.remove_job(live.pop(int(rng.integers(len(live)))))
+        if step % 7 == 0 and live:
+            core._reset_and_recompute(now)         # pairs appear and disappear with the allocation
+        now += 360.0
+        check(core)
+        pairs = max(pairs, sum(len(e) == 2 for e in core.entries))
+    assert (pairs > 0) == ("packed" in policy)
+
+
+def walk(cand, gpus, free):
+    """docs/rules.md#select's walk, one candidate at a time."""
+    chosen = []
+    for c, g in zip(cand, gpus):
+        if g <= free:
+            chosen.append(c)
+            free -= g
+            if free <= 0:
+                break
+    return chosen, free
+
+
+def test_the_vectorised_first_fit_takes_what_the_walk_takes():
+    from hetsched.core.select import first_fit_in_order
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        n = int(rng.integers(0, 40))
+        cand = rng.permutation(100)[:n].astype(np.int64)
+        gpus = rng.choice([1, 2, 4, 8], n).astype(np.int64)
+        free = int(rng.integers(0, 30))
+        chosen, left = first_fit_in_order(cand, gpus, free)
+        expect, expect_left = walk(cand.tolist(), gpus.tolist(), free)
+        assert chosen.tolist() == expect and left == expect_left
