@@ -72,3 +72,19 @@ def test_the_vectorised_first_fit_takes_what_the_walk_takes():
         chosen, left = first_fit_in_order(cand, gpus, free)
         expect, expect_left = walk(cand.tolist(), gpus.tolist(), free)
         assert chosen.tolist() == expect and left == expect_left
+
+
+def test_identical_rows_groups_as_numpy_unique_does():
+    from hetsched.policies.formulation import identical_rows
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        rows = rng.choice([0.0, -0.0, 0.5, 1.0, 3.25], size=(n, int(rng.integers(1, 5))))
+        if rng.random() < 0.2:
+            rows[rng.integers(n), 0] = np.nan
+        first, of_job, counts = identical_rows(rows)
+        _, f2, o2, c2 = np.unique(rows, axis=0, return_index=True, return_inverse=True, return_counts=True)
+        # the same groups, named in another order: compare the partitions through each group's first row
+        assert sorted(first.tolist()) == sorted(f2.tolist())
+        assert np.array_equal(first[of_job], f2[o2.ravel()])
+        assert dict(zip(first.tolist(), counts.tolist())) == dict(zip(f2.tolist(), c2.tolist()))

@@ -138,6 +138,16 @@ class EntryTable:
     def _all_single_gpu(self) -> bool:
         return self._entry_masks()[2]
 
+    def rows_of_jobs(self, job_ids: np.ndarray) -> np.ndarray:
+        """The row of each job's single entry (every active job has one)."""
+        single = np.flatnonzero(self.members[:, 1] < 0)
+        row_of_slot = np.full(len(self.job_of_slot), -1, np.int64)
+        row_of_slot[self.members[single, 0]] = single
+        slots = self.active_slots_by_id()                # usually the jobs are all active jobs in id order
+        if not np.array_equal(self.job_of_slot[slots], job_ids):
+            slots = self.slots_of(job_ids)
+        return row_of_slot[slots]
+
     def entry_of(self, job_ids: tuple[int, ...]) -> int | None:
         """The row of a combination (a job, or a co-located pair) now, or None if it left."""
         return self._entry_index.get(tuple(job_ids))

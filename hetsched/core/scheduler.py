@@ -71,7 +71,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
     received, then placement), or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
     planner, an ordering) or plans, places and credits whole rounds (`RoundStage`: Synergy's server rounds)."""
 
-    SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row")
+    SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row", "arrival_s", "weight", "deadline")
 
     PRIOR_FRACTION = 0.5   # every entry starts with half a round of "time received" per type
 
@@ -117,6 +117,9 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self.tput_spread = np.zeros((size, n))
         self.scale = np.zeros(size, np.int64)
         self.key_row = np.zeros(size, np.int64)
+        self.arrival_s = np.zeros(size)         # the policy view's per-job columns (views.py)
+        self.weight = np.zeros(size)
+        self.deadline = np.zeros(size)
         # Entries (rows aligned): members are slots (-1 = none), insertion order = tie-break order.
         self.entries: list[tuple[int, ...]] = []         # job ids
         self._index: dict[tuple[int, ...], int] | None = {}    # `_entry_index`, rebuilt after drops
@@ -195,6 +198,9 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
             self.tput[s] = self.tput_spread[s] = 1.0
             self._apply_pin(s)
         self.scale[s] = job.scale_factor
+        deadline = job.deadline_s
+        self.arrival_s[s], self.weight[s] = job.arrival_time_s, job.priority_weight
+        self.deadline[s] = np.nan if deadline is None else deadline
         if self.resources is not None:
             self.resources.add_job(s, job.job_type, job.scale_factor, self.tput[s])
         if self.adaptation is not None:
@@ -288,10 +294,11 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
             used = allocation.x_pairs.sum(axis=1) > 0
             pair_ids = allocation.job_ids[allocation.pairs[used]].tolist()
             wanted = dict(zip(map(tuple, pair_ids), allocation.x_pairs[used]))
-            self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
-            self._add_entries([m for m in wanted if m not in self._entry_index])
-            index = self._entry_index
-            rows = [index[(j,)] for j in allocation.job_ids.tolist()] + [index[m] for m in wanted]
+            if self._has_pairs:
+                self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
+            if wanted:
+                self._add_entries([m for m in wanted if m not in self._entry_index])
+            rows = np.r_[self.rows_of_jobs(allocation.job_ids), [self._entry_index[m] for m in wanted]].astype(int)
             self.alloc[rows] = np.concatenate([allocation.x, allocation.x_pairs[used]])
             self.in_alloc[rows] = True
         self._entries_changed()

@@ -25,6 +25,15 @@ class JobSlots:
         self.job_of_slot[old:] = -1
         self._free_slots.extend(range(old * 2 - 1, old - 1, -1))
 
+    def active_slots_by_id(self) -> np.ndarray:
+        """The slots of the active jobs in ascending job id (the order of `sorted(self.jobs)`)."""
+        slots = np.flatnonzero(self.job_of_slot >= 0)
+        return slots[np.argsort(self.job_of_slot[slots], kind="stable")]
+
+    def slots_of(self, job_ids: np.ndarray) -> np.ndarray:
+        """The slot of each active job in `job_ids`."""
+        return np.fromiter((self.slot[j] for j in np.asarray(job_ids).tolist()), np.int64, len(job_ids))
+
     def _take_slot(self, job: Job) -> int:
         """A free slot for a new active job."""
         if job.job_id in self.jobs:

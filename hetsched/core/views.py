@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.model.jobs import Job
 from hetsched.policies.base import PolicyView
 
 
@@ -16,9 +15,8 @@ class PolicyViews:
     """`view(now)` over the `Scheduler`'s state (jobs, slots, rates, table, estimator, entity weights)."""
 
     def view(self, now: float) -> PolicyView:
-        ids = sorted(self.jobs)
-        slots = np.array([self.slot[j] for j in ids], np.int64)
-        jobs = [self.jobs[j] for j in ids]
+        slots = self.active_slots_by_id()
+        ids = self.job_of_slot[slots]
         rows = self.key_row[slots]
         distinct, code = np.unique(rows, return_inverse=True)
         colocated = None
@@ -30,19 +28,19 @@ class PolicyViews:
             if self.estimator is not None:
                 colocated = self._estimated(distinct, colocated.copy())
         return PolicyView(
-            job_ids=np.array(ids, dtype=np.int64), gpu_types=self.gpu_types, capacity=self.capacity,
+            job_ids=ids, gpu_types=self.gpu_types, capacity=self.capacity,
             throughput=self.tput[slots], scale_factor=self.scale[slots], unconsolidated=self.tput_spread[slots],
-            priority_weight=np.array([j.priority_weight for j in jobs], float),
-            remaining_steps=self.remaining[slots],
-            time_since_arrival=np.array([now - j.arrival_time_s for j in jobs], float),
-            type_code=code.ravel(), colocated=colocated,
-            prices=np.array([self.cluster.price(g) for g in self.gpu_types]),
-            deadline_s=np.array([np.nan if j.deadline_s is None else j.deadline_s for j in jobs]),
-            now=now, **self._entities(jobs))
+            priority_weight=self.weight[slots], remaining_steps=self.remaining[slots],
+            time_since_arrival=now - self.arrival_s[slots], type_code=code.ravel(), colocated=colocated,
+            prices=np.array([self.cluster.price(g) for g in self.gpu_types]), deadline_s=self.deadline[slots],
+            now=now, **self._entities(ids))
 
-    def _entities(self, jobs: list[Job]) -> dict:
+    def _entities(self, ids: np.ndarray) -> dict:
         """Entity codes and weights for policies that share among entities; none when no job has one."""
-        if not self.policy.uses_entities or not any(j.entity for j in jobs):
+        if not self.policy.uses_entities:
+            return {}
+        jobs = [self.jobs[j] for j in ids.tolist()]
+        if not any(j.entity for j in jobs):
             return {}
         names, code = np.unique([j.entity or "" for j in jobs], return_inverse=True)
         weights = np.array([self.entity_weights.get(str(n), 1.0) for n in names], float)

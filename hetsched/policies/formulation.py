@@ -65,13 +65,30 @@ def make_units(view: PolicyView, extra: list[np.ndarray] | None = None, aggregat
         columns.append(view.type_code[:, None])
     columns += [np.asarray(e, float).reshape(m, -1) for e in (extra or [])]
     rows = np.hstack([np.asarray(c, float) for c in columns])
-    _, first, of_job, counts = np.unique(rows, axis=0, return_index=True, return_inverse=True,
-                                         return_counts=True)
-    # Keep units in order of their first job, so results do not depend on np.unique's sort.
+    first, of_job, counts = identical_rows(rows)
+    # Keep units in order of their first job, so results do not depend on the grouping's sort.
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     return Units(rank[of_job.ravel()], first[order], counts[order].astype(float))
+
+
+def identical_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Groups of equal rows, as `np.unique(rows, axis=0, return_index, return_inverse, return_counts)` gives
+    them (the groups' order aside): each group's first row, each row's group, each group's size. A stable
+    lexsort and one comparison of neighbours is several times faster than the structured sort of `axis=0`."""
+    if np.isnan(rows).any():                       # NaN equals nothing there; keep numpy's own rule
+        _, first, of_job, counts = np.unique(rows, axis=0, return_index=True, return_inverse=True,
+                                             return_counts=True)
+        return first, of_job.ravel(), counts
+    order = np.lexsort(rows.T[::-1])
+    ranked = rows[order]
+    starts = np.r_[True, (ranked[1:] != ranked[:-1]).any(axis=1)]
+    of_job = np.empty(len(rows), np.int64)
+    of_job[order] = np.cumsum(starts) - 1
+    first = order[starts]                          # stable: the earliest row of each group
+    counts = np.diff(np.r_[np.flatnonzero(starts), len(rows)])
+    return first, of_job, counts
 
 
 @dataclass
