@@ -34,7 +34,7 @@ def main() -> None:
         import pstats
         profiler = cProfile.Profile()
         result = profiler.runcall(run)
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     else:
         result = run()
     cpu = time.process_time() - start

@@ -297,8 +297,10 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
             if self._has_pairs:
                 self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
             if wanted:
-                self._add_entries([m for m in wanted if m not in self._entry_index])
-            rows = np.r_[self.rows_of_jobs(allocation.job_ids), [self._entry_index[m] for m in wanted]].astype(int)
+                index = self._entry_index
+                self._add_entries([m for m in wanted if m not in index])
+            index = self._entry_index if wanted else {}
+            rows = np.r_[self.rows_of_jobs(allocation.job_ids), [index[m] for m in wanted]].astype(int)
             self.alloc[rows] = np.concatenate([allocation.x, allocation.x_pairs[used]])
             self.in_alloc[rows] = True
         self._entries_changed()
