@@ -75,7 +75,7 @@ def test_the_vectorised_first_fit_takes_what_the_walk_takes():
 
 
 def test_identical_rows_groups_as_numpy_unique_does():
-    from hetsched.policies.formulation import identical_rows
+    from hetsched.policies.units import identical_rows
     rng = np.random.default_rng(2)
     for _ in range(200):
         n = int(rng.integers(1, 60))

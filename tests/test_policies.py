@@ -150,7 +150,8 @@ def test_water_filling_is_lexicographically_optimal(gavel_table, seed, packing):
 @pytest.mark.parametrize("seed", range(3))
 def test_both_pair_forms_agree_and_decompose_exactly(gavel_table, seed):
     """Unit-pair and unit-key space sharing: same LAS optimum; job pairs reproduce each unit's throughput."""
-    from hetsched.policies.formulation import build_polytope, make_units
+    from hetsched.policies.formulation import build_polytope
+    from hetsched.policies.units import make_units
     from hetsched.policies.lp import epigraph_objective, solve_on_polytope
 
     view = instance(gavel_table, seed, 60, gpus="4:4:4")
@@ -180,7 +181,8 @@ def test_both_pair_forms_agree_and_decompose_exactly(gavel_table, seed):
 def test_unit_pairs_decompose_any_point(gavel_table, seed):
     """Any y >= 0 in the unit-pair form (same-unit pairs included) becomes job pairs with the same per-job
     time and throughput: the decomposition is exact, not just at LP optima."""
-    from hetsched.policies.formulation import build_polytope, make_units
+    from hetsched.policies.formulation import build_polytope
+    from hetsched.policies.units import make_units
 
     view = instance(gavel_table, seed, 40, gpus="2:2:2")
     units = make_units(view, aggregate=True)

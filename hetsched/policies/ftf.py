@@ -11,7 +11,8 @@ import numpy as np
 
 from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from hetsched.policies.fallback import fallback_allocation
-from hetsched.policies.formulation import build_polytope, make_units
+from hetsched.policies.formulation import build_polytope
+from hetsched.policies.units import make_units
 from hetsched.policies.lp import solve_on_polytope
 from hetsched.policies.rows import Rows
 from hetsched.policies.makespan import reference_throughput

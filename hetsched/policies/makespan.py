@@ -6,7 +6,8 @@ import numpy as np
 
 from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from hetsched.policies.fallback import fallback_allocation
-from hetsched.policies.formulation import build_polytope, make_units
+from hetsched.policies.formulation import build_polytope
+from hetsched.policies.units import make_units
 from hetsched.policies.lp import epigraph_objective, solve_on_polytope
 
 
