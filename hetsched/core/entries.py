@@ -90,14 +90,10 @@ class EntryTable:
         self.entries = [e for e, k in zip(self.entries, keep) if k]
         self._index = None
         m = len(self.entries)
-        for name in ROW_ARRAYS:
-            kept = getattr(self, name)[keep]
-            buf = self._row_buffers.get(name)
-            if buf is None:
-                setattr(self, name, kept)
-            else:
-                buf[:m] = kept
-                setattr(self, name, buf[:m])
+        for name in ROW_ARRAYS:                    # rows exist, so their buffers do (`_append_rows`)
+            buf = self._row_buffers[name]
+            buf[:m] = getattr(self, name)[keep]
+            setattr(self, name, buf[:m])
         self._entries_changed()
 
     def _append_rows(self, **rows: np.ndarray) -> None:

@@ -296,11 +296,12 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
             wanted = dict(zip(map(tuple, pair_ids), allocation.x_pairs[used]))
             if self._has_pairs:
                 self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
+            pair_rows = []
             if wanted:
-                index = self._entry_index
+                index = self._entry_index                # _add_entries keeps it current
                 self._add_entries([m for m in wanted if m not in index])
-            index = self._entry_index if wanted else {}
-            rows = np.r_[self.rows_of_jobs(allocation.job_ids), [index[m] for m in wanted]].astype(int)
+                pair_rows = [index[m] for m in wanted]
+            rows = np.r_[self.rows_of_jobs(allocation.job_ids), pair_rows].astype(int)
             self.alloc[rows] = np.concatenate([allocation.x, allocation.x_pairs[used]])
             self.in_alloc[rows] = True
         self._entries_changed()
