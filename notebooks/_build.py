@@ -399,6 +399,7 @@ summary[[c for c in summary if c.endswith("gap") or c.endswith("minus_1")] + ["l
 
 
 if __name__ == "__main__":
+    from _build_compare import build_compare
     from _build_shockwave import build_shockwave, build_shockwave_hetero
     from _build_own import build_own
     from _build_synergy import build_hetero, build_synergy
@@ -412,3 +413,4 @@ if __name__ == "__main__":
     build_shockwave()
     build_shockwave_hetero()
     build_own()
+    build_compare()

@@ -293,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_client_commands(sub)             # submit, status, cancel: the operator's side of a running scheduler
 
     add_profile_parser(sub)
+    from hetsched.cli.compare import add_compare_parser
+    add_compare_parser(sub)
     pol = sub.add_parser("policies", help="list every policy: registry name, the papers' name, aliases")
     pol.set_defaults(func=_cmd_policies)
     rep = sub.add_parser("reproduce", help="run the figure notebooks with papermill into an output folder")

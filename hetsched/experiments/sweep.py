@@ -187,8 +187,11 @@ def _store(cache_dir: Path | None, row: dict) -> None:
 
 def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outputs/.cache",
           dask_address: str | None = None, use_dask: bool = True, n_workers: int = 2,
-          progress: bool = True) -> pd.DataFrame:
-    """Run every config (cached ones are read back) and return one row per config, in input order."""
+          progress: bool = True, run=None) -> pd.DataFrame:
+    """Run every config (cached ones are read back) and return one row per config, in input order. `run`
+    simulates one config (default `run_one`); any config with a `key()` and a runner that returns a JSON-ready
+    row with that key goes through the same cache and workers (e.g. compare_systems.Case)."""
+    run = run or run_one
     configs = list(configs)
     cache = Path(cache_dir) if cache_dir is not None else None
     rows: dict[str, dict] = {}
@@ -201,7 +204,8 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
             todo.append(c)
     # Longest runs first, for better packing on workers: Gavel's are its lowest rates (the artifact's sweeps
     # order them so too); Synergy's merged rounds make its highest rates the longest.
-    todo.sort(key=lambda c: -(c.jobs_per_hour or 0.0) if c.generator == "synergy" else (c.jobs_per_hour or 0.0))
+    if all(isinstance(c, RunConfig) for c in todo):
+        todo.sort(key=lambda c: -(c.jobs_per_hour or 0.0) if c.generator == "synergy" else (c.jobs_per_hour or 0.0))
     # Under `hetsched reproduce` (HETSCHED_BATCH=1) a saved notebook would keep a widget bar's first frame
     # ("0/50"); there, one line at the end says what ran.
     batch = bool(os.environ.get("HETSCHED_BATCH"))
@@ -216,7 +220,7 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
                                                           dashboard_address="127.0.0.1:0")
         client = Client(dask_address or cluster)
         try:
-            futures = client.map(run_one, todo, pure=False)
+            futures = client.map(run, todo, pure=False)
             for future in as_completed(futures):
                 row = future.result()
                 _store(cache, row)
@@ -228,7 +232,7 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
                 cluster.close()
     else:
         for c in todo:
-            row = run_one(c)
+            row = run(c)
             _store(cache, row)
             rows[row["key"]] = row
             bar.update()

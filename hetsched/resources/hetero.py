@@ -131,8 +131,10 @@ class TypeAwareResources:
                 mult = speedups[code] if st == IDEAL and self.mechanism != "fair" else 1.0
                 sched.etput[e, w, 0] = sched.tput[s, w] * mult if st is not None else 0.0
                 gpus = tuple(int(base[k]) + i for k, n in pool.where.get(s, ()) for i in range(n)) if st else ()
+                cpus, mem = pool.share[s][:2] if st else (0.0, 0.0)
                 plan.assignments.append(Assignment(e, (int(sched.job_of_slot[s]),), w, gpus,
-                                                   (float(sched.etput[e, w, 0]),), int(sched.escale[e])))
+                                                   (float(sched.etput[e, w, 0]),), int(sched.escale[e]),
+                                                   cpus=float(cpus), mem_gb=float(mem)))
         order = {a.entry: a for a in plan.assignments}
         plan.assignments = [order[e] for e in plan.entry.tolist()]
         keep = np.array([bool(a.gpus) for a in plan.assignments], bool)

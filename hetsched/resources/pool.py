@@ -43,9 +43,12 @@ class ServerPool:
         self.size = (int(self.num_gpus / n), int(sum(self.cap_c) / n), int(sum(self.cap_m) / n),
                      int(sum(self.cap_s) / n))
         g = self.size[0]
-        self.fair = (self.size[1] / g, self.size[2] / g, self.size[3] / g)
         self.totals = (float(self.num_gpus), sum(self.cap_c), sum(self.cap_m))
         self.identical = all(len(set(v)) == 1 for v in (self.cap_g, self.cap_c, self.cap_m, self.cap_s))
+        # Unlike servers (production node lists): the smallest server's share per GPU, which every GPU holds, so
+        # that a job at the fair share fits wherever a GPU is free (docs/rules.md#unlike-servers).
+        self.fair = (self.size[1] / g, self.size[2] / g, self.size[3] / g) if self.identical else tuple(
+            min(cap[k] / self.cap_g[k] for k in range(n)) for cap in (self.cap_c, self.cap_m, self.cap_s))
         self.one_gpu = tuple(((k, 1),) for k in range(self.num))     # `where` of a one-GPU placement on server k
         self.reset()
 

@@ -37,7 +37,7 @@ def violations(result, cluster: ClusterSpec, table: ThroughputTable | None = Non
     fixed_rates = result.adaptations is None and result.resource_stats is None and not cpu_memory
     space_sharing = bool((tl["partner_id"] >= 0).any())
     if table is not None and fixed_rates:
-        best = _best_rates(result, cluster, table)
+        best = best_rates(result, cluster, table)
         out += _rates(tl, result, table)
         out += _alone(result, best)
         if not space_sharing:
@@ -97,7 +97,7 @@ def _rates(tl: pd.DataFrame, result, table: ThroughputTable) -> list[str]:
     return out
 
 
-def _best_rates(result, cluster: ClusterSpec, table: ThroughputTable) -> dict[int, float]:
+def best_rates(result, cluster: ClusterSpec, table: ThroughputTable) -> dict[int, float]:
     """Each job's fastest isolated rate over the GPU types the cluster has (jobs the table knows)."""
     present = [g for g, n in cluster.as_dict().items() if n > 0]
     best = {}

@@ -233,14 +233,18 @@ class ResultBuilder:
                     acc[slots, 2] += cost[v] / valid[v].sum(axis=1)   # a pair's GPUs are paid once
         if self.record_timeline:
             ids = np.where(valid, sched.job_of_slot[np.maximum(members, 0)], -1)
-            extended = np.array([a.extended for a in plan.assignments], bool) if plan.assignments else \
-                np.zeros(len(plan.entry), bool)
+            placed = plan.assignments or ()
+            extended = np.array([a.extended for a in placed], bool) if placed else np.zeros(len(plan.entry), bool)
+            # Per-GPU CPU cores and GB a CPU/memory placement gave each job (NaN: no placement, the fair share).
+            shares = np.array([(a.cpus, a.mem_gb) if a.cpus else (np.nan, np.nan) for a in placed], float) \
+                if placed else np.full((len(plan.entry), 2), np.nan)
             for col in (0, 1):
                 v = valid[:, col]
                 self._tl.append({"round": np.full(v.sum(), self.rounds), "start_s": np.full(v.sum(), start),
                                  "end_s": ends[v], "job_id": ids[v, col], "partner_id": ids[v, 1 - col],
                                  "gpu_type": plan.gpu_type[v], "num_gpus": scale[v].astype(int),
-                                 "steps": steps[v, col], "lease_extended": extended[v]})
+                                 "steps": steps[v, col], "lease_extended": extended[v],
+                                 "cpus_per_gpu": shares[v, 0], "mem_gb_per_gpu": shares[v, 1]})
 
     def _flush(self, job_id: int, slot: int) -> None:
         rec = self.records[job_id]
@@ -261,7 +265,7 @@ class ResultBuilder:
         timeline = None
         if self.record_timeline:
             keys = ("round", "start_s", "end_s", "job_id", "partner_id", "gpu_type", "num_gpus", "steps",
-                    "lease_extended")
+                    "lease_extended", "cpus_per_gpu", "mem_gb_per_gpu")
             timeline = {k: np.concatenate([c[k] for c in self._tl]) if self._tl else np.zeros(0) for k in keys}
         stats = self.sched.decide.stats if self.core_accounts else None
         busy = self.sched.decide.busy_gpu_s if self.core_accounts else self.busy

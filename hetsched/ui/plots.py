@@ -291,3 +291,20 @@ def seed_strip(frame: pd.DataFrame, title: str) -> alt.HConcatChart:
         panels.append(layer.properties(title=metric, width=190, height=70))
     return alt.hconcat(*panels, title=alt.TitleParams(
         title, subtitle="points: one run per solver seed, thick tick: their median; black ticks: the artifact's runs"))
+
+
+def interval_dots(frame: pd.DataFrame, y: str, x: str, ci: str, facet: str, title: str, x_title: str,
+                  color: str | None = None, zero: float | None = None) -> alt.FacetChart:
+    """One panel per `facet` value: a dot at `x` for each `y` row and a bar of +/- `ci` (a 95 % interval);
+    `zero` draws a rule (e.g. no gain)."""
+    data = frame.assign(_lo=frame[x] - frame[ci].fillna(0), _hi=frame[x] + frame[ci].fillna(0))
+    enc = {"color": alt.Color(f"{color}:N")} if color else {}
+    base = alt.Chart().encode(y=alt.Y(f"{y}:N", title=None, sort=None))
+    layers = [base.mark_rule().encode(x=alt.X("_lo:Q", title=x_title), x2="_hi:Q", **enc),
+              base.mark_point(filled=True, size=50).encode(
+                  x=f"{x}:Q", tooltip=[y, alt.Tooltip(f"{x}:Q", format=".3g"), alt.Tooltip(f"{ci}:Q", format=".2g")],
+                  **enc)]
+    if zero is not None:
+        layers.append(alt.Chart().mark_rule(color="#888", strokeDash=[4, 4]).encode(x=alt.datum(zero)))
+    return alt.layer(*layers, data=data).properties(width=260).facet(
+        column=alt.Column(f"{facet}:N", title=None, sort=None), title=title).resolve_scale(x="independent")

@@ -1,0 +1,58 @@
+"""`hetsched compare`: one job stream, one cluster, the three systems' policies and compositions over seeds."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_compare_parser(sub) -> None:
+    from hetsched.experiments.compare_systems import POLICIES, PRESETS, STREAMS
+
+    cmp = sub.add_parser("compare", help="run Gavel's, Synergy's and Shockwave's policies and their compositions "
+                                         "on the same stream and cluster over seeds (95 %% intervals)")
+    cmp.add_argument("--streams", nargs="+", choices=tuple(STREAMS), default=list(STREAMS))
+    cmp.add_argument("--preset", choices=tuple(PRESETS), default="quick",
+                     help="stream length, cluster and seeds (quick: 24 jobs, 24 GPUs, 5 seeds)")
+    cmp.add_argument("--policies", nargs="+", metavar="NAME", default=list(POLICIES),
+                     help="registry names (default: every system's and the compositions)")
+    cmp.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the preset's)")
+    cmp.add_argument("--openb-dir", default=None, help="folder with openb's node and pod lists (default: "
+                                                       "../shared/data/alibaba_openb, or $HETSCHED_SHARED)")
+    cmp.add_argument("--out", default="outputs/compare", help="folder for rows/summary/gains/refused CSVs")
+    cmp.add_argument("--cache-dir", default="outputs/.cache")
+    cmp.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")
+    cmp.add_argument("--no-dask", action="store_true", help="run in this process")
+    cmp.set_defaults(func=_cmd_compare)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    import pandas as pd
+    from hetsched.experiments import compare_systems as S
+
+    rows = S.compare(args.streams, args.preset, args.policies,
+                     seeds=range(args.seeds) if args.seeds is not None else None, openb_dir=args.openb_dir,
+                     cache_dir=args.cache_dir, dask_address=args.dask_address, use_dask=not args.no_dask,
+                     progress=False)
+    summary, gains, refused = S.table(rows), S.gains(rows), S.refusals(rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, frame in (("rows", rows.drop(columns=["jcts"], errors="ignore")), ("summary", summary),
+                        ("gains", gains), ("refused", refused)):
+        frame.to_csv(out / f"{name}.csv", index=False)
+    with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 20):
+        shown = summary.assign(**{m: [f"{v:.3g} ± {h:.2g}" for v, h in zip(summary[m], summary[f"{m}_ci"])]
+                                  for m in ("avg_jct_h", "p99_jct_h", "makespan_h", "worst_rho", "gpu_util",
+                                            "cpu_util")})
+        print(shown[["stream", "label", "seeds", "avg_jct_h", "p99_jct_h", "makespan_h", "worst_rho", "gpu_util",
+                     "cpu_util"]].to_string(index=False))
+        if len(gains):
+            print("\nComposition gains (1 - composition / parent, mean ± 95 % interval over seeds):")
+            print(gains.assign(gain=[f"{g:+.1%} ± {h:.1%}" for g, h in zip(gains["gain"], gains["gain_ci"])])
+                  [["stream", "composition", "parent", "metric", "gain", "seeds"]].to_string(index=False))
+    if len(refused):
+        print(f"\nRefused ({len(refused)}; reasons in {out / 'refused.csv'}): "
+              + ", ".join(f"{r.policy} on {r.stream}" for r in refused.itertuples()))
+    print("\n" + "\n".join(S.verdicts(summary, gains)))
+    print(f"\nwrote {out}/rows.csv, summary.csv, gains.csv, refused.csv")
+    return 0

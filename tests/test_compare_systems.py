@@ -1,0 +1,92 @@
+"""The one-stream comparison (hetsched.experiments.compare_systems): its statistics, its metrics on real runs, its
+refusals, and `hetsched compare` end to end on the tiny preset."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hetsched import ClusterSpec, load_throughputs
+from hetsched.cli.main import main
+from hetsched.experiments import compare_systems as S
+from hetsched.sim.simulator import simulate
+from hetsched.traces.generators.gavel import GavelGenerator
+
+
+def test_interval_is_the_student_t_interval():
+    mean, half, n = S.interval([1.0, 2.0, 3.0, float("nan")])
+    assert (mean, n) == (2.0, 3)
+    assert half == pytest.approx(4.302652729911275 * 1.0 / math.sqrt(3))     # t(0.975, 2) x sd / sqrt(n)
+    assert math.isnan(S.interval([5.0])[1])
+
+
+def test_gains_pair_runs_by_seed():
+    rows = pd.DataFrame([
+        {"stream": "s", "policy": p, "seed": k, "refused": False, "avg_jct_h": v, "p99_jct_h": v, "makespan_h": v,
+         "worst_rho": v} for p, vals in (("gavel", (10.0, 20.0, 40.0)), ("gavel+tune", (9.0, 18.0, 36.0)))
+        for k, v in enumerate(vals)])
+    g = S.gains(rows)
+    jct = g[(g["metric"] == "avg_jct_h") & (g["parent"] == "gavel")].iloc[0]
+    # 10 % better on every seed although the seeds' JCTs differ 4x: paired, the interval is 0 wide
+    assert jct["gain"] == pytest.approx(0.1) and jct["gain_ci"] == pytest.approx(0.0, abs=1e-12)
+    assert jct["significant"]
+    assert set(g["parent"]) == {"gavel"}                 # LAS+tune did not run: no row for it
+
+
+def test_metrics_of_a_real_run():
+    """rho >= 1 / contention for every job (no job beats running alone), the fair-share run allocates CPU
+    exactly as it allocates GPUs, and TUNE allocates differently."""
+    cluster = ClusterSpec.load(S.PRESETS["quick"].cluster)
+    table = load_throughputs("gavel_simulation")
+    jobs = GavelGenerator(seed=3, mean_interarrival_s=1200, multi_gpu=True, throughputs=table).jobs(16)
+    fair = simulate(jobs, cluster, "gavel", table, record_timeline=True)
+    m = S.metrics(fair, cluster, table)
+    contention = max(1.0, len(jobs) / cluster.num_gpus)
+    assert S.ftf_rho(fair, cluster, table).min() * contention >= 1 - 1e-9
+    assert m["cpu_util"] == pytest.approx(m["gpu_util"], rel=1e-9)
+    assert m["mem_util"] == pytest.approx(m["gpu_util"], rel=1e-9)
+    tuned = S.metrics(simulate(jobs, cluster, "gavel+tune", table, record_timeline=True), cluster, table)
+    assert tuned["cpu_util"] != pytest.approx(tuned["gpu_util"], rel=1e-3)
+    assert 0 < tuned["cpu_util"] <= 1 and 0 < tuned["mem_util"] <= 1
+
+
+def test_a_refused_case_says_why():
+    row = S.run_case(S.Case("shockwave", "FIFO+tune", 0, "tiny"))
+    assert row["refused"] and "ordering" in row["reason"]
+    assert "avg_jct_h" not in row
+
+
+def test_unlike_servers_of_one_type_run_tune():
+    """Production node lists mix server shapes within a GPU type. The fair share is the smallest server's per
+    GPU, so a job demoted to it fits wherever a GPU is free (Synergy's mean-sized share did not fit on the
+    smaller server, and TUNE gave up)."""
+    cluster = ClusterSpec.load("1x2/64/256@p100+1x2/16/120@p100")
+    table = load_throughputs("gavel_simulation")
+    jobs = [j.with_(scale_factor=1) for j in GavelGenerator(seed=1, mean_interarrival_s=60, throughputs=table)
+            .jobs(12)]
+    result = simulate(jobs, cluster, "gavel+tune", table, record_timeline=True)
+    assert all(np.isfinite(r.finish_time_s) for r in result.jobs.values())
+    tl = result.timeline_frame()
+    assert (tl["cpus_per_gpu"] > 0).all()
+
+
+def test_cli_compare_tiny(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    code = main(["compare", "--preset", "tiny", "--streams", "gavel", "--policies", "gavel", "gavel+tune",
+                 "LAS+tune", "FIFO+opt", "--no-dask", "--out", str(out), "--cache-dir", str(tmp_path / "cache")])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "Composition gains" in printed and "FIFO+opt on gavel" in printed
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(summary["policy"]) == {"gavel", "gavel+tune", "LAS+tune"}
+    assert (summary["seeds"] == len(S.PRESETS["tiny"].seeds)).all()
+    assert set(pd.read_csv(out / "gains.csv")["parent"]) == {"gavel", "LAS+tune"}
+
+
+def test_cli_compare_rejects_a_missing_openb_folder(tmp_path, capsys):
+    assert main(["compare", "--streams", "openb", "--openb-dir", str(tmp_path), "--no-dask", "--out",
+                 str(tmp_path / "o")]) == 2
+    assert "openb_node_list_gpu_node.csv" in capsys.readouterr().err
