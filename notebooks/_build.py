@@ -400,6 +400,7 @@ summary[[c for c in summary if c.endswith("gap") or c.endswith("minus_1")] + ["l
 
 if __name__ == "__main__":
     from _build_compare import build_compare
+    from _build_traces import build_traces
     from _build_shockwave import build_shockwave, build_shockwave_hetero
     from _build_own import build_own
     from _build_synergy import build_hetero, build_synergy
@@ -414,3 +415,4 @@ if __name__ == "__main__":
     build_shockwave_hetero()
     build_own()
     build_compare()
+    build_traces()

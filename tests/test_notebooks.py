@@ -72,6 +72,9 @@ EXPECTED = {
                          "cost_usd"},
                         {"stream": {"gavel", "shockwave", "openb"},
                          "policy": {"gavel", "LAS+tune", "shockwave", "gavel+tune", "shockwave+tune"}}),
+    "trace_checks": ({"family", "setup", "trace", "policy", "makespan_h", "avg_jct_h", "violations"},
+                     {"family": {"shockwave", "synergy"}, "policy": {"allox", "max_sum_throughput_perf", "FIFO+opt",
+                                                                     "LAS+tune", "FTF+fair"}}),
     "openb_replay": ({"policy", "avg_jct_h", "num_jobs", "node_fraction"},
                      {"policy": {"max_min_fairness", "max_min_fairness_perf", "finish_time_fairness_perf",
                                  "max_min_fairness_perf+tune"}}),
@@ -96,6 +99,17 @@ def test_synergy_reference_cases_match_in_every_preset(runs):
     cmp = pd.read_csv(by_name["synergy_single_gpu"].out_dir / "comparison.csv")
     assert len(cmp) == 11
     assert np.allclose(cmp["ratio"], 1.0, atol=1e-4)
+
+
+def test_every_shipped_trace_run_keeps_every_invariant(runs):
+    """The results table checks each run's timeline (docs/rules.md#invariants); at the tiny preset every run of
+    every family holds them, and the stored Synergy cases still match."""
+    _, by_name = runs
+    out = by_name["trace_checks"].out_dir
+    results = pd.read_csv(out / "results.csv")
+    assert len(results) >= 40 and (results["violations"] == 0).all()
+    cmp = pd.read_csv(out / "comparison.csv")
+    assert np.allclose(cmp.loc[cmp["family"] == "synergy", "ratio"], 1.0, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

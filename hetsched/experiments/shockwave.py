@@ -40,6 +40,7 @@ SETUPS = {
     "scale_64": Setup("shockwave_220_25_4.csv", 64, "shockwave_wisr", "scale_64gpus"),
     "scale_128": Setup("shockwave_460_10_1.csv", 128, "shockwave_wisr", "scale_128gpus"),
     "scale_256": Setup("shockwave_900_5_15.csv", 256, "shockwave_wisr", "scale_256gpus"),
+    "scale_256_grid100": Setup("shockwave_900_5_15_grid100.csv", 256, "shockwave_wisr", "scale_256gpus"),
     "tiny": Setup("shockwave_120_40_25.csv", 12, "shockwave_tacc", "tacc_32gpus", num_jobs=40),
 }
 PRESETS = {"paper": ("canonical", "scale_64", "scale_128", "scale_256"), "quick": ("canonical", "scale_64"),

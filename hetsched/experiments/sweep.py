@@ -75,6 +75,7 @@ class RunConfig:
     timeout_s: float | None = None            # CPU seconds; a longer run is a timed-out point (artifact's --timeout)
     rules: str | None = None                  # an artifact's round rules: gavel | synergy | shockwave
     planner: str | None = None                # shockwave: hyper-parameter preset or JSON path
+    check_invariants: bool = False            # record the timeline and count broken invariants (sim/invariants.py)
     labels: tuple[tuple[str, object], ...] = field(default=())   # free-form tags carried into the results
 
     def key(self) -> str:
@@ -115,7 +116,8 @@ def run_one(config: RunConfig) -> dict:
         rounds = {"round_s": config.round_s} if config.round_s is not None or base is None else {}
         result = simulate(jobs, cluster, policy, table, base, **rounds,
                           profiles_ratio=config.profiles_ratio, round_origin_s=config.round_origin_s,
-                          window=config.window, ideal=config.ideal, seed=config.seed, record_timeline=False,
+                          window=config.window, ideal=config.ideal, seed=config.seed,
+                          record_timeline=config.check_invariants,
                           estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds,
                           max_active_jobs=int(config.max_active_per_gpu * cluster.num_gpus),
                           on_progress=check_budget)
@@ -126,6 +128,10 @@ def run_one(config: RunConfig) -> dict:
                     "avg_jct_low_s": math.inf, "avg_jct_high_s": math.inf, "saturated": True, "jcts": {}})
     else:
         row.update(summary(result))
+        if config.check_invariants:
+            from hetsched.sim.invariants import violations
+            found = violations(result, cluster, table)
+            row["violations"], row["violation_examples"] = len(found), "; ".join(found[:3])
         frame = result.jobs_frame()
         frame = frame[frame["in_window"]]
         row["saturated"] = False
