@@ -35,7 +35,7 @@ INTRO = ("# Every shipped trace, every baseline\n\nShockwave's baselines on its 
          "GPUs with the `tacc` table; 220 on 64, 460 on 128 and 900 on 256 twice, with the 1,000- and 100-point "
          "duration grids, with the `wisr` table), under Shockwave's rules; Synergy's every ordering x mechanism "
          "at three loads of its generator, and the artifact's stored Synergy cases. The quick preset runs the "
-         "120- and 220-job traces; the paper preset all five, and Shockwave's planner on each.\n\n"
+         "baselines on all five traces; the paper preset adds Shockwave's planner on each.\n\n"
          "The artifacts stored numbers for the canonical Shockwave trace and Synergy's reference runs only; "
          "they are compared below. Everywhere else, every run is checked against the invariants any faithful "
          "run satisfies, whatever an artifact printed (docs/rules.md#invariants): no GPU over-committed in any "

@@ -1,7 +1,7 @@
 """Every shipped trace under every baseline: the artifacts' stored numbers where they exist, and the invariants
 (docs/rules.md#invariants) checked on every run where they do not.
 
-Shockwave: its six baselines (and, at the paper preset, its planner) on the five shipped traces (120 jobs on 32
+Shockwave: its six baselines (and, at the paper preset, its planner: 13-53 CPU-s a trace) on the five shipped traces (120 jobs on 32
 GPUs, 220 on 64, 460 on 128, 900 on 256 with the 1,000- and the 100-point duration grids), under Shockwave's rules.
 Synergy: every ordering x mechanism at three loads of its generator, plus the artifact's stored cases.
 """
@@ -14,8 +14,8 @@ from hetsched.experiments import shockwave as W
 from hetsched.experiments import synergy as Y
 from hetsched.experiments.sweep import RunConfig
 
-SHOCKWAVE_SETUPS = {"tiny": ("tiny",), "quick": ("canonical", "scale_64"),
-                    "paper": ("canonical", "scale_64", "scale_128", "scale_256", "scale_256_grid100")}
+ALL_TRACES = ("canonical", "scale_64", "scale_128", "scale_256", "scale_256_grid100")
+SHOCKWAVE_SETUPS = {"tiny": ("tiny",), "quick": ALL_TRACES, "paper": ALL_TRACES}
 SYNERGY_LOADS = {"tiny": (1.0, 3.0, 6.0), "quick": (1.0, 5.0, 8.0), "paper": (2.0, 5.0, 8.0)}
 BASELINES = tuple(p for p in W.POLICIES if p != "shockwave")
 SYNERGY_POLICIES = tuple(f"{o}+{m}" for o in Y.ORDERINGS for m in Y.MECHANISMS)
