@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from hetsched.core.pipeline import CompositionError
+from hetsched.experiments.own_cluster import OPENB_GPU_MAP, shared_data_dir
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import GAVEL_GCP_PRICES, ClusterSpec
 from hetsched.sim.invariants import best_rates
@@ -47,7 +48,6 @@ METRICS = {"avg_jct_h": ("average JCT (h)", True), "p99_jct_h": ("p99 JCT (h)", 
            "cpu_util": ("CPU allocated", False), "mem_util": ("memory allocated", False),
            "cost_usd": ("cost (USD)", True)}
 UNFAIR_RHO = 1.05
-OPENB_GPU_MAP = "T4=p100x0.8,V100M16=v100,V100M32=v100,A10=v100x1.1,G1=k80,G2=p100,G3=v100"
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,6 @@ def _openb(case: Case, p: Preset):
 
 def _openb_folder(openb_dir: str | None):
     from pathlib import Path
-    from hetsched.experiments.own_cluster import shared_data_dir
     folder = Path(openb_dir) if openb_dir else shared_data_dir() / "alibaba_openb"
     if not (folder / "openb_node_list_gpu_node.csv").exists():
         raise HetschedError(f"openb stream: no openb_node_list_gpu_node.csv in {folder} (pass openb_dir, or "
