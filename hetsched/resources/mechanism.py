@@ -59,28 +59,25 @@ class PlacementStage:
         while trail and trail[-1][1] >= position:
             rec = trail.pop()
             kind = rec[0]
-            if kind == 4:                                   # one GPU on one server: (4, pos, job, server, c, m, s)
+            if kind == 4:                   # one GPU on one server: (4, pos, job, server, free cpu/GB/MBps before)
                 _, _, job, k, c, m, s = rec
                 fg[k] += 1
-                fc[k] += c
-                fm[k] += m
-                fs[k] += s
+                fc[k], fm[k], fs[k] = c, m, s
                 on[k].pop()
                 freed += 1
                 del status[job]
-            elif kind == 0:                                 # commit: (0, pos, job, where, c, m, s)
-                _, _, job, where, c, m, s = rec
+            elif kind == 0:                                 # commit: (0, pos, job, where, servers before)
+                _, _, job, where, before = rec
                 for k, n in where:                          # (pool.where/share keep a stale entry: harmless)
                     fg[k] += n
-                    fc[k] += c * n
-                    fm[k] += m * n
-                    fs[k] += s * n
                     on[k].pop()
                     freed += n
+                pool.restore(before)
                 del status[job]
             elif kind == 1:                                 # demotion of a placed peer
-                _, _, job, share, old_status, was_demoted = rec
-                pool.reshare(job, *share)
+                _, _, job, share, before, old_status, was_demoted = rec
+                pool.restore(before)
+                pool.share[job] = share
                 status[job] = old_status
                 if was_demoted:
                     self.demoted.pop()
@@ -147,15 +144,16 @@ class PlacementStage:
                 if inline and g == 1:
                     for k in range(ptr[code], num):
                         if fg[k] and fc[k] >= c and fm[k] >= m and fs[k] >= ss:
+                            oc, om, os_ = fc[k], fm[k], fs[k]
                             fg[k] -= 1
-                            fc[k] -= c
-                            fm[k] -= m
-                            fs[k] -= ss
+                            fc[k] = oc - c
+                            fm[k] = om - m
+                            fs[k] = os_ - ss
                             on[k].append(s)
                             free -= 1
                             where_of[s] = one[k]
                             share_of[s] = share
-                            trail.append((4, pos, s, k, c, m, ss))
+                            trail.append((4, pos, s, k, oc, om, os_))
                             status[s] = placed
                             ptr[code] = k
                             break
@@ -169,8 +167,8 @@ class PlacementStage:
                 pool.free = free
                 where = fit(c, m, ss, g)
                 if where is not None:
+                    trail.append((0, pos, s, where, pool.snapshot(where)))
                     commit(s, where, c, m, ss)
-                    trail.append((0, pos, s, where, c, m, ss))
                     status[s] = placed
                 elif tune:
                     self._tune_fallback(pos, s, g, code)
@@ -195,8 +193,8 @@ class PlacementStage:
             if where is None:
                 raise SimulationError(f"Synergy-TUNE could not place a {g}-GPU job even after demoting peers "
                                     f"(the artifact exits here)")
+        self._trail.append((0, pos, s, where, pool.snapshot(where)))
         pool.commit(s, where, c, m, ss)
-        self._trail.append((0, pos, s, where, c, m, ss))
         self.status[s] = st
         if st == FAIR:
             self.demoted.append(s)
@@ -217,11 +215,11 @@ class PlacementStage:
             for p in pool.peers_to_demote(k, need):
                 code = int(self._codes_of[p])
                 share = fair if self.adjust[code] else self.shares[code]
-                old = pool.share[p]
+                old, before = pool.share[p], pool.snapshot(pool.where[p])
                 if not pool.reshare(p, *share):
                     raise SimulationError(f"Synergy-TUNE: demoting a peer to its fair share overflows server {k} "
                                         f"(docs/rules.md#tune-demotion)")
-                trail.append((1, pos, p, old, status[p], bool(self.adjust[code])))
+                trail.append((1, pos, p, old, before, status[p], bool(self.adjust[code])))
                 status[p] = FAIR                           # re-credited without speedup for the whole round
                 if self.adjust[code]:
                     self.demoted.append(p)

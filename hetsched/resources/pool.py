@@ -135,15 +135,33 @@ class ServerPool:
         self.where[job] = where
         self.share[job] = (c, m, s)
 
+    def snapshot(self, where: tuple[tuple[int, int], ...]) -> tuple[tuple[int, float, float, float], ...]:
+        """The free CPU, memory and storage of the servers in `where`, for an exact undo: adding a share back
+        leaves float residue (500 GB - 20.83 + 20.83 need not be 500), so undoing restores the values."""
+        fc, fm, fs = self.fc, self.fm, self.fs
+        return tuple((k, fc[k], fm[k], fs[k]) for k, _ in where)
+
+    def restore(self, before: tuple[tuple[int, float, float, float], ...]) -> None:
+        fc, fm, fs = self.fc, self.fm, self.fs
+        for k, c, m, s in before:
+            fc[k], fm[k], fs[k] = c, m, s
+
     def reshare(self, job: int, c: float, m: float, s: float) -> bool:
         """Re-place `job` on the same GPUs with another per-GPU share; False if a server would overflow."""
         old_c, old_m, old_s = self.share[job]
         ok = True
+        fc, fm, fs = self.fc, self.fm, self.fs
         for k, n in self.where[job]:
-            self.fc[k] += (old_c - c) * n
-            self.fm[k] += (old_m - m) * n
-            self.fs[k] += (old_s - s) * n
-            ok = ok and self.fc[k] >= -1e-9 and self.fm[k] >= -1e-9 and self.fs[k] >= -1e-9
+            # Release the old share, then take the new one, as the artifact deallocates and re-places: adding
+            # the difference instead leaves float residue (500 GB - 20.83 + (20.83 - 62.5) != 437.5) that can
+            # make a fair share miss a server that holds it exactly.
+            fc[k] += old_c * n
+            fm[k] += old_m * n
+            fs[k] += old_s * n
+            fc[k] -= c * n
+            fm[k] -= m * n
+            fs[k] -= s * n
+            ok = ok and fc[k] >= -1e-9 and fm[k] >= -1e-9 and fs[k] >= -1e-9
         self.share[job] = (c, m, s)
         return ok
 
