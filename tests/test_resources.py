@@ -217,3 +217,18 @@ def test_resuming_a_round_restores_the_servers_exactly(policy, monkeypatch):
     fresh = C.run_case(case)
     keys = ("avg_jct_h", "p99_jct_h", "makespan_h", "cpu_util", "mem_util", "num_rounds")
     assert {k: resumed[k] for k in keys} == {k: fresh[k] for k in keys}
+
+
+def test_a_share_that_fits_exactly_fits_despite_float_residue():
+    """Shares that are not binary fractions (a pod's 20.83 GB) leave ~1e-13 of residue when taken and given back;
+    the last GPU's fair share must still fit (docs/rules.md#resource-slack), and TUNE on openb's unlike servers
+    must not give up on it (it did at the comparison's paper preset, themis+tune, seed 1)."""
+    p = pool(n=1, gpus=8, cpus=128, mem=768, sspeed=300)
+    for j in range(7):
+        p.commit(j, ((0, 1),), 9.0, 20.83, 37.5)
+    for j in range(7):
+        assert p.reshare(j, 16.0, 96.0, 37.5)
+    assert p.fm[0] != 96.0                                 # the residue is real
+    assert p.first_fit(16.0, 96.0, 37.5, 1) == ((0, 1),)
+    assert p.least_free_fit(16.0, 96.0, 37.5, 1) == ((0, 1),)
+    assert p.first_fit(16.0, 96.0 + 1e-6, 37.5, 1) is None    # a real shortfall still does not fit

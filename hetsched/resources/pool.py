@@ -18,6 +18,9 @@ from hetsched.errors import SpecError
 
 #: How a placed job is credited this round.
 IDEAL, FAIR = 1, 2
+#: A share fits when free >= share - SLACK (docs/rules.md#resource-slack): taking shares that are not binary
+#: fractions (a pod's 20.83 GB) and giving them back leaves float residue of ~1e-13 on a server's free memory.
+SLACK = 1e-9
 
 
 class ServerPool:
@@ -68,8 +71,9 @@ class ServerPool:
         """GPUs in id order on servers that hold one more per-GPU share each (SYNERGY_RANDOM)."""
         fg, fc, fm, fs = self.fg, self.fc, self.fm, self.fs
         if g == 1:
+            c_, m_, s_ = c - SLACK, m - SLACK, s - SLACK
             for k in range(self.num):
-                if fg[k] and fc[k] >= c and fm[k] >= m and fs[k] >= s:
+                if fg[k] and fc[k] >= c_ and fm[k] >= m_ and fs[k] >= s_:
                     return ((k, 1),)
             return None
         need, out = g, []
@@ -87,7 +91,8 @@ class ServerPool:
         hc = hm = hs = 0.0
         n = 0
         fc, fm, fs = self.fc[k], self.fm[k], self.fs[k]
-        while n < limit and fc - hc >= c and fm - hm >= m and fs - hs >= s:
+        c_, m_, s_ = c - SLACK, m - SLACK, s - SLACK
+        while n < limit and fc - hc >= c_ and fm - hm >= m_ and fs - hs >= s_:
             hc += c
             hm += m
             hs += s
@@ -99,8 +104,8 @@ class ServerPool:
         else one GPU at a time from the server with the fewest free GPUs that holds a share."""
         fg = self.fg
         if g > 1:
-            whole = [k for k in range(self.num) if fg[k] >= g and self.fc[k] >= c * g and self.fm[k] >= m * g
-                     and self.fs[k] >= s * g]
+            whole = [k for k in range(self.num) if fg[k] >= g and self.fc[k] >= c * g - SLACK
+                     and self.fm[k] >= m * g - SLACK and self.fs[k] >= s * g - SLACK]
             if whole:
                 return ((min(whole, key=lambda k: (fg[k], k)), g),)
         heap = [(fg[k], k) for k in range(self.num) if fg[k]]
@@ -111,7 +116,7 @@ class ServerPool:
         while need and heap:
             free, k = heapq.heappop(heap)
             hc, hm, hs = held.get(k, (0.0, 0.0, 0.0))
-            if self.fc[k] - hc >= c and self.fm[k] - hm >= m and self.fs[k] - hs >= s:
+            if self.fc[k] - hc >= c - SLACK and self.fm[k] - hm >= m - SLACK and self.fs[k] - hs >= s - SLACK:
                 held[k] = (hc + c, hm + m, hs + s)
                 taken[k] = taken.get(k, 0) + 1
                 need -= 1
@@ -161,7 +166,7 @@ class ServerPool:
             fc[k] -= c * n
             fm[k] -= m * n
             fs[k] -= s * n
-            ok = ok and fc[k] >= -1e-9 and fm[k] >= -1e-9 and fs[k] >= -1e-9
+            ok = ok and fc[k] >= -SLACK and fm[k] >= -SLACK and fs[k] >= -SLACK
         self.share[job] = (c, m, s)
         return ok
 
