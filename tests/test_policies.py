@@ -306,3 +306,20 @@ def test_allox_matches_the_full_assignment(gavel_table):
     collapsed = np.array([[(q) * p[i, w] for w, q in cols] for i in range(view.num_jobs)])
     r2, c2 = linear_sum_assignment(collapsed)
     assert collapsed[r2, c2].sum() == pytest.approx(best, rel=1e-12)
+
+
+def test_allox_tie_seed_picks_among_optimal_matchings_only():
+    """Three jobs, two identical GPUs: the shortest job runs first on one GPU and either longer job runs alone
+    on the other -- an arbitrary pick the solver makes. Tie seeds must reach both picks, never a worse matching."""
+    from hetsched.policies.allox import AlloX
+    from hetsched.policies.base import PolicyView
+
+    view = PolicyView(job_ids=np.array([0, 1, 2]), gpu_types=("v100",), capacity=np.array([2.0]),
+                      throughput=np.ones((3, 1)), scale_factor=np.ones(3), priority_weight=np.ones(3),
+                      remaining_steps=np.array([500.0, 100.0, 500.0]), time_since_arrival=np.array([3.0, 2.0, 1.0]))
+    picks = set()
+    for seed in range(20):
+        started = np.flatnonzero(AlloX(tie_seed=seed).allocate(view).x[:, 0])
+        assert 1 in started and len(started) == 2
+        picks.add(tuple(started))
+    assert picks == {(0, 1), (1, 2)}

@@ -26,8 +26,12 @@ DEFAULT_ROUND_S = {"allocation": 360.0, "ordering": 300.0, "planner": 120.0}
 SELECT_FOR = {"allocation": "priority", "planner": "planned", "ordering": "gpu_fill"}
 #: Gavel's allocation closest to each Synergy ordering (what runs on more than one GPU type).
 GAVEL_ANALOG = {"FIFO": "fifo_perf", "LAS": "gavel", "FTF": "gavel_ftf"}
-#: Policy parameters an artifact's driver passes (Shockwave runs AlloX with alpha = 0.2).
-SYSTEM_POLICY_PARAMS: dict[str, dict[str, dict]] = {"shockwave": {"allox": {"alpha": 0.2}}}
+#: Policy parameters an artifact's driver passes (Shockwave runs AlloX with alpha = 0.2), and the per-job
+#: problem its LP baselines solve at any number of jobs (docs/rules.md#per-job-solves).
+_PER_JOB = {"aggregate": False}
+SYSTEM_POLICY_PARAMS: dict[str, dict[str, dict]] = {"shockwave": {
+    "allox": {"alpha": 0.2}, "max_min_fairness": _PER_JOB, "max_sum_throughput_perf": _PER_JOB,
+    "finish_time_fairness": _PER_JOB, "min_total_duration": _PER_JOB}}
 
 
 def _did_you_mean(name: str) -> str:

@@ -76,6 +76,8 @@ class RunConfig:
     rules: str | None = None                  # an artifact's round rules: gavel | synergy | shockwave
     planner: str | None = None                # shockwave: hyper-parameter preset or JSON path
     check_invariants: bool = False            # record the timeline and count broken invariants (sim/invariants.py)
+    draw_seed: int | None = None              # seed of the run's own draws (pairings, type shuffles); None: `seed`
+    policy_params: tuple[tuple[str, object], ...] = ()   # keyword arguments of the policy (e.g. AlloX's tie_seed)
     labels: tuple[tuple[str, object], ...] = field(default=())   # free-form tags carried into the results
 
     def key(self) -> str:
@@ -110,13 +112,14 @@ def run_one(config: RunConfig) -> dict:
         cluster = ClusterSpec.load(config.cluster)
         if prices:
             cluster = ClusterSpec.load(config.cluster, prices_per_hour={g: prices[g] for g in cluster.gpu_types})
-        policy = policy_for(config.policy, config.seed, system=config.rules,
-                            **({"config": config.planner} if config.planner else {}))
+        draws = config.seed if config.draw_seed is None else config.draw_seed
+        policy = policy_for(config.policy, draws, system=config.rules,
+                            **({"config": config.planner} if config.planner else {}), **dict(config.policy_params))
         base = SimulationConfig.for_system(config.rules) if config.rules else None
         rounds = {"round_s": config.round_s} if config.round_s is not None or base is None else {}
         result = simulate(jobs, cluster, policy, table, base, **rounds,
                           profiles_ratio=config.profiles_ratio, round_origin_s=config.round_origin_s,
-                          window=config.window, ideal=config.ideal, seed=config.seed,
+                          window=config.window, ideal=config.ideal, seed=draws,
                           record_timeline=config.check_invariants,
                           estimate_colocation=config.estimate_colocation, max_rounds=config.max_rounds,
                           max_active_jobs=int(config.max_active_per_gpu * cluster.num_gpus),

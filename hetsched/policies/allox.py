@@ -22,10 +22,14 @@ class AlloX(Policy):
 
     stateful = True
 
-    def __init__(self, alpha: float = 1.0):
+    def __init__(self, alpha: float = 1.0, tie_seed: int | None = None):
         if not 0 < alpha <= 1:
             raise HetschedError(f"allox: alpha must be in (0, 1], got {alpha}")
         self.alpha = alpha
+        # Many matchings are optimal (identical GPUs, equal jobs, and which of the jobs one position down runs
+        # first on a GPU with nobody above it): the solver's pick is arbitrary. A tie seed picks another optimal
+        # matching at random, to measure how much the outcome rests on that pick (docs/rules.md#allox).
+        self._ties = None if tie_seed is None else np.random.default_rng(tie_seed)
         self._running: dict[int, int] = {}   # job id -> GPU type index
 
     def allocate(self, view: PolicyView) -> Allocation:
@@ -63,6 +67,8 @@ class AlloX(Policy):
         tput = view.throughput[np.ix_(waiting, workers[slots_w])]
         p = view.remaining_steps[waiting][:, None] / np.where(tput > 0, tput, 1e-10)
         cost = p * slots_q[None, :]
+        if self._ties is not None:
+            cost = cost * (1 + 1e-9 * self._ties.random(cost.shape))
         rows, cols = linear_sum_assignment(cost)
         block, worker = slots_q[cols], slots_w[cols]
         first_on_worker: dict[int, tuple[int, int]] = {}

@@ -20,11 +20,12 @@ class MaxSumThroughput(Policy):
     """Max total throughput: maximise sum_i E_i(x) (per $/h of each GPU type with `normalize_by_cost`)."""
 
     def __init__(self, normalize_by_cost: bool = False, slos: bool = False, packing: bool = False,
-                 solver: str = "ecos"):
+                 solver: str = "ecos", aggregate: bool | None = None):
         self.normalize_by_cost = normalize_by_cost
         self.slos = slos
         self.packing = packing
         self.solver = solver
+        self.aggregate = aggregate
 
     def _cost_weights(self, view: PolicyView) -> np.ndarray:
         if not self.normalize_by_cost:
@@ -60,7 +61,7 @@ class MaxSumThroughput(Policy):
         if view.num_jobs == 0:
             return empty_allocation(view)
         extra = [view.deadline_s, view.remaining_steps] if self.slos and view.deadline_s is not None else None
-        units = make_units(view, [np.nan_to_num(e, nan=-1.0) for e in extra] if extra else None)
+        units = make_units(view, [np.nan_to_num(e, nan=-1.0) for e in extra] if extra else None, self.aggregate)
         poly = build_polytope(view, units, packing=self.packing)
         c = -self._objective_vector(view, poly)
         rows = self._deadline_rows(view, poly)
