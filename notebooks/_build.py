@@ -61,7 +61,7 @@ def _write(nb, name: str) -> None:
     nbf.write(nb, HERE / f"{name}.ipynb")
 
 
-def continuous_notebook(name, title, kind, policies, extra, paper, what, ratios, ftf=False):
+def continuous_notebook(name, title, kind, policies, extra, paper, what, ratios, ftf=False, more=()):
     paper_name = "gavel_fig8_las_single" if kind == "single" else "gavel_fig9_las_multi"
     cells = [
         ("code", SETUP),
@@ -96,6 +96,7 @@ cmp.to_csv(out / "comparison.csv", index=False)
 cmp.round(3)'''),
         ("code", ratios),
         ("md", what),
+        *more,
     ]
     notebook(name, title, f"policies = {policies!r}\nextra_policies = {extra!r}", cells)
 
@@ -108,6 +109,45 @@ high = max(r for r in results["paper_rate"].unique()
 headline = pd.DataFrame([{{"rate": high, "ratio": "{las} / {gavel}", "ours": at("{las}", high) / at("{gavel}", high)}}])
 headline.to_csv(out / "headline.csv", index=False)
 headline'''
+
+
+FIG8_OUTLIERS = [
+    ("md", "## The points that differ from the stored curve\n\n"
+     "An earlier paper-preset sweep put nine stored seed-0 points more than 5 % from ours; five still are (AlloX "
+     "at 4.0 and 5.2 jobs/h, Gandiva at 4.4, agnostic LAS at 4.8 and 5.2). Each of the nine is re-run "
+     "with what the artifact leaves to chance or to its solver, everything else equal "
+     "(`hetsched.experiments.fig8_outliers`): the run's own random draws from other seeds (Gandiva's pairings, "
+     "agnostic LAS's shuffled GPU-type order), AlloX's other optimal matchings (tie seeds, docs/rules.md R42), "
+     "and LAS's per-job LP instead of one variable per class of identical jobs (R62). `inside` says whether the "
+     "stored value lies in the range these equally valid runs span; `same_jct_at` the input rate at which our "
+     "own seed-0 curve reaches the stored value. Only the paper preset compares with stored numbers; the smaller "
+     "presets show the spreads on their cluster."),
+    ("code", '''from hetsched.experiments import fig8_outliers as O
+draws = {"tiny": 1, "quick": 2}.get(preset, 4)
+variants = C.tidy(run(O.configs(preset, draws)))
+stored = paper_table("gavel_fig8_las_single") if preset == "paper" else None
+spans = O.spans(variants, stored, results[results["seed"] == 0])
+spans.to_csv(out / "outliers.csv", index=False)
+spans.round(3)'''),
+    ("md", "**Why each differs** (paper preset, 4 draws per point, measured 2026-11-25):\n\n"
+     "- **AlloX at 4.0-5.2 jobs/h: arbitrary optimal matchings.** When the waiting jobs do not fill the GPUs' "
+     "positions evenly, which of the jobs one position down starts now is the solver's pick. Four tie seeds "
+     "move these points by 3.3-5.5 %, as much as the gaps (ours/stored 0.97-1.05): the stored value is inside "
+     "the range at 4.8 jobs/h and 1.7 %, 0.01 % and 2.0 % below it at 4.0, 4.4 and 5.2.\n"
+     "- **Gandiva at 4.4 jobs/h: random pairings.** Other draw seeds span 24.1-27.8 h (15 %); the stored "
+     "25.65 h is inside.\n"
+     "- **Agnostic LAS at 4.8-5.2 jobs/h: saturation.** Its JCT grows 1.8x from 4.8 to 5.2 jobs/h and the run "
+     "saturates before 5.6. Our curve reaches the stored values at 4.73 and 5.13 jobs/h, 1.5 % and 1.3 % below "
+     "the rate. Draw seeds move it by 1 %. The per-job LP (the artifact's formulation) moves it 0.9 % and 3.3 % "
+     "toward the stored values (ours/stored 1.062 and 1.043) at 1.3-2x the CPU, so the figures keep the class "
+     "LP above 128 jobs; `policy_params=((\"aggregate\", False),)` on a RunConfig runs the per-job one.\n"
+     "- **LAS with space sharing at 1.2-1.6 jobs/h: a degenerate optimum.** Ours is now 3.6 % below the stored "
+     "values. Pairing classes instead of jobs reaches the same optimum at another point of its face; the "
+     "per-job pair LP (as the artifact) moves the points 1.4-2.2 % toward the stored values at 1.6-2.1x the "
+     "CPU.\n\n"
+     "None of these is a rule that we implement differently; LAS's per-job LP is the one formulation choice, and "
+     "it is a switch."),
+]
 
 
 def build() -> None:
@@ -126,7 +166,7 @@ def build() -> None:
         "*intended* random-type FIFO; the artifact's `fifo` ignores its random draw and crowds V100s "
         "(spec s.10.2), so its stored FIFO curve is worse than ours and FIFO-vs-Gavel gains shrink. Packed "
         "policies pair job classes instead of jobs (same optimum, a different point of a degenerate optimal face).",
-        RATIO_CELL.format(las="max_min_fairness", gavel="max_min_fairness_perf"), ftf=True)
+        RATIO_CELL.format(las="max_min_fairness", gavel="max_min_fairness_perf"), ftf=True, more=FIG8_OUTLIERS)
     continuous_notebook(
         "fig09_las_multi", "# Fig. 9: LAS on continuous multi-GPU traces\n\nAs Fig. 8 with scale factors "
         "1/2/4/8 (70/10/15/5 %). Quick preset: 12:12:12, rates scaled by 1/3, jobs 600-799.",
