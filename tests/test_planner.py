@@ -216,3 +216,19 @@ print(window_program(inp, capacity=2, rounds=6, round_s=120.0, k=1e-3, bases=(0.
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "optimal"
+
+
+def test_a_job_with_a_zero_fair_finish_is_not_a_division_warning():
+    """openb's first pod (t = 0, one epoch) has a predicted remaining time and fair finish of 0 (docs/rules.md
+    #predictor): its rho is 0 / 0, not behind, and the planner says so without a RuntimeWarning."""
+    import warnings
+
+    from hetsched.experiments import compare_systems as C
+
+    case = C.cases(["openb"], "tiny", policies=["shockwave"], seeds=[1])[0]
+    jobs, *_ = C.workload(case)
+    assert jobs[0].arrival_time_s == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        row = C.run_case(case)
+    assert row["finished"] == row["num_jobs"]

@@ -201,7 +201,10 @@ class Planner(DecideStage):
             relaxed = n is None
         priority = np.ones(N)
         if n is None:
-            rho = (delta * self.round_ptr + remaining / share) / fair
+            # A job submitted at t = 0 whose predictor sees no epoch left has a fair finish of 0 (docs/rules.md
+            # #predictor): 0 / 0 is NaN, which is not behind; anything more over a zero fair finish is behind.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rho = (delta * self.round_ptr + remaining / share) / fair
             behind = rho > cfg.rhomax
             exponent = np.where(remaining < delta, cfg.almost_done_exponent, cfg.lam)
             with np.errstate(over="ignore"):
