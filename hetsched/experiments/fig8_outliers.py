@@ -59,9 +59,12 @@ def same_jct_at(curve: pd.DataFrame, rate: float, value: float) -> float:
     pts = curve.replace([np.inf], np.nan).dropna(subset=["avg_jct_h"]).sort_values("paper_rate")
     r, y = pts["paper_rate"].to_numpy(float), pts["avg_jct_h"].to_numpy(float)
     best = np.nan
-    for i in range(len(r) - 1):
-        if not r[i] - 1e-9 <= rate <= r[i + 1] + 1e-9 and abs(r[i] - rate) > 0.41 and abs(r[i + 1] - rate) > 0.41:
-            continue                                       # only the segments at or next to the point
+    if not len(r):
+        return best
+    j = int(np.argmin(np.abs(r - rate)))                   # the curve's point at `rate`: its two segments
+    for i in (j - 1, j):
+        if not 0 <= i < len(r) - 1:
+            continue
         lo, hi = sorted((y[i], y[i + 1]))
         if lo <= value <= hi and y[i + 1] != y[i]:
             at = r[i] + (value - y[i]) * (r[i + 1] - r[i]) / (y[i + 1] - y[i])

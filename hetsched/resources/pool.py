@@ -113,10 +113,11 @@ class ServerPool:
         taken: dict[int, int] = {}
         held = {}
         need = g
+        c_, m_, s_ = c - SLACK, m - SLACK, s - SLACK
         while need and heap:
             free, k = heapq.heappop(heap)
             hc, hm, hs = held.get(k, (0.0, 0.0, 0.0))
-            if self.fc[k] - hc >= c - SLACK and self.fm[k] - hm >= m - SLACK and self.fs[k] - hs >= s - SLACK:
+            if self.fc[k] - hc >= c_ and self.fm[k] - hm >= m_ and self.fs[k] - hs >= s_:
                 held[k] = (hc + c, hm + m, hs + s)
                 taken[k] = taken.get(k, 0) + 1
                 need -= 1
