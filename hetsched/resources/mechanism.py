@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from hetsched.errors import HetschedError, SimulationError
-from hetsched.resources.pool import FAIR, IDEAL, SLACK, ServerPool
+from hetsched.resources.pool import FAIR, IDEAL, ServerPool
 
 
 class PlacementStage:
@@ -142,9 +142,8 @@ class PlacementStage:
                 share = fair if fair_mech else shares[code]
                 c, m, ss = share
                 if inline and g == 1:
-                    c_, m_, s_ = c - SLACK, m - SLACK, ss - SLACK
                     for k in range(ptr[code], num):
-                        if fg[k] and fc[k] >= c_ and fm[k] >= m_ and fs[k] >= s_:
+                        if fg[k] and fc[k] >= c and fm[k] >= m and fs[k] >= ss:
                             oc, om, os_ = fc[k], fm[k], fs[k]
                             fg[k] -= 1
                             fc[k] = oc - c
@@ -208,8 +207,8 @@ class PlacementStage:
         fair = pool.fair
         for k, n in pool.underutilized(g):
             ratio = n / g
-            need = [max(0.0, c * g * ratio - pool.fc[k] - SLACK), max(0.0, m * g * ratio - pool.fm[k] - SLACK),
-                    max(0.0, ss * g * ratio - pool.fs[k] - SLACK)]
+            need = [max(0.0, c * g * ratio - pool.fc[k]), max(0.0, m * g * ratio - pool.fm[k]),
+                    max(0.0, ss * g * ratio - pool.fs[k])]
             if not any(need):
                 continue
             trail.append((2, pos, k, list(pool.on[k])))

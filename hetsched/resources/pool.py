@@ -20,6 +20,8 @@ from hetsched.errors import SpecError
 IDEAL, FAIR = 1, 2
 #: A share fits when free >= share - SLACK (docs/rules.md#resource-slack): taking shares that are not binary
 #: fractions (a pod's 20.83 GB) and giving them back leaves float residue of ~1e-13 on a server's free memory.
+#: Every round starts each server's free CPU, memory and storage SLACK above its capacity, so that the exact
+#: comparisons of the searches (and a demotion's need) carry the slack at no cost per job.
 SLACK = 1e-9
 
 
@@ -52,15 +54,17 @@ class ServerPool:
         # that a job at the fair share fits wherever a GPU is free (docs/rules.md#unlike-servers).
         self.fair = (self.size[1] / g, self.size[2] / g, self.size[3] / g) if self.identical else tuple(
             min(cap[k] / self.cap_g[k] for k in range(n)) for cap in (self.cap_c, self.cap_m, self.cap_s))
+        self._start_c, self._start_m, self._start_s = ([v + SLACK for v in cap]
+                                                       for cap in (self.cap_c, self.cap_m, self.cap_s))
         self.one_gpu = tuple(((k, 1),) for k in range(self.num))     # `where` of a one-GPU placement on server k
         self.reset()
 
     def reset(self) -> None:
         """Every lease ended: all servers free, no placements."""
         self.fg = list(self.cap_g)
-        self.fc = list(self.cap_c)
-        self.fm = list(self.cap_m)
-        self.fs = list(self.cap_s)
+        self.fc = list(self._start_c)
+        self.fm = list(self._start_m)
+        self.fs = list(self._start_s)
         self.free = self.num_gpus
         self.on: list[list[int]] = [[] for _ in range(self.num)]     # jobs placed on each server, in order
         self.where: dict[int, tuple[tuple[int, int], ...]] = {}      # job -> ((server, gpus), ...)
@@ -71,9 +75,8 @@ class ServerPool:
         """GPUs in id order on servers that hold one more per-GPU share each (SYNERGY_RANDOM)."""
         fg, fc, fm, fs = self.fg, self.fc, self.fm, self.fs
         if g == 1:
-            c_, m_, s_ = c - SLACK, m - SLACK, s - SLACK
             for k in range(self.num):
-                if fg[k] and fc[k] >= c_ and fm[k] >= m_ and fs[k] >= s_:
+                if fg[k] and fc[k] >= c and fm[k] >= m and fs[k] >= s:
                     return ((k, 1),)
             return None
         need, out = g, []
@@ -91,8 +94,7 @@ class ServerPool:
         hc = hm = hs = 0.0
         n = 0
         fc, fm, fs = self.fc[k], self.fm[k], self.fs[k]
-        c_, m_, s_ = c - SLACK, m - SLACK, s - SLACK
-        while n < limit and fc - hc >= c_ and fm - hm >= m_ and fs - hs >= s_:
+        while n < limit and fc - hc >= c and fm - hm >= m and fs - hs >= s:
             hc += c
             hm += m
             hs += s
@@ -104,8 +106,8 @@ class ServerPool:
         else one GPU at a time from the server with the fewest free GPUs that holds a share."""
         fg = self.fg
         if g > 1:
-            whole = [k for k in range(self.num) if fg[k] >= g and self.fc[k] >= c * g - SLACK
-                     and self.fm[k] >= m * g - SLACK and self.fs[k] >= s * g - SLACK]
+            whole = [k for k in range(self.num) if fg[k] >= g and self.fc[k] >= c * g and self.fm[k] >= m * g
+                     and self.fs[k] >= s * g]
             if whole:
                 return ((min(whole, key=lambda k: (fg[k], k)), g),)
         heap = [(fg[k], k) for k in range(self.num) if fg[k]]
@@ -113,11 +115,10 @@ class ServerPool:
         taken: dict[int, int] = {}
         held = {}
         need = g
-        c_, m_, s_ = c - SLACK, m - SLACK, s - SLACK
         while need and heap:
             free, k = heapq.heappop(heap)
             hc, hm, hs = held.get(k, (0.0, 0.0, 0.0))
-            if self.fc[k] - hc >= c_ and self.fm[k] - hm >= m_ and self.fs[k] - hs >= s_:
+            if self.fc[k] - hc >= c and self.fm[k] - hm >= m and self.fs[k] - hs >= s:
                 held[k] = (hc + c, hm + m, hs + s)
                 taken[k] = taken.get(k, 0) + 1
                 need -= 1
@@ -167,7 +168,7 @@ class ServerPool:
             fc[k] -= c * n
             fm[k] -= m * n
             fs[k] -= s * n
-            ok = ok and fc[k] >= -SLACK and fm[k] >= -SLACK and fs[k] >= -SLACK
+            ok = ok and fc[k] >= 0.0 and fm[k] >= 0.0 and fs[k] >= 0.0
         self.share[job] = (c, m, s)
         return ok
 
