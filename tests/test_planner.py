@@ -9,7 +9,8 @@ from hetsched.model.cluster import ClusterSpec
 from hetsched.model.jobs import AdaptationMode, Job
 from hetsched.planner.config import PlannerConfig, load_planner_config
 from hetsched.planner.jobs import PlannerJob
-from hetsched.planner.milp import WindowInputs, artifact_window_program, rank_program, window_program
+from hetsched.planner.milp import (WindowInputs, artifact_window_program, rank_program, uncontended_counts,
+                                  window_program)
 from hetsched.sim.simulator import SimulationConfig, simulate
 
 BASES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -53,6 +54,43 @@ def test_aggregate_program_bounds_the_artifacts_and_equals_it_when_the_counts_pa
         assert objective(inp, y.sum(axis=1), 6, 120.0, 1e-3) <= theirs + 1e-9
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_an_uncontended_window_is_planned_without_the_solver_at_its_optimum(seed):
+    """docs/rules.md#planner-programs: when every job fits on its fastest type at once, each job on that type in
+    every round is the window program's optimum; the solver (gap 1e-9) finds the same objective, and the same
+    counts for every job that cannot finish within the window. With too little room it is not used."""
+    rng = np.random.default_rng(seed)
+    inp = instance(seed, N=6)
+    inp.speed = rng.uniform(0.5, 1.5, (6, 3))
+    roomy = np.full(3, 40)
+    n, meets = uncontended_counts(inp, roomy, 6, 120.0, None)
+    assert meets is True and (n.sum(axis=1) == 6).all() and (n.argmax(axis=1) == inp.speed.argmax(axis=1)).all()
+    m, status = window_program(inp, capacity=roomy, **SOLVE)
+    assert status == "optimal"
+    effective = lambda counts: (inp.speed * counts).sum(axis=1)       # noqa: E731  profile rounds
+    assert objective(inp, effective(n), 6, 120.0, 1e-3) == pytest.approx(
+        objective(inp, effective(m), 6, 120.0, 1e-3), rel=1e-9, abs=1e-12)
+    unfinished = 120.0 * effective(n) / inp.mean_epoch_s < inp.epochs - inp.progress
+    assert (n[unfinished] == m[unfinished]).all()
+    tight = roomy.copy()
+    tight[inp.speed.argmax(axis=1)[0]] = 0
+    assert uncontended_counts(inp, tight, 6, 120.0, None) is None
+
+
+def test_an_uncontended_window_decides_the_fair_finish_attempt_as_the_solver_does():
+    inp = instance(1, N=5)
+    inp.speed = np.tile([1.0, 1.2], (5, 1))
+    roomy = np.full(2, 40)
+    top = 120.0 * 6 * 1.2 * np.ones(5)                                   # planned seconds of profile work at most
+    most = np.minimum(inp.mean_epoch_s * (inp.epochs - inp.progress), top)
+    for slack, expected in [(inp.remaining_s - most + 50.0, True), (inp.remaining_s - most - 50.0, False)]:
+        assert uncontended_counts(inp, roomy, 6, 120.0, slack)[1] is expected
+        inp.ftf_slack_s = slack
+        assert (window_program(inp, capacity=roomy, **SOLVE)[0] is not None) is expected
+        inp.ftf_slack_s = None
+    assert uncontended_counts(inp, roomy, 6, 120.0, inp.remaining_s - most)[1] is None   # on the bound: solver
+
+
 def test_rank_puts_high_priority_first():
     n = np.array([2, 2, 2, 2])
     y = rank_program(n, np.ones(4, int), np.array([1.0, 50.0, 1.0, 10.0]), capacity=2, rounds=4, gap=1e-6,
@@ -87,11 +125,19 @@ def test_dirichlet_moves_toward_observed_modes():
 
 def test_fair_finish_time_weights_estimates_by_rounds_in_force():
     pj = _job([100.0] * 10, [10] * 10)
-    pj.shares = [(0, 1000.0), (10, 2000.0)]
+    pj.record_share(0, 1000.0)
+    pj.record_share(10, 2000.0)
     # 10 rounds at 1000, 10 at 2000 by round 20: 0.9 * 1500 + 0.1 * 2000
     assert pj.fair_finish_s(20, 0.9) == pytest.approx(1550.0)
-    pj.shares = [(5, 3000.0)]
-    assert pj.fair_finish_s(5, 0.9) == 3000.0
+    one = _job([100.0] * 10, [10] * 10)
+    one.record_share(5, 3000.0)
+    assert one.fair_finish_s(5, 0.9) == 3000.0
+    for r in range(11, 40):                                    # past the first growth of the arrays
+        pj.record_share(r, 1000.0 + r)
+    rounds = [0, 10] + list(range(11, 40)) + [45]
+    values = np.array([1000.0, 2000.0] + [1000.0 + r for r in range(11, 40)])
+    weights = np.diff(rounds).astype(float)
+    assert pj.fair_finish_s(45, 0.9) == 0.9 * (weights @ values) / weights.sum() + 0.1 * values[-1]
 
 
 def _measure(pj, rounds, steps_per_s, batch_size, round_s=120.0):

@@ -20,7 +20,8 @@ from hetsched.core.pipeline import DecideStage
 from hetsched.policies.base import Allocation, Policy, PolicyView
 from hetsched.planner.config import PlannerConfig, load_planner_config
 from hetsched.planner.jobs import PlannerJob, pseudo_profile
-from hetsched.planner.milp import WindowInputs, artifact_window_program, rank_program, typed_rounds, window_program
+from hetsched.planner.milp import (WindowInputs, artifact_window_program, rank_program, typed_rounds,
+                                   uncontended_counts, window_program)
 
 log = logging.getLogger(__name__)
 
@@ -147,17 +148,18 @@ class Planner(DecideStage):
             typed = np.where(y, 0, -1)
         else:
             typed = typed_rounds(n, gpus, priority, inputs.speed, sched.capacity.astype(np.int64), R)
-        by_remaining = np.argsort(-remaining, kind="stable").tolist()
+        by_remaining = np.argsort(-remaining, kind="stable")
         rates = sched.tput[[sched.slot[j] for j in ids]]
         out = []
         for r in range(R):
             col = typed[:, r].copy()
-            free = sched.capacity.astype(np.int64).copy()
-            np.subtract.at(free, col[col >= 0], gpus[col >= 0])
-            for i in by_remaining:
-                if free.max() <= 0:
-                    break
-                if col[i] < 0:
+            unplanned = by_remaining[col[by_remaining] < 0].tolist()
+            if unplanned:
+                free = sched.capacity.astype(np.int64).copy()
+                np.subtract.at(free, col[col >= 0], gpus[col >= 0])
+                for i in unplanned:
+                    if free.max() <= 0:
+                        break
                     fits = np.where((free >= gpus[i]) & (rates[i] > 0), rates[i], -1.0)
                     w = int(np.argmax(fits))            # the job's fastest type with room
                     if fits[w] > 0:
@@ -194,7 +196,13 @@ class Planner(DecideStage):
                      seed=cfg.solver_seed)
         slack = share * (cfg.rhomax * fair - delta * (self.round_ptr + R))
         n, status, relaxed = None, "infeasible", True
-        if (slack >= 0).all():                        # else some job cannot meet its target whatever we do
+        attempt = (slack >= 0).all()                  # else some job cannot meet its target whatever we do
+        quick = uncontended_counts(inputs, sched.capacity, R, delta, slack if attempt else None) \
+            if sched.n > 1 else None
+        if attempt and quick is not None and quick[1] is not None:
+            n, status = (quick[0], "uncontended") if quick[1] else (None, "infeasible")
+            relaxed = n is None
+        elif attempt:
             inputs.ftf_slack_s = slack
             n, status = program(inputs, **solve)
             inputs.ftf_slack_s = None
@@ -210,7 +218,7 @@ class Planner(DecideStage):
             with np.errstate(over="ignore"):
                 priority = np.where(behind, np.minimum(rho ** exponent, cfg.priority_cap), 1.0)
             inputs.priority = priority
-            n, status = program(inputs, **solve)
+            n, status = (quick[0], "uncontended") if quick is not None else program(inputs, **solve)
         if n is None:
             log.warning("shockwave: window program %s at round %d; planning by remaining time", status, self.round_ptr)
             n = np.full((N, sched.n), R) if sched.n > 1 else np.full(N, R)

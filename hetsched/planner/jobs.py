@@ -29,7 +29,7 @@ class PlannerJob:
     """One job's profile as prefix sums, so every query is O(distinct batch sizes)."""
 
     __slots__ = ("job_id", "submit_s", "gpus", "epochs", "durations", "prefix", "batch_sizes", "modes",
-                 "mode_counts", "mode_mean", "shares", "model", "samples", "last_round", "amp", "fixed_epoch_steps")
+                 "mode_counts", "mode_mean", "share_rounds", "share_values", "num_shares", "model", "samples", "last_round", "amp", "fixed_epoch_steps")
 
     def __init__(self, job_id: int, submit_s: float, profile: EpochProfile, fixed_epoch_steps: float = 0.0):
         self.job_id = job_id
@@ -47,7 +47,11 @@ class PlannerJob:
         onehot[code, np.arange(1, self.epochs + 1)] = 1.0
         self.mode_counts = np.cumsum(onehot, axis=1)          # [b, e]: epochs < e with batch size b
         self.mode_mean = np.array([self.durations[code == b].mean() for b in range(len(self.modes))])
-        self.shares: list[tuple[int, float]] = []              # (round, fair-share finish-time estimate)
+        # (round, fair-share finish-time estimate) pairs in growable arrays: a job that lives through thousands
+        # of arrivals collects thousands of estimates, and FT-bar is re-read at every re-solve.
+        self.share_rounds = np.zeros(8, np.int64)              # one spare slot for the current round
+        self.share_values = np.zeros(8)
+        self.num_shares = 0
         self.samples = 0.0               # measured samples, as if running since global round 0 (docs/rules.md#calibration)
         self.last_round = 0
         self.amp = 1.0
@@ -80,13 +84,23 @@ class PlannerJob:
 
     # ---- fair share --------------------------------------------------------------------------------
     def add_share_estimate(self, round_ptr: int, p: int, share: float) -> None:
-        self.shares.append((round_ptr, self.submit_s + (self.elapsed_s(p) + self.remaining_s(p)) / share))
+        self.record_share(round_ptr, self.submit_s + (self.elapsed_s(p) + self.remaining_s(p)) / share)
+
+    def record_share(self, round_ptr: int, estimate: float) -> None:
+        k = self.num_shares
+        if k + 1 >= len(self.share_rounds):
+            self.share_rounds = np.concatenate([self.share_rounds, np.zeros(k + 1, np.int64)])
+            self.share_values = np.concatenate([self.share_values, np.zeros(k + 1)])
+        self.share_rounds[k] = round_ptr
+        self.share_values[k] = estimate
+        self.num_shares = k + 1
 
     def fair_finish_s(self, round_ptr: int, momentum: float) -> float:
         """FT-bar: estimates weighted by how many rounds each was in force, plus extra weight on the last."""
-        rounds = [r for r, _ in self.shares] + [round_ptr]
-        weights = np.diff(rounds).astype(float)
-        values = np.array([v for _, v in self.shares])
+        k = self.num_shares
+        self.share_rounds[k] = round_ptr                       # the spare slot: the current round closes the last
+        weights = np.diff(self.share_rounds[:k + 1]).astype(float)
+        values = self.share_values[:k]
         last = values[-1]
         if weights.sum() <= 0:
             return float(last)

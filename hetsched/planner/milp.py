@@ -199,6 +199,33 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     return (n[:, 0] if inp.speed is None else n), res.status
 
 
+def uncontended_counts(inp: WindowInputs, capacity: np.ndarray, rounds: int, round_s: float,
+                       ftf_slack_s: np.ndarray | None) -> tuple[np.ndarray, bool | None] | None:
+    """Several GPU types, when every job fits on its fastest type at once (docs/rules.md#planner-programs): each
+    job on that type in every round is an optimum of `window_program`, since it makes every P_j as large as it
+    can be (utility up, makespan term down) at a tie-break cost of 0. Returns (n, whether that plan meets
+    `ftf_slack_s`: None within 1e-6 of a bound, where the solver decides), or None when jobs contend for a type."""
+    speed = inp.speed
+    N, W = speed.shape
+    fastest = np.argmax(speed, axis=1)                     # the first of equally fast types, as typed_rounds
+    top = speed[np.arange(N), fastest]
+    if N == 0 or (top <= 0).any():
+        return None
+    if (np.bincount(fastest, weights=inp.gpus, minlength=W) > np.asarray(capacity, float)).any():
+        return None
+    n = np.zeros((N, W), np.int64)
+    n[np.arange(N), fastest] = rounds
+    if ftf_slack_s is None:
+        return n, True
+    epochs = np.minimum(np.maximum(inp.epochs - inp.progress, 0.0), round_s * rounds * top / inp.mean_epoch_s)
+    need = inp.remaining_s - ftf_slack_s                   # d_j P_j must reach it
+    excess = need - inp.mean_epoch_s * epochs
+    tol = 1e-6 * np.maximum(1.0, np.abs(need))
+    if (excess > tol).any():
+        return n, False
+    return n, (None if (excess > -tol).any() else True)
+
+
 def typed_rounds(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, speed: np.ndarray, capacity: np.ndarray,
                  rounds: int) -> np.ndarray:
     """Several GPU types: (N, R) type index per job and round (-1 = not planned). Jobs in order of priority per
