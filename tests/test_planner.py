@@ -9,8 +9,8 @@ from hetsched.model.cluster import ClusterSpec
 from hetsched.model.jobs import AdaptationMode, Job
 from hetsched.planner.config import PlannerConfig, load_planner_config
 from hetsched.planner.jobs import PlannerJob
-from hetsched.planner.milp import (WindowInputs, artifact_window_program, rank_program, uncontended_counts,
-                                  window_program)
+from hetsched.planner.milp import (WindowInputs, artifact_window_program, fair_finish_reachable, rank_program,
+                                  uncontended_counts, window_program)
 from hetsched.sim.simulator import SimulationConfig, simulate
 
 BASES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
@@ -63,8 +63,8 @@ def test_an_uncontended_window_is_planned_without_the_solver_at_its_optimum(seed
     inp = instance(seed, N=6)
     inp.speed = rng.uniform(0.5, 1.5, (6, 3))
     roomy = np.full(3, 40)
-    n, meets = uncontended_counts(inp, roomy, 6, 120.0, None)
-    assert meets is True and (n.sum(axis=1) == 6).all() and (n.argmax(axis=1) == inp.speed.argmax(axis=1)).all()
+    n = uncontended_counts(inp, roomy, 6)
+    assert (n.sum(axis=1) == 6).all() and (n.argmax(axis=1) == inp.speed.argmax(axis=1)).all()
     m, status = window_program(inp, capacity=roomy, **SOLVE)
     assert status == "optimal"
     effective = lambda counts: (inp.speed * counts).sum(axis=1)       # noqa: E731  profile rounds
@@ -74,21 +74,38 @@ def test_an_uncontended_window_is_planned_without_the_solver_at_its_optimum(seed
     assert (n[unfinished] == m[unfinished]).all()
     tight = roomy.copy()
     tight[inp.speed.argmax(axis=1)[0]] = 0
-    assert uncontended_counts(inp, tight, 6, 120.0, None) is None
+    assert uncontended_counts(inp, tight, 6) is None
 
 
-def test_an_uncontended_window_decides_the_fair_finish_attempt_as_the_solver_does():
+@pytest.mark.parametrize("speed", [None, [1.0, 1.2]])
+def test_an_unreachable_fair_finish_bound_is_known_without_the_solver(speed):
+    """docs/rules.md#planner-programs: a job that misses its fair-finish bound even with every round of the window
+    on its fastest type makes the attempt infeasible; the solver agrees, and decides a job on its bound."""
     inp = instance(1, N=5)
-    inp.speed = np.tile([1.0, 1.2], (5, 1))
-    roomy = np.full(2, 40)
-    top = 120.0 * 6 * 1.2 * np.ones(5)                                   # planned seconds of profile work at most
+    inp.speed = None if speed is None else np.tile(speed, (5, 1))
+    top = 120.0 * 6 * (1.0 if speed is None else 1.2)                 # profile seconds a job can run at most
     most = np.minimum(inp.mean_epoch_s * (inp.epochs - inp.progress), top)
+    capacity = 40 if speed is None else np.full(2, 40)
     for slack, expected in [(inp.remaining_s - most + 50.0, True), (inp.remaining_s - most - 50.0, False)]:
-        assert uncontended_counts(inp, roomy, 6, 120.0, slack)[1] is expected
+        assert fair_finish_reachable(inp, 6, 120.0, slack) is expected
         inp.ftf_slack_s = slack
-        assert (window_program(inp, capacity=roomy, **SOLVE)[0] is not None) is expected
+        assert (window_program(inp, capacity=capacity, **SOLVE)[0] is not None) is expected
         inp.ftf_slack_s = None
-    assert uncontended_counts(inp, roomy, 6, 120.0, inp.remaining_s - most)[1] is None   # on the bound: solver
+    assert fair_finish_reachable(inp, 6, 120.0, inp.remaining_s - most) is None
+
+
+def test_the_window_programs_matrix_is_the_one_scipy_builds():
+    import scipy.sparse as sp
+
+    from hetsched.planner.milp import _csr
+
+    rng = np.random.default_rng(3)
+    cells = rng.choice(40 * 30, 200, replace=False)
+    rows, cols, data = cells // 30, cells % 30, rng.normal(size=200)
+    data[:5] = 0.0                                            # explicit zeros stay, as in scipy's conversion
+    ours, theirs = _csr(rows, cols, data, 40, 30), sp.csr_matrix((data, (rows, cols)), shape=(40, 30))
+    assert (ours.indptr == theirs.indptr).all() and (ours.indices == theirs.indices).all()
+    assert (ours.data == theirs.data).all()
 
 
 def test_rank_puts_high_priority_first():

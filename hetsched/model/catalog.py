@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -66,8 +67,10 @@ SYNERGY_JOB_TEMPLATES: tuple[JobTemplate, ...] = tuple(
 _BATCH = re.compile(r"^(?P<model>.+?) \(batch size (?P<bs>\d+)\)$")
 
 
+@functools.lru_cache(maxsize=4096)
 def split_job_type(job_type: str) -> tuple[str, int | None]:
-    """`'ResNet-50 (batch size 64)'` -> `('ResNet-50', 64)`; types without a batch size give `None`."""
+    """`'ResNet-50 (batch size 64)'` -> `('ResNet-50', 64)`; types without a batch size give `None`. Cached:
+    the planner asks for every running job in every round."""
     m = _BATCH.match(job_type)
     if m is None:
         return job_type, None

@@ -20,8 +20,8 @@ from hetsched.core.pipeline import DecideStage
 from hetsched.policies.base import Allocation, Policy, PolicyView
 from hetsched.planner.config import PlannerConfig, load_planner_config
 from hetsched.planner.jobs import PlannerJob, pseudo_profile
-from hetsched.planner.milp import (WindowInputs, artifact_window_program, rank_program, typed_rounds,
-                                   uncontended_counts, window_program)
+from hetsched.planner.milp import (WindowInputs, artifact_window_program, fair_finish_reachable, rank_program,
+                                   typed_rounds, uncontended_counts, window_program)
 
 log = logging.getLogger(__name__)
 
@@ -150,23 +150,33 @@ class Planner(DecideStage):
             typed = typed_rounds(n, gpus, priority, inputs.speed, sched.capacity.astype(np.int64), R)
         by_remaining = np.argsort(-remaining, kind="stable")
         rates = sched.tput[[sched.slot[j] for j in ids]]
-        out = []
-        for r in range(R):
-            col = typed[:, r].copy()
-            unplanned = by_remaining[col[by_remaining] < 0].tolist()
-            if unplanned:
-                free = sched.capacity.astype(np.int64).copy()
-                np.subtract.at(free, col[col >= 0], gpus[col >= 0])
-                for i in unplanned:
-                    if free.max() <= 0:
-                        break
-                    fits = np.where((free >= gpus[i]) & (rates[i] > 0), rates[i], -1.0)
-                    w = int(np.argmax(fits))            # the job's fastest type with room
-                    if fits[w] > 0:
-                        col[i] = w
-                        free[w] -= gpus[i]
-            out.append([(ids[i], int(col[i])) for i in np.flatnonzero(col >= 0).tolist()])
+        out, seen = [], {}
+        for r in range(R):                  # the fill depends only on the round's planned column: once per column
+            key = typed[:, r].tobytes()
+            if key not in seen:
+                seen[key] = self._fill(typed[:, r].copy(), by_remaining, gpus, rates, ids)
+            out.append(seen[key])
         return out
+
+    def _fill(self, col: np.ndarray, by_remaining: np.ndarray, gpus: np.ndarray, rates: np.ndarray, ids) -> list:
+        """One round's (job id, type) pairs: the planned ones, then idle GPUs to unplanned jobs in `by_remaining`
+        order, each on its fastest type with room (the first such type on ties)."""
+        unplanned = by_remaining[col[by_remaining] < 0].tolist()
+        if unplanned:
+            free = self.sched.capacity.astype(np.int64)
+            np.subtract.at(free, col[col >= 0], gpus[col >= 0])
+            free, need, rows = free.tolist(), gpus.tolist(), rates.tolist()
+            for i in unplanned:
+                if max(free) <= 0:
+                    break
+                g, best, w = need[i], 0.0, -1
+                for t, (room, rate) in enumerate(zip(free, rows[i])):
+                    if room >= g and rate > best:
+                        best, w = rate, t
+                if w >= 0:
+                    col[i] = w
+                    free[w] -= g
+        return [(ids[i], int(col[i])) for i in np.flatnonzero(col >= 0).tolist()]
 
     def _solve(self) -> None:
         sched = self.sched
@@ -196,17 +206,16 @@ class Planner(DecideStage):
                      seed=cfg.solver_seed)
         slack = share * (cfg.rhomax * fair - delta * (self.round_ptr + R))
         n, status, relaxed = None, "infeasible", True
-        attempt = (slack >= 0).all()                  # else some job cannot meet its target whatever we do
-        quick = uncontended_counts(inputs, sched.capacity, R, delta, slack if attempt else None) \
-            if sched.n > 1 else None
-        if attempt and quick is not None and quick[1] is not None:
-            n, status = (quick[0], "uncontended") if quick[1] else (None, "infeasible")
-            relaxed = n is None
-        elif attempt:
+        attempt = bool((slack >= 0).all())           # else some job cannot meet its target whatever we do
+        reach = fair_finish_reachable(inputs, R, delta, slack) if attempt else False
+        quick = uncontended_counts(inputs, sched.capacity, R) if sched.n > 1 else None
+        if reach is True and quick is not None:
+            n, status = quick, "uncontended"
+        elif reach is not False:
             inputs.ftf_slack_s = slack
             n, status = program(inputs, **solve)
             inputs.ftf_slack_s = None
-            relaxed = n is None
+        relaxed = n is None
         priority = np.ones(N)
         if n is None:
             # A job submitted at t = 0 whose predictor sees no epoch left has a fair finish of 0 (docs/rules.md
@@ -218,7 +227,7 @@ class Planner(DecideStage):
             with np.errstate(over="ignore"):
                 priority = np.where(behind, np.minimum(rho ** exponent, cfg.priority_cap), 1.0)
             inputs.priority = priority
-            n, status = (quick[0], "uncontended") if quick is not None else program(inputs, **solve)
+            n, status = (quick, "uncontended") if quick is not None else program(inputs, **solve)
         if n is None:
             log.warning("shockwave: window program %s at round %d; planning by remaining time", status, self.round_ptr)
             n = np.full((N, sched.n), R) if sched.n > 1 else np.full(N, R)

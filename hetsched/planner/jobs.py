@@ -29,7 +29,7 @@ class PlannerJob:
     """One job's profile as prefix sums, so every query is O(distinct batch sizes)."""
 
     __slots__ = ("job_id", "submit_s", "gpus", "epochs", "durations", "prefix", "batch_sizes", "modes",
-                 "mode_counts", "mode_mean", "share_rounds", "share_values", "num_shares", "model", "samples", "last_round", "amp", "fixed_epoch_steps")
+                 "mode_counts", "mode_mean", "share_rounds", "share_values", "num_shares", "remaining_memo", "model", "samples", "last_round", "amp", "fixed_epoch_steps")
 
     def __init__(self, job_id: int, submit_s: float, profile: EpochProfile, fixed_epoch_steps: float = 0.0):
         self.job_id = job_id
@@ -52,6 +52,7 @@ class PlannerJob:
         self.share_rounds = np.zeros(8, np.int64)              # one spare slot for the current round
         self.share_values = np.zeros(8)
         self.num_shares = 0
+        self.remaining_memo = (-1, 0.0, 0.0)                   # (p, amp, remaining_s): p moves once an epoch
         self.samples = 0.0               # measured samples, as if running since global round 0 (docs/rules.md#calibration)
         self.last_round = 0
         self.amp = 1.0
@@ -75,12 +76,17 @@ class PlannerJob:
         E = self.epochs
         if E - p <= 0:
             return 1.0
+        memo = self.remaining_memo
+        if memo[0] == p and memo[1] == self.amp:
+            return memo[2]
         seen = self.mode_counts[:, min(p + 1, E)]              # epochs 0..p, as the artifact counts them
         alpha = E / len(self.modes) + seen
         expected = E * alpha / alpha.sum()
         expected = expected - np.minimum(seen, np.floor(expected))
         inflated = max(int(expected.sum() + 1), E - p)
-        return float((expected * self.amp * self.mode_mean).sum() * (E - p) / inflated)
+        value = float((expected * self.amp * self.mode_mean).sum() * (E - p) / inflated)
+        self.remaining_memo = (p, self.amp, value)
+        return value
 
     # ---- fair share --------------------------------------------------------------------------------
     def add_share_estimate(self, round_ptr: int, p: int, share: float) -> None:

@@ -13,6 +13,7 @@ On the canonical and scale traces every count vector packed (see the issue note)
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,22 @@ class MilpResult:
         return self.x is not None
 
 
+_LOCAL = threading.local()
+
+
+def _highs():
+    """One HiGHS instance per thread, emptied before each model (a new instance costs ~0.1 ms and a stdout
+    redirect; openb's replay builds ~26,000 small models). Same solutions as a fresh instance."""
+    h = getattr(_LOCAL, "highs", None)
+    if h is None:
+        from hetsched.solvers import new_highs
+
+        h = _LOCAL.highs = new_highs()
+    h.clearModel()
+    h.clearSolver()
+    return h
+
+
 def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.ndarray, col_lo: np.ndarray,
                col_hi: np.ndarray, integer: np.ndarray, *, gap: float, time_limit_s: float,
                start: np.ndarray | None = None, solver: str = "highs", seed: int = 0) -> MilpResult:
@@ -43,9 +60,7 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
         return _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s, seed)
     import highspy
 
-    from hetsched.solvers import new_highs
-
-    h = new_highs()
+    h = _highs()
     h.setOptionValue("mip_rel_gap", float(gap))
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("random_seed", int(seed))
@@ -57,7 +72,8 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
     ints = np.flatnonzero(integer).astype(np.int32)
     if len(ints):
         h.changeColsIntegrality(len(ints), ints, np.full(len(ints), highspy.HighsVarType.kInteger))
-    A = sp.csr_matrix(A)
+    if not sp.isspmatrix_csr(A):
+        A = sp.csr_matrix(A)
     h.addRows(A.shape[0], np.where(np.isfinite(row_lo), row_lo, -inf), np.where(np.isfinite(row_hi), row_hi, inf),
               A.nnz, A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data.astype(float))
     if start is not None:
@@ -127,6 +143,15 @@ class WindowInputs:
     speed: np.ndarray | None = None         # (N, W) rate on each GPU type relative to the profile's; None: one type
 
 
+def _csr(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, num_rows: int, num_cols: int) -> sp.csr_matrix:
+    """The CSR matrix scipy builds from these COO triplets (entries sorted by row, then column; no duplicates
+    here), without its conversion's overhead."""
+    order = np.lexsort((cols, rows))
+    indptr = np.zeros(num_rows + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
+    return sp.csr_matrix((data[order], cols[order], indptr), shape=(num_rows, num_cols))
+
+
 def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, k: float,
                    bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
                    solver: str = "highs", start: np.ndarray | None = None, seed: int = 0
@@ -164,34 +189,36 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
         hi.append(np.asarray(upper, float))
 
     # plan: d_j P_j - round_s sum_w speed_jw n_jw <= 0
-    block(np.r_[j, np.repeat(j, W)], np.r_[P_ + j, nj.ravel()],
-          np.r_[inp.mean_epoch_s, -round_s * speed.ravel()], np.full(N, -np.inf), np.zeros(N))
+    cat = np.concatenate
+    block(cat([j, np.repeat(j, W)]), cat([P_ + j, nj.ravel()]),
+          cat([inp.mean_epoch_s, -round_s * speed.ravel()]), np.full(N, -np.inf), np.zeros(N))
     # capacity over the window, per type: sum_j w_j n_jw <= G_w R
     block(np.tile(np.arange(W), N), nj.ravel(), np.repeat(inp.gpus, W), np.full(W, -np.inf), cap * rounds)
     if W > 1:                                               # a job runs on one type per round
         block(np.repeat(j, W), nj.ravel(), np.ones(NW), np.full(N, -np.inf), np.full(N, float(rounds)))
     # log hypograph: U_j - slope_s / E_j P_j <= val_s + slope_s (p_j / E_j - base_s)
     rr = (j[:, None] * S + np.arange(S)[None, :]).ravel()
-    block(np.r_[rr, rr], np.r_[np.repeat(U_ + j, S), np.repeat(P_ + j, S)],
-          np.r_[np.ones(N * S), (-slope[None, :] / E[:, None]).ravel()], np.full(N * S, -np.inf),
+    block(cat([rr, rr]), cat([np.repeat(U_ + j, S), np.repeat(P_ + j, S)]),
+          cat([np.ones(N * S), (-slope[None, :] / E[:, None]).ravel()]), np.full(N * S, -np.inf),
           (vals[:-1][None, :] + slope[None, :] * (inp.progress[:, None] / E[:, None] - b[:-1][None, :])).ravel())
     # makespan epigraph: M + d_j P_j >= R-hat_j
-    block(np.r_[j, j], np.r_[np.full(N, M_), P_ + j], np.r_[np.ones(N), inp.mean_epoch_s], inp.remaining_s,
+    block(cat([j, j]), cat([np.full(N, M_), P_ + j]), cat([np.ones(N), inp.mean_epoch_s]), inp.remaining_s,
           np.full(N, np.inf))
     if inp.ftf_slack_s is not None:      # R-hat_j - d_j P_j <= slack_j
         block(j, P_ + j, inp.mean_epoch_s, inp.remaining_s - inp.ftf_slack_s, np.full(N, np.inf))
-    num_rows = sum(len(x) for x in lo)
-    A = sp.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cols_))), shape=(num_rows, cols))
+    A = _csr(cat(rows), cat(cols_), cat(data), sum(len(x) for x in lo), cols)
     c = np.zeros(cols)
     c[U_:U_ + N] = -inp.priority / (N * rounds)
     c[M_] = k
     if W > 1:            # among equally good plans, rounds on a job's faster types (a tie-break far below the rest)
         c[:NW] = 1e-7 / (N * rounds) * (1.0 - speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12)).ravel()
-    col_lo = np.r_[np.zeros(NW), np.zeros(N), np.full(N, vals[0]), 0.0]
-    col_hi = np.r_[np.where(speed.ravel() > 0, float(rounds), 0.0), np.maximum(E - inp.progress, 0.0), np.zeros(N),
-                   np.inf]
-    integer = np.r_[np.ones(NW, bool), np.zeros(2 * N + 1, bool)]
-    res = solve_milp(c, A, np.concatenate(lo), np.concatenate(hi), col_lo, col_hi, integer, gap=gap,
+    col_lo = np.zeros(cols)
+    col_lo[U_:U_ + N] = vals[0]
+    col_hi = cat([np.where(speed.ravel() > 0, float(rounds), 0.0), np.maximum(E - inp.progress, 0.0), np.zeros(N),
+                  [np.inf]])
+    integer = np.zeros(cols, bool)
+    integer[:NW] = True
+    res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=gap,
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed)
     if not res.ok:
         return None, res.status
@@ -199,31 +226,36 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     return (n[:, 0] if inp.speed is None else n), res.status
 
 
-def uncontended_counts(inp: WindowInputs, capacity: np.ndarray, rounds: int, round_s: float,
-                       ftf_slack_s: np.ndarray | None) -> tuple[np.ndarray, bool | None] | None:
-    """Several GPU types, when every job fits on its fastest type at once (docs/rules.md#planner-programs): each
-    job on that type in every round is an optimum of `window_program`, since it makes every P_j as large as it
-    can be (utility up, makespan term down) at a tie-break cost of 0. Returns (n, whether that plan meets
-    `ftf_slack_s`: None within 1e-6 of a bound, where the solver decides), or None when jobs contend for a type."""
-    speed = inp.speed
-    N, W = speed.shape
-    fastest = np.argmax(speed, axis=1)                     # the first of equally fast types, as typed_rounds
-    top = speed[np.arange(N), fastest]
-    if N == 0 or (top <= 0).any():
-        return None
-    if (np.bincount(fastest, weights=inp.gpus, minlength=W) > np.asarray(capacity, float)).any():
-        return None
-    n = np.zeros((N, W), np.int64)
-    n[np.arange(N), fastest] = rounds
-    if ftf_slack_s is None:
-        return n, True
+def fair_finish_reachable(inp: WindowInputs, rounds: int, round_s: float, ftf_slack_s: np.ndarray) -> bool | None:
+    """Whether every job can meet its fair-finish bound (R-hat_j - d_j P_j <= slack_j) with as many epochs as the
+    window allows it alone (every round on its fastest type): False means the window program's fair-finish
+    attempt is infeasible, which the solver need not prove (docs/rules.md#planner-programs); None when a job is
+    within 1e-6 of its bound, where the solver decides."""
+    top = np.ones(len(inp.gpus)) if inp.speed is None else inp.speed.max(axis=1)
     epochs = np.minimum(np.maximum(inp.epochs - inp.progress, 0.0), round_s * rounds * top / inp.mean_epoch_s)
     need = inp.remaining_s - ftf_slack_s                   # d_j P_j must reach it
     excess = need - inp.mean_epoch_s * epochs
     tol = 1e-6 * np.maximum(1.0, np.abs(need))
     if (excess > tol).any():
-        return n, False
-    return n, (None if (excess > -tol).any() else True)
+        return False
+    return None if (excess > -tol).any() else True
+
+
+def uncontended_counts(inp: WindowInputs, capacity: np.ndarray, rounds: int) -> np.ndarray | None:
+    """Several GPU types, when every job fits on its fastest type at once (docs/rules.md#planner-programs): each
+    job on that type in every round is an optimum of `window_program`, since it makes every P_j as large as it
+    can be (utility up, makespan term down) at a tie-break cost of 0, and it meets the fair-finish bounds
+    whenever any plan does. None when jobs contend for a type."""
+    speed = inp.speed
+    N, W = speed.shape
+    fastest = np.argmax(speed, axis=1)                     # the first of equally fast types, as typed_rounds
+    if N == 0 or (speed[np.arange(N), fastest] <= 0).any():
+        return None
+    if (np.bincount(fastest, weights=inp.gpus, minlength=W) > np.asarray(capacity, float)).any():
+        return None
+    n = np.zeros((N, W), np.int64)
+    n[np.arange(N), fastest] = rounds
+    return n
 
 
 def typed_rounds(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, speed: np.ndarray, capacity: np.ndarray,

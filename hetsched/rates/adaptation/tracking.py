@@ -38,8 +38,8 @@ class AdaptationTracker:
         finish time, and so the round's end, does not move."""
         ids = self.sched.job_of_slot[self.sched.members[plan.entry, 0]]
         prev, self._prev = self._prev, ids
-        if prev is None or not self.penalty:
-            return steps, exec_time
+        if prev is None or not self.penalty or (len(ids) == len(prev) and (ids == prev).all()):
+            return steps, exec_time                   # (the same jobs as last round: nobody was preempted)
         hit = ~np.isin(ids, prev) & (exec_time != 0) & (exec_time > self.threshold)
         if not hit.any():
             return steps, exec_time
