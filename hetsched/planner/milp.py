@@ -268,11 +268,13 @@ def typed_rounds(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, speed: n
     order = live[np.argsort(-priority[live] / total[live], kind="stable")]
     used = np.zeros((W, rounds), np.int64)
     plan = np.full((N, rounds), -1, np.int64)
+    fastest_first = np.argsort(-speed, axis=1, kind="stable")
+    counts = n.tolist()
     for j in order.tolist():
-        for w in np.argsort(-speed[j], kind="stable").tolist():
-            if n[j, w] == 0:
+        for w in fastest_first[j].tolist():
+            if counts[j][w] == 0:
                 continue
-            room = np.flatnonzero((plan[j] < 0) & (used[w] + gpus[j] <= capacity[w]))[: n[j, w]]
+            room = np.flatnonzero((plan[j] < 0) & (used[w] + gpus[j] <= capacity[w]))[: counts[j][w]]
             plan[j, room] = w
             used[w, room] += gpus[j]
     return plan
