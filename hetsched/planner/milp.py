@@ -238,7 +238,7 @@ def fair_finish_reachable(inp: WindowInputs, rounds: int, round_s: float, ftf_sl
     tol = 1e-6 * np.maximum(1.0, np.abs(need))
     if (excess > tol).any():
         return False
-    return None if (excess > -tol).any() else True
+    return None if (excess > -tol).any() or np.isnan(excess).any() else True
 
 
 def uncontended_counts(inp: WindowInputs, capacity: np.ndarray, rounds: int) -> np.ndarray | None:
