@@ -53,11 +53,9 @@ def _highs():
 
 def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.ndarray, col_lo: np.ndarray,
                col_hi: np.ndarray, integer: np.ndarray, *, gap: float, time_limit_s: float,
-               start: np.ndarray | None = None, solver: str = "highs", seed: int = 0,
-               feasibility_jump: bool = True) -> MilpResult:
+               start: np.ndarray | None = None, solver: str = "highs", seed: int = 0) -> MilpResult:
     """minimise c'x  s.t.  row_lo <= A x <= row_hi, col_lo <= x <= col_hi, x[integer] integral. `seed` is the
-    solver's random seed: different seeds may return different solutions within the gap. `feasibility_jump`
-    runs HiGHS's feasibility-jump heuristic (its default; docs/rules.md#planner-programs says where it is off)."""
+    solver's random seed: different seeds may return different solutions within the gap."""
     if solver == "scip":
         return _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s, seed)
     import highspy
@@ -66,7 +64,6 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
     h.setOptionValue("mip_rel_gap", float(gap))
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("random_seed", int(seed))
-    h.setOptionValue("mip_heuristic_run_feasibility_jump", bool(feasibility_jump))
     n = len(c)
     inf = highspy.kHighsInf
     h.addVars(n, np.where(np.isfinite(col_lo), col_lo, -inf), np.where(np.isfinite(col_hi), col_hi, inf))
@@ -221,9 +218,8 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
                   [np.inf]])
     integer = np.zeros(cols, bool)
     integer[:NW] = True
-    # Several types: no feasibility jump (docs/rules.md#planner-programs: 4x faster, plans as good or better).
-    res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=gap, time_limit_s=time_limit_s,
-                     start=start, solver=solver, seed=seed, feasibility_jump=inp.speed is None)
+    res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=gap,
+                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed)
     if not res.ok:
         return None, res.status
     n = np.rint(res.x[:NW]).astype(np.int64).reshape(N, W)
