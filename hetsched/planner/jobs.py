@@ -29,7 +29,8 @@ class PlannerJob:
     """One job's profile as prefix sums, so every query is O(distinct batch sizes)."""
 
     __slots__ = ("job_id", "submit_s", "gpus", "epochs", "durations", "prefix", "batch_sizes", "modes",
-                 "mode_counts", "mode_mean", "share_rounds", "share_values", "num_shares", "remaining_memo", "model", "samples", "last_round", "amp", "fixed_epoch_steps")
+                 "mode_counts", "mode_mean", "share_rounds", "share_values", "num_shares", "remaining_memo", "model",
+                 "samples", "last_round", "amp", "fixed_epoch_steps")
 
     def __init__(self, job_id: int, submit_s: float, profile: EpochProfile, fixed_epoch_steps: float = 0.0):
         self.job_id = job_id
