@@ -124,15 +124,15 @@ class EntryTable:
     @property
     def _blocked(self) -> np.ndarray:
         """Per entry and type: cannot run (a member has no rate there, or the entry is not in the allocation)."""
-        return self._entry_masks()[0]
+        return (self._masks or self._entry_masks())[0]
 
     @property
     def _has_pairs(self) -> bool:
-        return self._entry_masks()[1]
+        return (self._masks or self._entry_masks())[1]
 
     @property
     def _all_single_gpu(self) -> bool:
-        return self._entry_masks()[2]
+        return (self._masks or self._entry_masks())[2]
 
     def rows_of_jobs(self, job_ids: np.ndarray) -> np.ndarray:
         """The row of each job's single entry (every active job has one)."""

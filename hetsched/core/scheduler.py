@@ -15,6 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
+from hetsched.core import kernels
 from hetsched.core.entries import EntryTable
 from hetsched.core.placement import Placer
 from hetsched.core.select import PrioritySelect
@@ -301,8 +302,10 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
                 index = self._entry_index                # _add_entries keeps it current
                 self._add_entries([m for m in wanted if m not in index])
                 pair_rows = [index[m] for m in wanted]
-            rows = np.r_[self.rows_of_jobs(allocation.job_ids), pair_rows].astype(int)
-            self.alloc[rows] = np.concatenate([allocation.x, allocation.x_pairs[used]])
+            rows, x = self.rows_of_jobs(allocation.job_ids), allocation.x
+            if pair_rows:
+                rows, x = np.concatenate([rows, pair_rows]).astype(int), np.r_[x, allocation.x_pairs[used]]
+            self.alloc[rows] = x
             self.in_alloc[rows] = True
         self._entries_changed()
         self.t[:] = self.prior
@@ -374,12 +377,12 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         return EntryTable.entry_of(self, job_ids)
 
     # ---- progress ---------------------------------------------------------------------------------
-    def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray,
-               ) -> np.ndarray:
-        """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed. Under a
-        whole-round stage, `entry` holds slots and the steps and times were measured outside (the runtime)."""
-        if self.whole_rounds:
+    def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray) -> np.ndarray:
+        """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
+        if self.whole_rounds:                   # `entry` holds slots; steps and times were measured (the runtime)
             return self.decide.credit_measured(entry, steps[:, 0], exec_time)
+        if self.decide is None and kernels.ENABLED and not self._has_pairs:     # compiled, same arithmetic
+            return kernels.credit_tasks(entry, gpu_type, self.members, steps, exec_time, self.t, self.S, self.remaining)
         if self.decide is not None:
             self.decide.measured(entry, gpu_type, exec_time)
         self.t[entry, gpu_type] += exec_time          # an entry runs at most once per round

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from hetsched.core import kernels
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
 
@@ -165,6 +166,7 @@ class ResultBuilder:
         self.record_timeline = config.record_timeline
         self._tl: list[dict[str, np.ndarray]] = []
         self._prices = np.array([scheduler.cluster.price(g) for g in scheduler.gpu_types])
+        self._priced = bool(self._prices.any())
         self._acc = np.zeros((0, 3 + scheduler.n))       # per slot: start, steps, cost, seconds per type
         # Rounds that credit whole rounds (docs/rules.md#credit) keep per-job start, progress and GPU time in the
         # scheduler, which is asked at the end; their rounds reach `round_done` only for the timeline.
@@ -191,6 +193,9 @@ class ResultBuilder:
         self.rounds += plan.rounds
         if self.core_accounts:
             return
+        if kernels.ENABLED:
+            kernels.mark_started(plan.entry, self.sched.members, self._acc, plan.now)
+            return
         slots = self.sched.members[plan.entry].ravel()
         slots = slots[slots >= 0]
         fresh = slots[np.isnan(self._acc[slots, 0])]
@@ -203,6 +208,12 @@ class ResultBuilder:
         preemption penalty, docs/rules.md#preemption-penalty); utilization counts it, costs and GPU-seconds count the wall time."""
         sched = self.sched
         exec_time = ends - start
+        if kernels.ENABLED and not (self.core_accounts or self.record_timeline or sched._has_pairs):
+            scale = sched.escale[plan.entry].astype(float)
+            self.busy += float((exec_time if credited is None else credited) @ scale)
+            kernels.account_tasks(plan.entry, plan.gpu_type, sched.members, steps, exec_time, scale, self._prices,
+                                  self._priced, self._acc)         # compiled, the same arithmetic as below
+            return
         if self.core_accounts:                            # a whole-round plan's entries are slots
             members = np.stack([plan.entry, np.full(len(plan.entry), -1)], axis=1)
             scale = sched.scale[plan.entry].astype(float)
@@ -211,8 +222,8 @@ class ResultBuilder:
             scale = sched.escale[plan.entry].astype(float)
         self.busy += float((exec_time if credited is None else credited) @ scale)
         valid = members >= 0 if (sched._has_pairs or self.record_timeline) else None
+        priced = self._priced
         gpu_seconds = exec_time * scale
-        priced = self._prices.any()
         cost = self._prices[plan.gpu_type] * exec_time / 3600.0 * scale if priced else None
         acc = self._acc
         if self.core_accounts:                            # the core keeps progress: only the timeline is new

@@ -18,6 +18,7 @@ import numpy as np
 from hetsched.model.cluster import ClusterSpec
 from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (re-exported)
 from hetsched.model.jobs import Job
+from hetsched.core import kernels
 from hetsched.core.pipeline import Pipeline, grid_start
 from hetsched.core.registry import build_scheduler, pipeline_for, policy_for  # noqa: F401  (policy_for re-exported)
 from hetsched.sim.result import Result, ResultBuilder
@@ -142,6 +143,10 @@ class RoundSimulation:
     def _run_tasks(self, plan) -> None:
         """Each combination runs `min(floor(rate x round), remaining)` steps and ends at `now + steps / rate`."""
         sched, now = self.sched, self.now
+        if kernels.ENABLED and not sched._has_pairs and not self.rules.lease_start_s:   # compiled, same arithmetic
+            self._steps, self._finish, self._ends = kernels.run_tasks(
+                plan.entry, plan.gpu_type, sched.members, sched.etput, sched.remaining, now, self.config.round_s)
+            return
         members = sched.members[plan.entry]
         tput = sched.etput[plan.entry, plan.gpu_type]                     # (k, 2) steps/s per member
         steps = np.zeros_like(tput)

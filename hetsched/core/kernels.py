@@ -1,0 +1,189 @@
+"""Compiled round kernels: Gavel's per-round select and micro-task stages without co-located pairs.
+
+A round of the Gavel core is a few dozen numpy operations on arrays of a few dozen entries, so its cost is call
+overhead, not arithmetic. These loops (numba, compiled once and cached next to this file) do the same arithmetic in
+the same order as the numpy code they stand in for, so the results are bit-identical; tests/test_kernels.py runs
+both paths. The numpy code stays the reference and the fallback: `HETSCHED_KERNELS=0` (or no numba) selects it.
+
+- `select_walk`: priorities (docs/rules.md#priorities) and the greedy per-type walk (docs/rules.md#select).
+- `run_tasks`: each entry's steps and finish time in a round (docs/rules.md#round).
+- `credit_tasks`, `account_tasks`: time received, per-type totals, remaining steps; the result's per-job accounts.
+- `mark_started`: a job's start time, the first time it is planned.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+try:                                    # the numpy path needs no compiler; numba is a dependency, not a must
+    import numba
+except ImportError:                     # pragma: no cover - numba is installed with the project
+    numba = None
+
+ENABLED = numba is not None and os.environ.get("HETSCHED_KERNELS", "1") != "0"
+
+
+def _compiled(func):
+    """numba's no-python mode with numpy's float semantics (x / 0 gives inf or nan, as numpy does)."""
+    return numba.njit(cache=True, error_model="numpy", nogil=True)(func) if ENABLED else func
+
+
+@_compiled
+def _after(x, y):
+    """numpy's sort order of floats: NaN after every number, NaNs equal."""
+    return x > y or (x != x and y == y)
+
+
+@_compiled
+def _precedes(k3, k2, k1, i, j):
+    """Row i ranks before row j: keys compared in turn (k3 first), then the row (np.lexsort's order)."""
+    if _after(k3[j], k3[i]):
+        return True
+    if _after(k3[i], k3[j]):
+        return False
+    if _after(k2[j], k2[i]):
+        return True
+    if _after(k2[i], k2[j]):
+        return False
+    if _after(k1[j], k1[i]):
+        return True
+    if _after(k1[i], k1[j]):
+        return False
+    return i < j
+
+
+@_compiled
+def _rank(k3, k2, k1):
+    """np.lexsort((k1, k2, k3)): a bottom-up merge sort of the rows under `_precedes`."""
+    n = len(k3)
+    idx = np.arange(n)
+    buf = np.empty(n, np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            a, b, o = lo, mid, lo
+            while a < mid and b < hi:
+                if _precedes(k3, k2, k1, idx[b], idx[a]):
+                    buf[o] = idx[b]
+                    b += 1
+                else:
+                    buf[o] = idx[a]
+                    a += 1
+                o += 1
+            while a < mid:
+                buf[o] = idx[a]
+                a += 1
+                o += 1
+            while b < hi:
+                buf[o] = idx[b]
+                b += 1
+                o += 1
+        idx, buf = buf, idx
+        width *= 2
+    return idx
+
+
+@_compiled
+def select_walk(t, S, alloc, deficit, blocked, ok, need_priority, first, escale, capacity, order, num_slots):
+    """Entries and GPU types that run this round, in walk order (see `PrioritySelect.select`).
+
+    pr = alloc / (t / S), alloc x 1e9 where t / S == 0, and 0 where alloc == 0 or the entry is blocked. Per type in
+    `order`, entries ranked by (priority, deficit, allocation) descending, ties by row, are taken while their GPUs
+    fit, skipping any whose job already runs on an earlier type; `need_priority`: only entries with priority > 0.
+    """
+    n, m = alloc.shape
+    pr = np.empty((n, m))
+    for e in range(n):
+        for w in range(m):
+            a = alloc[e, w]
+            fraction = t[e, w] / S[w]
+            p = a * 1e9 if fraction == 0 else a / fraction
+            if a == 0 or blocked[e, w]:
+                p = 0.0
+            pr[e, w] = p
+    free = capacity.copy()
+    taken = np.zeros(num_slots, np.bool_)
+    out_e = np.empty(n, np.int64)
+    out_w = np.empty(n, np.int64)
+    k = 0
+    for i in range(len(order)):
+        w = order[i]
+        f = free[w]
+        if f <= 0:
+            continue
+        took = k
+        for e in _rank(-pr[:, w], -deficit[:, w], -alloc[:, w]):
+            if f <= 0:
+                break
+            if not ok[e, w] or (need_priority and not pr[e, w] > 0) or taken[first[e]] or escale[e] > f:
+                continue
+            out_e[k] = e
+            out_w[k] = w
+            k += 1
+            f -= escale[e]
+        for j in range(took, k):
+            taken[first[out_e[j]]] = True
+        free[w] = f
+    return out_e[:k], out_w[:k]
+
+
+@_compiled
+def run_tasks(entry, gpu_type, members, etput, remaining, now, round_s):
+    """Steps `min(floor(rate x round), remaining)` and finish `now + steps / rate` of each planned job, as
+    (k, 2) arrays like the pairs' (second column empty: 0 steps, finish -inf), and each entry's end."""
+    k = len(entry)
+    steps = np.zeros((k, 2))
+    finish = np.full((k, 2), -np.inf)
+    ends = np.empty(k)
+    span = max(round_s, 0.0)
+    for i in range(k):
+        r = etput[entry[i], gpu_type[i], 0]
+        s = min(np.floor(r * span), remaining[members[entry[i], 0]])
+        steps[i, 0] = s
+        finish[i, 0] = ends[i] = now + s / r
+    return steps, finish, ends
+
+
+@_compiled
+def credit_tasks(entry, gpu_type, members, steps, exec_time, t, S, remaining):
+    """Time received per entry and type, per-type totals in plan order, remaining steps; returns the slots of
+    the jobs that completed, in plan order."""
+    k = len(entry)
+    done = np.empty(k, np.int64)
+    n = 0
+    for i in range(k):
+        t[entry[i], gpu_type[i]] += exec_time[i]
+        S[gpu_type[i]] += exec_time[i]
+    for i in range(k):
+        slot = members[entry[i], 0]
+        remaining[slot] -= steps[i, 0]
+    for i in range(k):
+        slot = members[entry[i], 0]
+        if remaining[slot] <= 0:
+            done[n] = slot
+            n += 1
+    return done[:n]
+
+
+@_compiled
+def account_tasks(entry, gpu_type, members, steps, exec_time, scale, prices, priced, acc):
+    """The result's per-job accounts: steps, GPU-seconds per type and (with prices) cost."""
+    for i in range(len(entry)):
+        slot = members[entry[i], 0]
+        acc[slot, 1] += steps[i, 0]
+        acc[slot, 3 + gpu_type[i]] += exec_time[i] * scale[i]
+        if priced:
+            acc[slot, 2] += prices[gpu_type[i]] * exec_time[i] / 3600.0 * scale[i]
+
+
+@_compiled
+def mark_started(entry, members, acc, now):
+    """Jobs planned for the first time start at `now` (the result's start column is NaN until then)."""
+    for i in range(len(entry)):
+        for col in range(2):
+            slot = members[entry[i], col]
+            if slot >= 0 and np.isnan(acc[slot, 0]):
+                acc[slot, 0] = now
