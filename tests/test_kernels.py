@@ -30,17 +30,17 @@ def test_rank_is_numpys_lexsort(compiled):
             np.testing.assert_array_equal(rank(k3, k2, k1), np.lexsort((k1, k2, k3)))
 
 
-def _walk_numpy(t, S, alloc, deficit, blocked, ok, need_priority, first, escale, capacity, order, num_slots):
+def _walk_numpy(t, S, alloc, deficit, blocked, ok, need_priority, members, escale, scale, capacity, order):
     """The numpy select (core/select.py) on the same arrays, through a stand-in scheduler."""
     from hetsched.core.select import PrioritySelect
 
     class State(PrioritySelect):
-        _has_pairs = False
+        pass
 
     s = State()
     s.t, s.S, s.alloc, s.deficit, s._blocked, s.ok = t, S, alloc, deficit, blocked, ok
-    s.members = np.stack([first, np.full(len(first), -1)], axis=1)
-    s.escale, s.capacity, s.remaining = escale, capacity, np.zeros(num_slots)
+    s.members, s.escale, s.scale, s.capacity, s.remaining = members, escale, scale, capacity, np.zeros(len(scale))
+    s._has_pairs = bool((members[:, 1] >= 0).any())
     s._all_single_gpu = bool((escale == 1).all())
     s.policy = type("P", (), {"fills_idle_gpus": not need_priority})()
     enabled, kernels.ENABLED = kernels.ENABLED, False
@@ -52,22 +52,30 @@ def _walk_numpy(t, S, alloc, deficit, blocked, ok, need_priority, first, escale,
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 def test_select_walk_is_the_numpy_walk(compiled):
+    """Random states: single jobs and pairs (a job alone and in pairs, partners of other scale factors),
+    multi-GPU jobs, blocked and zero-allocation entries, exhausted types, FIFO's positive-priority rule."""
     walk = kernels.select_walk if compiled else kernels.select_walk.py_func
     rng = np.random.default_rng(1)
-    for trial in range(200):
-        n, m = int(rng.integers(1, 40)), int(rng.integers(1, 4))
+    for trial in range(300):
+        jobs, m = int(rng.integers(1, 30)), int(rng.integers(1, 4))
+        slots = rng.permutation(jobs + 5)[:jobs]
+        scale = np.zeros(jobs + 5, np.int64)
+        scale[slots] = rng.choice([1, 1, 2, 4, 8], jobs) if trial % 2 else 1
+        members = np.stack([slots, np.full(jobs, -1)], axis=1)
+        if trial % 3:                                   # pairs after the single entries, as the core keeps them
+            a, b = rng.choice(slots, (2, int(rng.integers(0, 2 * jobs))))
+            members = np.concatenate([members, np.stack([a, b], axis=1)[a != b]])
+        n = len(members)
+        escale = scale[members[:, 0]]
         t = rng.choice([0.0, 360.0, 720.0, 1080.0], (n, m))
         S = rng.choice([0.0, 360.0, 3600.0], m)
         alloc = np.where(rng.random((n, m)) < 0.3, 0.0, rng.choice([0.25, 0.5, 1.0 / 3], (n, m)))
         deficit = rng.choice([0.0, -1.0, 5.0], (n, m))
         blocked = rng.random((n, m)) < 0.1
         ok = rng.random((n, m)) < 0.9
-        escale = rng.choice([1, 1, 2, 4, 8], n) if trial % 2 else np.ones(n, np.int64)
         capacity = rng.integers(0, 12, m).astype(float)
-        first = rng.permutation(n + 5)[:n]
         order = rng.permutation(m).astype(np.int64)
-        need = bool(trial % 3 == 0)
-        args = (t, S, alloc, deficit, blocked, ok, need, first, escale, capacity, order, n + 5)
+        args = (t, S, alloc, deficit, blocked, ok, bool(trial % 5 == 0), members, escale, scale, capacity, order)
         with np.errstate(divide="ignore", invalid="ignore"):
             want = _walk_numpy(*args)
             got = walk(*args)
@@ -86,7 +94,7 @@ def _run(policy, table, cluster="8:8:8", prices=None, **kw):
 @pytest.mark.parametrize("policy", ["max_min_fairness_perf", "max_min_fairness", "fifo", "fifo_perf",
                                     "finish_time_fairness_perf", "allox", "max_min_fairness_packed", "gandiva"])
 def test_simulations_match_the_numpy_path(policy, gavel_table, monkeypatch):
-    """Whole runs (multi-GPU jobs, priced GPUs; pairs fall back to numpy round by round) agree exactly."""
+    """Whole runs (multi-GPU jobs, priced GPUs, space-sharing pairs) agree exactly."""
     kw = {"prices": dict(GAVEL_GCP_PRICES), "window": (20, 120)}
     fast = _run(policy, gavel_table, **kw)
     monkeypatch.setattr(kernels, "ENABLED", False)

@@ -1,4 +1,4 @@
-"""Compiled round kernels: Gavel's per-round select and micro-task stages without co-located pairs.
+"""Compiled round kernels: Gavel's per-round select and micro-task stages.
 
 A round of the Gavel core is a few dozen numpy operations on arrays of a few dozen entries, so its cost is call
 overhead, not arithmetic. These loops (numba, compiled once and cached next to this file) do the same arithmetic in
@@ -87,12 +87,13 @@ def _rank(k3, k2, k1):
 
 
 @_compiled
-def select_walk(t, S, alloc, deficit, blocked, ok, need_priority, first, escale, capacity, order, num_slots):
+def select_walk(t, S, alloc, deficit, blocked, ok, need_priority, members, escale, scale, capacity, order):
     """Entries and GPU types that run this round, in walk order (see `PrioritySelect.select`).
 
     pr = alloc / (t / S), alloc x 1e9 where t / S == 0, and 0 where alloc == 0 or the entry is blocked. Per type in
     `order`, entries ranked by (priority, deficit, allocation) descending, ties by row, are taken while their GPUs
-    fit, skipping any whose job already runs on an earlier type; `need_priority`: only entries with priority > 0.
+    fit, skipping any with a member already running this round and pairs whose partner has another scale factor;
+    `need_priority`: only entries with priority > 0.
     """
     n, m = alloc.shape
     pr = np.empty((n, m))
@@ -105,7 +106,7 @@ def select_walk(t, S, alloc, deficit, blocked, ok, need_priority, first, escale,
                 p = 0.0
             pr[e, w] = p
     free = capacity.copy()
-    taken = np.zeros(num_slots, np.bool_)
+    taken = np.zeros(len(scale), np.bool_)             # by slot: runs this round
     out_e = np.empty(n, np.int64)
     out_w = np.empty(n, np.int64)
     k = 0
@@ -114,71 +115,95 @@ def select_walk(t, S, alloc, deficit, blocked, ok, need_priority, first, escale,
         f = free[w]
         if f <= 0:
             continue
-        took = k
-        for e in _rank(-pr[:, w], -deficit[:, w], -alloc[:, w]):
+        cand = np.empty(n, np.int64)                   # only entries that could run are ranked (same order)
+        c = 0
+        for e in range(n):
+            a, b = members[e, 0], members[e, 1]
+            if not ok[e, w] or (need_priority and not pr[e, w] > 0) or taken[a] or escale[e] > f:
+                continue
+            if b >= 0 and (taken[b] or scale[b] != escale[e]):
+                continue
+            cand[c] = e
+            c += 1
+        cand = cand[:c]
+        for j in _rank(-pr[cand, w], -deficit[cand, w], -alloc[cand, w]):
             if f <= 0:
                 break
-            if not ok[e, w] or (need_priority and not pr[e, w] > 0) or taken[first[e]] or escale[e] > f:
+            e = cand[j]
+            a, b = members[e, 0], members[e, 1]
+            if taken[a] or escale[e] > f or (b >= 0 and taken[b]):
                 continue
+            taken[a] = True
+            if b >= 0:
+                taken[b] = True
             out_e[k] = e
             out_w[k] = w
             k += 1
             f -= escale[e]
-        for j in range(took, k):
-            taken[first[out_e[j]]] = True
         free[w] = f
     return out_e[:k], out_w[:k]
 
 
 @_compiled
 def run_tasks(entry, gpu_type, members, etput, remaining, now, round_s):
-    """Steps `min(floor(rate x round), remaining)` and finish `now + steps / rate` of each planned job, as
-    (k, 2) arrays like the pairs' (second column empty: 0 steps, finish -inf), and each entry's end."""
+    """Steps `min(floor(rate x round), remaining)` and finish `now + steps / rate` of each member, as (k, 2)
+    arrays (an empty second member: 0 steps, finish -inf), and each entry's end (the later finish)."""
     k = len(entry)
     steps = np.zeros((k, 2))
     finish = np.full((k, 2), -np.inf)
     ends = np.empty(k)
     span = max(round_s, 0.0)
     for i in range(k):
-        r = etput[entry[i], gpu_type[i], 0]
-        s = min(np.floor(r * span), remaining[members[entry[i], 0]])
-        steps[i, 0] = s
-        finish[i, 0] = ends[i] = now + s / r
+        for col in range(2):
+            slot = members[entry[i], col]
+            if slot >= 0:
+                r = etput[entry[i], gpu_type[i], col]
+                s = min(np.floor(r * span), remaining[slot])
+                steps[i, col] = s
+                finish[i, col] = now + s / r
+        f0, f1 = finish[i, 0], finish[i, 1]
+        ends[i] = f0 if f0 >= f1 or f0 != f0 else f1        # np.max: NaN wins
     return steps, finish, ends
 
 
 @_compiled
 def credit_tasks(entry, gpu_type, members, steps, exec_time, t, S, remaining):
-    """Time received per entry and type, per-type totals in plan order, remaining steps; returns the slots of
-    the jobs that completed, in plan order."""
+    """Time received per entry and type, per-type totals in plan order, each member's remaining steps; returns
+    the slots of the jobs that completed (members in plan order)."""
     k = len(entry)
-    done = np.empty(k, np.int64)
+    done = np.empty(2 * k, np.int64)
     n = 0
     for i in range(k):
         t[entry[i], gpu_type[i]] += exec_time[i]
         S[gpu_type[i]] += exec_time[i]
     for i in range(k):
-        slot = members[entry[i], 0]
-        remaining[slot] -= steps[i, 0]
+        for col in range(2):
+            slot = members[entry[i], col]
+            if slot >= 0:
+                remaining[slot] -= steps[i, col]
     for i in range(k):
-        slot = members[entry[i], 0]
-        if remaining[slot] <= 0:
-            done[n] = slot
-            n += 1
+        for col in range(2):
+            slot = members[entry[i], col]
+            if slot >= 0 and remaining[slot] <= 0:
+                done[n] = slot
+                n += 1
     return done[:n]
 
 
 @_compiled
 def account_tasks(entry, gpu_type, members, steps, exec_time, scale, prices, priced, acc):
-    """The result's per-job accounts: steps, GPU-seconds per type and (with prices) cost."""
+    """The result's per-job accounts: steps, GPU-seconds per type and (with prices) cost, a pair's paid once."""
     for i in range(len(entry)):
-        slot = members[entry[i], 0]
-        acc[slot, 1] += steps[i, 0]
-        acc[slot, 3 + gpu_type[i]] += exec_time[i] * scale[i]
-        if priced:
-            acc[slot, 2] += prices[gpu_type[i]] * exec_time[i] / 3600.0 * scale[i]
-
-
+        w = gpu_type[i]
+        pair = members[entry[i], 1] >= 0
+        for col in range(2):
+            slot = members[entry[i], col]
+            if slot < 0:
+                continue
+            acc[slot, 1] += steps[i, col]
+            acc[slot, 3 + w] += exec_time[i] * scale[i]
+            if priced:
+                acc[slot, 2] += prices[w] * exec_time[i] / 3600.0 * scale[i] / (2.0 if pair else 1.0)
 @_compiled
 def mark_started(entry, members, acc, now):
     """Jobs planned for the first time start at `now` (the result's start column is NaN until then)."""

@@ -381,7 +381,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
         if self.whole_rounds:                   # `entry` holds slots; steps and times were measured (the runtime)
             return self.decide.credit_measured(entry, steps[:, 0], exec_time)
-        if self.decide is None and kernels.ENABLED and not self._has_pairs:     # compiled, same arithmetic
+        if self.decide is None and kernels.ENABLED and (self.estimator is None or not self._has_pairs):
             return kernels.credit_tasks(entry, gpu_type, self.members, steps, exec_time, self.t, self.S, self.remaining)
         if self.decide is not None:
             self.decide.measured(entry, gpu_type, exec_time)

@@ -30,10 +30,10 @@ class PrioritySelect:
 
     def select(self, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (docs/rules.md#select)."""
-        if kernels.ENABLED and not self._has_pairs:          # the same walk, compiled (core/kernels.py)
+        if kernels.ENABLED:                                    # the same walk, compiled (core/kernels.py)
             return kernels.select_walk(self.t, self.S, self.alloc, self.deficit, self._blocked, self.ok,
-                                       not self.policy.fills_idle_gpus, self.members[:, 0], self.escale,
-                                       self.capacity, np.asarray(order, np.int64), len(self.remaining))
+                                       not self.policy.fills_idle_gpus, self.members, self.escale, self.scale,
+                                       self.capacity, np.asarray(order, np.int64))
         pr = self.priorities()
         free = self.capacity.copy()
         taken = np.zeros(len(self.remaining), bool)           # by slot

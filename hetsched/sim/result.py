@@ -208,7 +208,7 @@ class ResultBuilder:
         preemption penalty, docs/rules.md#preemption-penalty); utilization counts it, costs and GPU-seconds count the wall time."""
         sched = self.sched
         exec_time = ends - start
-        if kernels.ENABLED and not (self.core_accounts or self.record_timeline or sched._has_pairs):
+        if kernels.ENABLED and not (self.core_accounts or self.record_timeline):
             scale = sched.escale[plan.entry].astype(float)
             self.busy += float((exec_time if credited is None else credited) @ scale)
             kernels.account_tasks(plan.entry, plan.gpu_type, sched.members, steps, exec_time, scale, self._prices,

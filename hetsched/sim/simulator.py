@@ -143,7 +143,7 @@ class RoundSimulation:
     def _run_tasks(self, plan) -> None:
         """Each combination runs `min(floor(rate x round), remaining)` steps and ends at `now + steps / rate`."""
         sched, now = self.sched, self.now
-        if kernels.ENABLED and not sched._has_pairs and not self.rules.lease_start_s:   # compiled, same arithmetic
+        if kernels.ENABLED and not self.rules.lease_start_s:         # compiled, the same arithmetic as below
             self._steps, self._finish, self._ends = kernels.run_tasks(
                 plan.entry, plan.gpu_type, sched.members, sched.etput, sched.remaining, now, self.config.round_s)
             return
