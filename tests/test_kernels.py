@@ -30,7 +30,7 @@ def test_rank_is_numpys_lexsort(compiled):
             np.testing.assert_array_equal(rank(k3, k2, k1), np.lexsort((k1, k2, k3)))
 
 
-def _walk_numpy(t, S, alloc, deficit, blocked, ok, need_priority, members, escale, scale, capacity, order):
+def _walk_numpy(t, S, alloc, deficit, in_alloc, ok, need_priority, members, escale, scale, capacity, order):
     """The numpy select (core/select.py) on the same arrays, through a stand-in scheduler."""
     from hetsched.core.select import PrioritySelect
 
@@ -38,7 +38,8 @@ def _walk_numpy(t, S, alloc, deficit, blocked, ok, need_priority, members, escal
         pass
 
     s = State()
-    s.t, s.S, s.alloc, s.deficit, s._blocked, s.ok = t, S, alloc, deficit, blocked, ok
+    s.t, s.S, s.alloc, s.deficit, s.ok = t, S, alloc, deficit, ok
+    s._blocked = ~ok | ~in_alloc[:, None]                 # as core/entries.py derives it
     s.members, s.escale, s.scale, s.capacity, s.remaining = members, escale, scale, capacity, np.zeros(len(scale))
     s._has_pairs = bool((members[:, 1] >= 0).any())
     s._all_single_gpu = bool((escale == 1).all())
@@ -71,11 +72,11 @@ def test_select_walk_is_the_numpy_walk(compiled):
         S = rng.choice([0.0, 360.0, 3600.0], m)
         alloc = np.where(rng.random((n, m)) < 0.3, 0.0, rng.choice([0.25, 0.5, 1.0 / 3], (n, m)))
         deficit = rng.choice([0.0, -1.0, 5.0], (n, m))
-        blocked = rng.random((n, m)) < 0.1
+        in_alloc = rng.random(n) < 0.9
         ok = rng.random((n, m)) < 0.9
         capacity = rng.integers(0, 12, m).astype(float)
         order = rng.permutation(m).astype(np.int64)
-        args = (t, S, alloc, deficit, blocked, ok, bool(trial % 5 == 0), members, escale, scale, capacity, order)
+        args = (t, S, alloc, deficit, in_alloc, ok, bool(trial % 5 == 0), members, escale, scale, capacity, order)
         with np.errstate(divide="ignore", invalid="ignore"):
             want = _walk_numpy(*args)
             got = walk(*args)

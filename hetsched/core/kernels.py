@@ -87,10 +87,11 @@ def _rank(k3, k2, k1):
 
 
 @_compiled
-def select_walk(t, S, alloc, deficit, blocked, ok, need_priority, members, escale, scale, capacity, order):
+def select_walk(t, S, alloc, deficit, in_alloc, ok, need_priority, members, escale, scale, capacity, order):
     """Entries and GPU types that run this round, in walk order (see `PrioritySelect.select`).
 
-    pr = alloc / (t / S), alloc x 1e9 where t / S == 0, and 0 where alloc == 0 or the entry is blocked. Per type in
+    pr = alloc / (t / S), alloc x 1e9 where t / S == 0, and 0 where alloc == 0 or the entry is blocked (a member
+    cannot run on the type, `ok`, or the entry is not in the allocation, `in_alloc`). Per type in
     `order`, entries ranked by (priority, deficit, allocation) descending, ties by row, are taken while their GPUs
     fit, skipping any with a member already running this round and pairs whose partner has another scale factor;
     `need_priority`: only entries with priority > 0.
@@ -102,7 +103,7 @@ def select_walk(t, S, alloc, deficit, blocked, ok, need_priority, members, escal
             a = alloc[e, w]
             fraction = t[e, w] / S[w]
             p = a * 1e9 if fraction == 0 else a / fraction
-            if a == 0 or blocked[e, w]:
+            if a == 0 or not ok[e, w] or not in_alloc[e]:
                 p = 0.0
             pr[e, w] = p
     free = capacity.copy()

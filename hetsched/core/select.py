@@ -31,7 +31,7 @@ class PrioritySelect:
     def select(self, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (docs/rules.md#select)."""
         if kernels.ENABLED:                                    # the same walk, compiled (core/kernels.py)
-            return kernels.select_walk(self.t, self.S, self.alloc, self.deficit, self._blocked, self.ok,
+            return kernels.select_walk(self.t, self.S, self.alloc, self.deficit, self.in_alloc, self.ok,
                                        not self.policy.fills_idle_gpus, self.members, self.escale, self.scale,
                                        self.capacity, np.asarray(order, np.int64))
         pr = self.priorities()

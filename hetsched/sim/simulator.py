@@ -183,6 +183,8 @@ class RoundSimulation:
             steps, exec_time = tracker.penalize(plan, steps, exec_time)
         self.out.round_done(plan, steps, self.round_start, self._ends, None if tracker is None else exec_time)
         completed = sched.credit(plan.entry, plan.gpu_type, steps, exec_time)
+        if tracker is None and not len(completed):
+            return
         members = sched.members[plan.entry].ravel()                       # (k, 2) -> aligned with finish
         if tracker is not None:
             completed = tracker.after_round(plan, completed, exec_time)
