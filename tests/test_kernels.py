@@ -103,3 +103,39 @@ def test_simulations_match_the_numpy_path(policy, gavel_table, monkeypatch):
     pd.testing.assert_frame_equal(fast.jobs_frame(), slow.jobs_frame(), check_exact=True)
     assert (fast.num_rounds, fast.num_recomputes) == (slow.num_rounds, slow.num_recomputes)
     assert (fast.busy_gpu_seconds, fast.makespan_s) == (slow.busy_gpu_seconds, slow.makespan_s)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_codes_are_numpys_unique(compiled):
+    codes = kernels.codes_of if compiled else kernels.codes_of.py_func
+    rng = np.random.default_rng(2)
+    for n in (0, 1, 5, 40, 300):
+        values = rng.integers(-2, 7, n)
+        distinct, code = codes(values)
+        want, inverse = np.unique(values, return_inverse=True)
+        np.testing.assert_array_equal(distinct, want)
+        np.testing.assert_array_equal(code, inverse.ravel())
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_las_program_is_the_numpy_program(compiled):
+    """The per-job LAS program's data bit for bit, with zero and NaN proportional throughputs and weights."""
+    from hetsched.policies.base import PolicyView
+    from hetsched.policies.las import _cvxpy_layout, _program
+    from hetsched.policies.shares import proportional_throughput
+
+    program = kernels.las_program if compiled else kernels.las_program.py_func
+    rng = np.random.default_rng(3)
+    for m, n in ((1, 1), (3, 2), (40, 3), (97, 4)):
+        tput = rng.random((m, n)) * rng.choice([0.0, 1.0, 7.3, 1e3], (m, n))
+        view = PolicyView(job_ids=np.arange(m), gpu_types=tuple(f"g{j}" for j in range(n)),
+                          capacity=rng.integers(1, 40, n).astype(float), throughput=tput,
+                          scale_factor=rng.choice([1, 2, 4, 8], m), priority_weight=rng.choice([0.5, 1.0, 3.0], m),
+                          remaining_steps=np.ones(m), time_since_arrival=np.zeros(m))
+        prop = proportional_throughput(view)
+        prop[::5] = np.nan
+        indices, indptr, template, x_cols = _cvxpy_layout(m, n)
+        want = _program(view, prop, m, n, template, x_cols)
+        got = program(view.throughput, view.priority_weight, view.scale_factor, prop, view.capacity, template, x_cols)
+        for a, b in zip(got, want):
+            assert a.tobytes() == b.tobytes()

@@ -213,3 +213,43 @@ def mark_started(entry, members, acc, now):
             slot = members[entry[i], col]
             if slot >= 0 and np.isnan(acc[slot, 0]):
                 acc[slot, 0] = now
+
+
+@_compiled
+def codes_of(values):
+    """`np.unique(values, return_inverse=True)` of integers: the distinct values (ascending) and each one's code."""
+    n = len(values)
+    order = np.argsort(values, kind="mergesort")
+    code = np.empty(n, np.int64)
+    distinct = np.empty(n, values.dtype)
+    k = -1
+    for i in range(n):
+        v = values[order[i]]
+        if k < 0 or v != distinct[k]:
+            k += 1
+            distinct[k] = v
+        code[order[i]] = k
+    return distinct[: k + 1], code
+
+
+@_compiled
+def las_program(throughput, priority_weight, scale_factor, prop, capacity, template, x_cols):
+    """The per-job LAS program's ECOS data (policies/las.py `_allocate_per_job`): epigraph coefficients
+    -(T_ij x w_i) x s_i with w_i = (1 / weight_i) x (1 / prop_i, or 0 where prop_i <= 0), capacity coefficients s_i,
+    right-hand sides (capacities, then 1 per job) and the objective (minimise t')."""
+    m, n = throughput.shape
+    data = template.copy()
+    for i in range(m):
+        p = prop[i]
+        w = (1.0 / priority_weight[i]) * (1.0 / p if p > 0 else 0.0)
+        s = float(scale_factor[i])
+        for j in range(n):
+            k = x_cols[j * m + i]
+            data[k] = -((throughput[i, j] * w) * s)
+            data[k + 2] = s
+    h = np.zeros(2 * m + m * n + n)
+    h[m + m * n: m + m * n + n] = capacity
+    h[m + m * n + n:] = 1.0
+    c = np.zeros(m * n + 1)
+    c[0] = 1.0
+    return data, h, c

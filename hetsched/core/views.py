@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetsched.core import kernels
 from hetsched.policies.base import PolicyView
 
 
@@ -18,7 +19,7 @@ class PolicyViews:
         slots = self.active_slots_by_id()
         ids = self.job_of_slot[slots]
         rows = self.key_row[slots]
-        distinct, code = np.unique(rows, return_inverse=True)
+        distinct, code = kernels.codes_of(rows) if kernels.ENABLED else np.unique(rows, return_inverse=True)
         colocated = None
         if self.policy.packing and len(distinct):
             colocated = self.table.colocated[np.ix_(distinct, distinct, self._cols)][:, :, :, 0, :].copy()

@@ -7,6 +7,7 @@ import logging
 
 import numpy as np
 
+from hetsched.core import kernels
 from hetsched.solvers import solve_lp_csc
 from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from hetsched.policies.formulation import build_polytope
@@ -48,6 +49,22 @@ def _cvxpy_layout(m: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return indices, indptr, data, m + 4 * np.arange(k)
 
 
+def _program(v: PolicyView, prop: np.ndarray, m: int, n: int, template: np.ndarray, x_cols: np.ndarray):
+    """The per-job program's data, right-hand sides and objective in numpy (the reference of
+    `kernels.las_program`): epigraph coefficients -C with C_ij = T_ij w_i s_i, capacity coefficients s_i."""
+    weights = (1.0 / v.priority_weight) * np.where(prop > 0, 1.0 / np.where(prop > 0, prop, 1.0), 0.0)
+    C = (v.throughput * weights[:, None]) * v.scale_factor[:, None]
+    data = template.copy()
+    data[x_cols] = -C.T.ravel()                                   # epigraph coefficients
+    data[x_cols + 2] = np.repeat(v.scale_factor[None, :], n, axis=0).ravel()   # capacity rows
+    h = np.zeros(2 * m + m * n + n)
+    h[m + m * n: m + m * n + n] = v.capacity
+    h[m + m * n + n:] = 1.0
+    c = np.zeros(m * n + 1)
+    c[0] = 1.0
+    return data, h, c
+
+
 class MaxMinFairness(VariantPolicy):
     """LAS: max-min of normalised effective throughput (heterogeneity-aware, agnostic, or with space sharing).
 
@@ -80,17 +97,12 @@ class MaxMinFairness(VariantPolicy):
         """
         m, n = v.throughput.shape
         prop = proportional_throughput(v)
-        weights = (1.0 / v.priority_weight) * np.where(prop > 0, 1.0 / np.where(prop > 0, prop, 1.0), 0.0)
-        C = (v.throughput * weights[:, None]) * v.scale_factor[:, None]
         indices, indptr, data, x_cols = _cvxpy_layout(m, n)
-        data = data.copy()
-        data[x_cols] = -C.T.ravel()                                   # epigraph coefficients
-        data[x_cols + 2] = np.repeat(v.scale_factor[None, :], n, axis=0).ravel()   # capacity rows
-        h = np.zeros(2 * m + m * n + n)
-        h[m + m * n: m + m * n + n] = v.capacity
-        h[m + m * n + n:] = 1.0
-        c = np.zeros(m * n + 1)
-        c[0] = 1.0
+        if kernels.ENABLED:                                 # the same arithmetic, compiled (core/kernels.py)
+            data, h, c = kernels.las_program(v.throughput, v.priority_weight, v.scale_factor, prop, v.capacity,
+                                             data, x_cols)
+        else:
+            data, h, c = _program(v, prop, m, n, data, x_cols)
         sol = solve_lp_csc(c, data, indices, indptr, 2 * m + m * n + n, h, self.solver)
         if not sol.ok:
             return fallback_allocation(self, v, sol.status)
