@@ -139,3 +139,45 @@ def test_las_program_is_the_numpy_program(compiled):
         got = program(view.throughput, view.priority_weight, view.scale_factor, prop, view.capacity, template, x_cols)
         for a, b in zip(got, want):
             assert a.tobytes() == b.tobytes()
+
+
+def test_quiet_rounds_keep_progress_reports_and_the_round_limit(gavel_table, monkeypatch):
+    """Steps that run further quiet rounds report progress after the same rounds, and stop at the same limit."""
+    from hetsched.sim.simulator import RoundSimulation, SimulationError
+
+    jobs = GavelGenerator(seed=4, mean_interarrival_s=900, throughputs=gavel_table).jobs(120)
+    sim = RoundSimulation(jobs, ClusterSpec.parse("4:4:4"), "max_min_fairness_perf", gavel_table,
+                          record_timeline=False)
+    steps = 1
+    while sim.step():                                  # one round per step (budget 0): the reference count
+        steps += 1
+    reports = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(kernels, "ENABLED", enabled)
+        seen = reports[enabled] = []
+        run = lambda **kw: simulate(jobs, ClusterSpec.parse("4:4:4"), "max_min_fairness_perf",  # noqa: E731
+                                    gavel_table, record_timeline=False, **kw)
+        assert run(max_rounds=steps, on_progress=lambda now, done: seen.append((now, done))).makespan_s == \
+            sim.result().makespan_s
+        for progress in (None, lambda now, done: None):
+            with pytest.raises(SimulationError, match=f"max_rounds={steps - 1}"):
+                run(max_rounds=steps - 1, on_progress=progress)
+    assert len(reports[True]) == len(range(0, steps, 200)) > 3
+    assert reports[True] == reports[False]
+
+
+def test_a_step_runs_at_most_its_budget_of_quiet_rounds(gavel_table):
+    from hetsched.sim.simulator import RoundSimulation
+
+    jobs = GavelGenerator(seed=5, mean_interarrival_s=900, throughputs=gavel_table).jobs(80)
+    runs = []
+    for budget in (0, 5):
+        sim = RoundSimulation(jobs, ClusterSpec.parse("4:4:4"), "max_min_fairness_perf", gavel_table,
+                              record_timeline=False)
+        sim.budget, rounds, extras = budget, 0, []
+        while sim.step():
+            rounds += 1 + sim.extra
+            extras.append(sim.extra)
+        runs.append((rounds, max(extras), sim.result().jobs_frame()))
+    assert runs[0][0] == runs[1][0] and runs[0][1] == 0 and runs[1][1] == 5
+    pd.testing.assert_frame_equal(runs[0][2], runs[1][2], check_exact=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hetsched.core import kernels
 
 #: The arrays with one row per entry, kept aligned.
 ROW_ARRAYS = ("members", "t", "deficit", "alloc", "in_alloc", "ok", "escale", "etput")
@@ -24,6 +25,7 @@ class EntryTable:
 
     _index: dict[tuple[int, ...], int] | None = None
     _masks: tuple[np.ndarray, bool, bool] | None = None
+    _view_slots: np.ndarray | None = None       # the active slots by job id when the policy view was last built
 
     @property
     def _entry_index(self) -> dict[tuple[int, ...], int]:
@@ -134,14 +136,33 @@ class EntryTable:
     def _all_single_gpu(self) -> bool:
         return (self._masks or self._entry_masks())[2]
 
+    def _follow_pairs(self, allocation) -> tuple[list[int], np.ndarray | None]:
+        """Pair entries follow the allocation: new pairs appear, pairs with no time disappear. Returns the rows
+        of the pairs with time and their time fractions (none without pairs before or after)."""
+        if not len(allocation.pairs) and not (self.members[:, 1] >= 0).any():
+            return [], None
+        used = allocation.x_pairs.sum(axis=1) > 0
+        pair_ids = allocation.job_ids[allocation.pairs[used]].tolist()
+        wanted = dict(zip(map(tuple, pair_ids), allocation.x_pairs[used]))
+        if self._has_pairs:
+            self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
+        pair_rows = []
+        if wanted:
+            index = self._entry_index                # _add_entries keeps it current
+            self._add_entries([m for m in wanted if m not in index])
+            pair_rows = [index[m] for m in wanted]
+        return pair_rows, allocation.x_pairs[used]
+
     def rows_of_jobs(self, job_ids: np.ndarray) -> np.ndarray:
         """The row of each job's single entry (every active job has one)."""
+        slots = self._view_slots                         # usually the jobs of the last view: all, in id order
+        if slots is None or not np.array_equal(self.job_of_slot[slots], job_ids):
+            slots = self.slots_of(job_ids)
+        if kernels.ENABLED:
+            return kernels.single_rows(self.members, slots, len(self.job_of_slot))
         single = np.flatnonzero(self.members[:, 1] < 0)
         row_of_slot = np.full(len(self.job_of_slot), -1, np.int64)
         row_of_slot[self.members[single, 0]] = single
-        slots = self.active_slots_by_id()                # usually the jobs are all active jobs in id order
-        if not np.array_equal(self.job_of_slot[slots], job_ids):
-            slots = self.slots_of(job_ids)
         return row_of_slot[slots]
 
     def entry_of(self, job_ids: tuple[int, ...]) -> int | None:

@@ -253,3 +253,85 @@ def las_program(throughput, priority_weight, scale_factor, prop, capacity, templ
     c = np.zeros(m * n + 1)
     c[0] = 1.0
     return data, h, c
+
+
+@_compiled
+def _latest(ends):
+    """`ends.max()` (NaN wins)."""
+    m = ends[0]
+    for v in ends[1:]:
+        if v > m or v != v:
+            m = v
+        if m != m:
+            break
+    return m
+
+
+@_compiled
+def quiet_rounds(entry, gpu_type, steps, finish, ends, round_start, budget, members, etput, escale, scale, remaining,
+                 t, S, alloc, deficit, in_alloc, ok, need_priority, capacity, order, acc, prices, priced, round_s,
+                 next_arrival, need_update, last_reset, min_reset):
+    """Credit the running round, then run up to `budget` more rounds while nothing happens between them (no job
+    completes, none arrives, no recompute is due, the walk selects someone), exactly as the simulator's step
+    would (sim/simulator.py `_credit_tasks`, docs/rules.md#round). Returns the clock, the last round's start,
+    the rounds run after the first, the completed jobs (slots, finish times) of the last credited round, and
+    each credited round's execution times and GPU counts (the caller sums them with numpy's dot, in order)."""
+    busy_e = np.empty(max(64, 4 * len(entry)))
+    busy_s = np.empty(len(busy_e))
+    cuts = np.zeros(64, np.int64)
+    rounds = 0
+    while True:
+        if rounds + 2 > len(cuts):
+            more = np.zeros(2 * len(cuts), np.int64)
+            more[: len(cuts)] = cuts
+            cuts = more
+        now = _latest(ends)
+        k = len(entry)
+        exec_time = ends - round_start
+        scl = escale[entry].astype(np.float64)
+        start = cuts[rounds]
+        if start + k > len(busy_e):
+            grown = np.empty(2 * (start + k))
+            grown[:start] = busy_e[:start]
+            busy_e = grown
+            grown = np.empty(len(busy_e))
+            grown[:start] = busy_s[:start]
+            busy_s = grown
+        busy_e[start:start + k] = exec_time
+        busy_s[start:start + k] = scl
+        cuts[rounds + 1] = start + k
+        account_tasks(entry, gpu_type, members, steps, exec_time, scl, prices, priced, acc)
+        done = credit_tasks(entry, gpu_type, members, steps, exec_time, t, S, remaining)
+        if len(done) or rounds == budget or next_arrival <= now or (
+                need_update and (now - last_reset >= min_reset or last_reset == 0)):
+            break
+        e, w = select_walk(t, S, alloc, deficit, in_alloc, ok, need_priority, members, escale, scale, capacity,
+                           order)
+        keep = in_alloc[e]
+        if not keep.any():
+            break
+        entry, gpu_type = e[keep], w[keep]
+        mark_started(entry, members, acc, now)
+        steps, finish, ends = run_tasks(entry, gpu_type, members, etput, remaining, now, round_s)
+        round_start = now
+        rounds += 1
+    done_finish = np.empty(len(done))
+    for j in range(len(done)):                        # the member's own finish (the first match, row-major)
+        for i in range(len(entry)):
+            if members[entry[i], 0] == done[j]:
+                done_finish[j] = finish[i, 0]
+                break
+            if members[entry[i], 1] == done[j]:
+                done_finish[j] = finish[i, 1]
+                break
+    return now, round_start, rounds, done, done_finish, busy_e, busy_s, cuts[: rounds + 2]
+
+
+@_compiled
+def single_rows(members, slots, num_slots):
+    """The row of each slot's single entry (entries.py `rows_of_jobs`)."""
+    row_of_slot = np.full(num_slots, -1, np.int64)
+    for r in range(len(members)):
+        if members[r, 1] < 0:
+            row_of_slot[members[r, 0]] = r
+    return row_of_slot[slots]

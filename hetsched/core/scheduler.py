@@ -291,20 +291,10 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self.alloc[:] = 0.0
         self.in_alloc[:] = False
         if allocation is not None:
-            # Pair entries follow the allocation: new pairs appear, pairs with no time disappear.
-            used = allocation.x_pairs.sum(axis=1) > 0
-            pair_ids = allocation.job_ids[allocation.pairs[used]].tolist()
-            wanted = dict(zip(map(tuple, pair_ids), allocation.x_pairs[used]))
-            if self._has_pairs:
-                self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
-            pair_rows = []
-            if wanted:
-                index = self._entry_index                # _add_entries keeps it current
-                self._add_entries([m for m in wanted if m not in index])
-                pair_rows = [index[m] for m in wanted]
+            pair_rows, x_pairs = self._follow_pairs(allocation)
             rows, x = self.rows_of_jobs(allocation.job_ids), allocation.x
             if pair_rows:
-                rows, x = np.concatenate([rows, pair_rows]).astype(int), np.r_[x, allocation.x_pairs[used]]
+                rows, x = np.concatenate([rows, pair_rows]).astype(int), np.r_[x, x_pairs]
             self.alloc[rows] = x
             self.in_alloc[rows] = True
         self._entries_changed()

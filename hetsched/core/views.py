@@ -16,7 +16,7 @@ class PolicyViews:
     """`view(now)` over the `Scheduler`'s state (jobs, slots, rates, table, estimator, entity weights)."""
 
     def view(self, now: float) -> PolicyView:
-        slots = self.active_slots_by_id()
+        slots = self._view_slots = self.active_slots_by_id()
         ids = self.job_of_slot[slots]
         rows = self.key_row[slots]
         distinct, code = kernels.codes_of(rows) if kernels.ENABLED else np.unique(rows, return_inverse=True)

@@ -62,11 +62,17 @@ def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | objec
     if sim.pipeline.rules.ideal:
         from hetsched.sim.ideal import run_ideal
         return run_ideal(sim.arrivals, sim.sched, sim.config)
-    for rounds in range(sim.config.max_rounds):
+    rounds, limit = 0, sim.config.max_rounds
+    while rounds < limit:
+        # A step may run further rounds in which nothing happens (`quiet_rounds`), never past the next progress
+        # report or the round limit, so both come after the same rounds as one step at a time.
+        sim.budget = min(limit - 1 - rounds, -rounds % 200 if on_progress is not None else limit)
         if not sim.step():
             return sim.result()
+        rounds += sim.extra
         if on_progress is not None and rounds % 200 == 0:
             on_progress(sim.now, sim.finished)
+        rounds += 1
     raise SimulationError(f"stopped after max_rounds={sim.config.max_rounds}")
 
 
@@ -105,6 +111,13 @@ class RoundSimulation:
         # When progress is credited (docs/rules.md#credit): at each micro-task's own finish, or with the round.
         self._credit, self._run = (self._credit_tasks, self._run_tasks) if self.rules.credit == "task" else \
             (self._credit_round, self._run_round)
+        # Compiled credit that may go on with quiet rounds (core/kernels.py): per-entry micro-tasks, no stage that
+        # acts between rounds (decide, CPU/memory placement, batch sizes, estimates, shuffled type orders, leases).
+        sched = self.sched
+        self._quiet = kernels.ENABLED and self.rules.credit == "task" and not self.rules.fixed_rounds and not (
+            self.place or sched.placement_aware or sched.shuffle or self.out.record_timeline) and (
+            self.tracker is None and sched.decide is None and sched.resources is None and sched.estimator is None)
+        self.budget = self.extra = 0         # quiet rounds allowed in the next step / run in the last one
 
     def step(self) -> bool:
         """One iteration of the event loop; False once the run is over."""
@@ -175,6 +188,8 @@ class RoundSimulation:
 
     def _credit_tasks(self, plan) -> None:
         """The round ends at its latest micro-task; each job completes at its own finish time."""
+        if self._quiet:
+            return self._credit_quiet(plan)
         sched, tracker = self.sched, self.tracker
         # docs/rules.md#fixed-rounds: the runtime's round lasts its length whenever its micro-tasks end
         self.now = self.round_start + self.config.round_s if self.rules.fixed_rounds else float(self._ends.max())
@@ -191,6 +206,22 @@ class RoundSimulation:
         finish = self._finish.ravel()
         for slot in completed.tolist():
             self._retire(slot, float(finish[np.flatnonzero(members == slot)[0]]))
+
+    def _credit_quiet(self, plan) -> None:
+        """`_credit_tasks` compiled, with up to `budget` further rounds while nothing happens between them."""
+        sched, out, nxt = self.sched, self.out, self.arrivals.peek_time()
+        now, self.round_start, self.extra, done, finish, busy, gpus, cuts = kernels.quiet_rounds(
+            plan.entry, plan.gpu_type, self._steps, self._finish, self._ends, self.round_start, self.budget,
+            sched.members, sched.etput, sched.escale, sched.scale, sched.remaining, sched.t, sched.S, sched.alloc,
+            sched.deficit, sched.in_alloc, sched.ok, not sched.policy.fills_idle_gpus, sched.capacity,
+            np.asarray(sched.type_order, np.int64), out._acc, out._prices, out._priced, self.config.round_s,
+            math.inf if nxt is None else nxt, sched.need_update, sched.last_reset_time, sched.min_reset_interval_s)
+        self.now = float(now)
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):     # each round's busy GPU-seconds, as round_done
+            out.busy += float(busy[a:b] @ gpus[a:b])
+        out.rounds += self.extra
+        for slot, end in zip(done.tolist(), finish.tolist()):
+            self._retire(slot, end)
 
     # ---- run and credit: every lease ends with the round (Synergy) ----------------------------------------
     def _run_round(self, plan) -> None:
