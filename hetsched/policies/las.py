@@ -11,7 +11,7 @@ from hetsched.core import kernels
 from hetsched.solvers import solve_lp_csc
 from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from hetsched.policies.formulation import build_polytope
-from hetsched.policies.units import make_units
+from hetsched.policies.units import AGGREGATE_ABOVE, make_units
 from hetsched.policies.fallback import fallback_allocation
 from hetsched.policies.lp import epigraph_objective, solve_on_polytope
 from hetsched.policies.shares import proportional_throughput
@@ -75,6 +75,8 @@ class MaxMinFairness(VariantPolicy):
         if view.num_jobs == 0:
             return empty_allocation(view)
         v = self.effective_view(view)
+        if not self.packing and not (self.aggregate or (self.aggregate is None and v.num_jobs > AGGREGATE_ABOVE)):
+            return self._allocate_per_job(v)              # no classes asked for (make_units would give one per job)
         # Packed problems always use classes: their per-job form has no fidelity role and is several times slower.
         units = make_units(v, aggregate=self.aggregate if self.aggregate is not None else (self.packing or None))
         if not self.packing and units.size == v.num_jobs:

@@ -7,17 +7,21 @@ import numpy as np
 from hetsched.policies.base import Allocation, Policy, PolicyView
 
 
-def proportional_fractions(view: PolicyView) -> np.ndarray:
-    """`N_j / sum_k N_k` for every job: time spread over types in proportion to their GPU counts."""
+def _proportional_row(view: PolicyView) -> np.ndarray:
     m = max(view.num_jobs, 1)
     share = view.capacity / m
-    row = share / share.sum() if share.sum() > 0 else share
-    return np.broadcast_to(row, (view.num_jobs, view.num_types))
+    total = share.sum()
+    return share / total if total > 0 else share
+
+
+def proportional_fractions(view: PolicyView) -> np.ndarray:
+    """`N_j / sum_k N_k` for every job: time spread over types in proportion to their GPU counts."""
+    return np.broadcast_to(_proportional_row(view), (view.num_jobs, view.num_types))
 
 
 def proportional_throughput(view: PolicyView) -> np.ndarray:
     """prop_i = sum_j T_ij x_prop_ij, summed in column order (fixes ECOS's last digits, docs/rules.md#proportional)."""
-    return (view.throughput * proportional_fractions(view)).sum(axis=1)
+    return (view.throughput * _proportional_row(view)).sum(axis=1)
 
 
 def isolated_fractions(view: PolicyView, throughput: np.ndarray | None = None) -> np.ndarray:
