@@ -141,11 +141,13 @@ def test_las_program_is_the_numpy_program(compiled):
             assert a.tobytes() == b.tobytes()
 
 
-def test_quiet_rounds_keep_progress_reports_and_the_round_limit(gavel_table, monkeypatch):
-    """Steps that run further quiet rounds report progress after the same rounds, and stop at the same limit."""
+@pytest.mark.parametrize("interarrival", [900, 30000], ids=["busy", "idle-gaps"])
+def test_quiet_rounds_keep_progress_reports_and_the_round_limit(interarrival, gavel_table, monkeypatch):
+    """Steps that run further quiet rounds report progress after the same rounds, and stop at the same limit
+    (also when the cluster idles between arrivals: an idle step runs no round)."""
     from hetsched.sim.simulator import RoundSimulation, SimulationError
 
-    jobs = GavelGenerator(seed=4, mean_interarrival_s=900, throughputs=gavel_table).jobs(120)
+    jobs = GavelGenerator(seed=4, mean_interarrival_s=interarrival, throughputs=gavel_table).jobs(120)
     sim = RoundSimulation(jobs, ClusterSpec.parse("4:4:4"), "max_min_fairness_perf", gavel_table,
                           record_timeline=False)
     steps = 1

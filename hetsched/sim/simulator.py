@@ -123,6 +123,7 @@ class RoundSimulation:
         """One iteration of the event loop; False once the run is over."""
         sched, arrivals = self.sched, self.arrivals
         plan = self.plan
+        self.extra = 0                           # quiet rounds this step ran after the credited one
         running = plan is not None and len(plan.entry) > 0
         if self.window_left == 0 or (self.window_left is None and not sched.jobs and arrivals.peek_time() is None):
             return False
