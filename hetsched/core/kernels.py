@@ -37,21 +37,16 @@ def _after(x, y):
 
 
 @_compiled
+def _compare(x, y):
+    """-1, 0 or 1 as x sorts before, with or after y."""
+    return -1 if _after(y, x) else (1 if _after(x, y) else 0)
+
+
+@_compiled
 def _precedes(k3, k2, k1, i, j):
     """Row i ranks before row j: keys compared in turn (k3 first), then the row (np.lexsort's order)."""
-    if _after(k3[j], k3[i]):
-        return True
-    if _after(k3[i], k3[j]):
-        return False
-    if _after(k2[j], k2[i]):
-        return True
-    if _after(k2[i], k2[j]):
-        return False
-    if _after(k1[j], k1[i]):
-        return True
-    if _after(k1[i], k1[j]):
-        return False
-    return i < j
+    c = _compare(k3[i], k3[j]) or _compare(k2[i], k2[j]) or _compare(k1[i], k1[j])
+    return c < 0 if c else i < j
 
 
 @_compiled
@@ -177,17 +172,14 @@ def credit_tasks(entry, gpu_type, members, steps, exec_time, t, S, remaining):
     for i in range(k):
         t[entry[i], gpu_type[i]] += exec_time[i]
         S[gpu_type[i]] += exec_time[i]
-    for i in range(k):
+    for i in range(k):                                # a job is a member of one planned entry at most
         for col in range(2):
             slot = members[entry[i], col]
             if slot >= 0:
                 remaining[slot] -= steps[i, col]
-    for i in range(k):
-        for col in range(2):
-            slot = members[entry[i], col]
-            if slot >= 0 and remaining[slot] <= 0:
-                done[n] = slot
-                n += 1
+                if remaining[slot] <= 0:
+                    done[n] = slot
+                    n += 1
     return done[:n]
 
 
@@ -268,6 +260,14 @@ def _latest(ends):
 
 
 @_compiled
+def _grown(values, used, size):
+    """A longer copy of `values` (the first `used` entries kept, the rest zero)."""
+    out = np.zeros(size, values.dtype)
+    out[:used] = values[:used]
+    return out
+
+
+@_compiled
 def quiet_rounds(entry, gpu_type, steps, finish, ends, round_start, budget, members, etput, escale, scale, remaining,
                  t, S, alloc, deficit, in_alloc, ok, need_priority, capacity, order, acc, prices, priced, round_s,
                  next_arrival, need_update, last_reset, min_reset):
@@ -282,21 +282,14 @@ def quiet_rounds(entry, gpu_type, steps, finish, ends, round_start, budget, memb
     rounds = 0
     while True:
         if rounds + 2 > len(cuts):
-            more = np.zeros(2 * len(cuts), np.int64)
-            more[: len(cuts)] = cuts
-            cuts = more
+            cuts = _grown(cuts, rounds + 1, 2 * len(cuts))
         now = _latest(ends)
         k = len(entry)
         exec_time = ends - round_start
         scl = escale[entry].astype(np.float64)
         start = cuts[rounds]
         if start + k > len(busy_e):
-            grown = np.empty(2 * (start + k))
-            grown[:start] = busy_e[:start]
-            busy_e = grown
-            grown = np.empty(len(busy_e))
-            grown[:start] = busy_s[:start]
-            busy_s = grown
+            busy_e, busy_s = _grown(busy_e, start, 2 * (start + k)), _grown(busy_s, start, 2 * (start + k))
         busy_e[start:start + k] = exec_time
         busy_s[start:start + k] = scl
         cuts[rounds + 1] = start + k
