@@ -88,3 +88,29 @@ def test_identical_rows_groups_as_numpy_unique_does():
         assert sorted(first.tolist()) == sorted(f2.tolist())
         assert np.array_equal(first[of_job], f2[o2.ravel()])
         assert dict(zip(first.tolist(), counts.tolist())) == dict(zip(f2.tolist(), c2.tolist()))
+
+
+def test_pair_entries_follow_the_allocation_in_its_order():
+    """Pairs without time leave, the others keep their rows in order, new pairs are appended in the allocation's
+    order, and the rows returned are each wanted pair's (compared with a list-based reference)."""
+    from hetsched.policies.base import Allocation
+    table = load_throughputs("gavel_simulation")
+    core = Scheduler(ClusterSpec.parse("3:3:3"), policy_for("max_min_fairness_packed", 0), table)
+    for j in range(12):
+        core.add_job(Job(j, 0.0, TYPES[j % len(TYPES)], 1, 1e6))
+    view = core.view(0.0)
+    rng = np.random.default_rng(4)
+    all_pairs = [(a, b) for a in range(12) for b in range(a + 1, 12)]
+    for _ in range(40):
+        picked = rng.permutation(len(all_pairs))[: int(rng.integers(0, 15))]
+        pairs = np.array([all_pairs[p] for p in picked], np.intp).reshape(-1, 2)
+        x_pairs = rng.random((len(pairs), 3)) * (rng.random((len(pairs), 1)) < 0.8)     # some pairs get no time
+        alloc = Allocation(view.job_ids, view.gpu_types, np.zeros((12, 3)), pairs, x_pairs)
+        wanted = [tuple(int(view.job_ids[i]) for i in p) for p, x in zip(pairs, x_pairs) if x.sum() > 0]
+        expect = [e for e in core.entries if len(e) == 1 or e in wanted]
+        expect += [p for p in wanted if p not in expect]
+        rows, x = core._follow_pairs(alloc)
+        assert core.entries == expect
+        assert list(rows) == [expect.index(p) for p in wanted]
+        assert np.array_equal(x, x_pairs[x_pairs.sum(axis=1) > 0])
+        check(core)

@@ -7,6 +7,8 @@ each member on each type); insertion order is the tie-break order (docs/rules.md
 
 from __future__ import annotations
 
+from itertools import compress
+
 import numpy as np
 
 from hetsched.core import kernels
@@ -34,7 +36,8 @@ class EntryTable:
             self._index = {e: i for i, e in enumerate(self.entries)}
         return self._index
 
-    def _add_entries(self, new: list[tuple[int, ...]]) -> None:
+    def _add_entries(self, new: list[tuple[int, ...]], members: np.ndarray | None = None) -> None:
+        """Append entries (tuples of job ids); `members`, when given, holds their slots (k, 2), -1 = none."""
         if not new:
             return
         k = len(new)
@@ -43,21 +46,36 @@ class EntryTable:
             s = self.slot[new[0][0]]
             if self._index is not None:
                 self._index[new[0]] = base
-            tput = self.tput[s]
-            etput = np.zeros((1, self.n, 2))
-            etput[0, :, 0] = tput
             self.entries.append(new[0])
-            self._append_rows(members=np.array([[s, -1]], np.int64), t=np.full((1, self.n), self.prior),
-                              deficit=np.zeros((1, self.n)), alloc=np.zeros((1, self.n)), in_alloc=np.zeros(1, bool),
-                              ok=(tput > 0)[None, :], escale=self.scale[s:s + 1], etput=etput)
+            m, bufs = len(self.members), self._row_buffers
+            if bufs and len(bufs["members"]) > m:         # room in the buffers: write the row in place
+                tput = self.tput[s]
+                bufs["members"][m] = (s, -1)
+                bufs["t"][m] = self.prior
+                bufs["deficit"][m] = bufs["alloc"][m] = 0.0
+                bufs["in_alloc"][m] = False
+                bufs["ok"][m] = tput > 0
+                bufs["escale"][m] = self.scale[s]
+                bufs["etput"][m] = 0.0
+                bufs["etput"][m, :, 0] = tput
+                for name in ROW_ARRAYS:
+                    setattr(self, name, bufs[name][:m + 1])
+            else:
+                tput = self.tput[s]
+                etput = np.zeros((1, self.n, 2))
+                etput[0, :, 0] = tput
+                self._append_rows(members=np.array([[s, -1]], np.int64), t=np.full((1, self.n), self.prior),
+                                  deficit=np.zeros((1, self.n)), alloc=np.zeros((1, self.n)),
+                                  in_alloc=np.zeros(1, bool), ok=(tput > 0)[None, :], escale=self.scale[s:s + 1],
+                                  etput=etput)
             self._entries_changed()
             return
-        members = np.full((k, 2), -1, np.int64)
-        index = self._index
-        for r, ids in enumerate(new):
-            if index is not None:
-                index[ids] = base + r
-            members[r, : len(ids)] = [self.slot[j] for j in ids]
+        if self._index is not None:
+            self._index.update(zip(new, range(base, base + k)))
+        if members is None:
+            members = np.full((k, 2), -1, np.int64)
+            for r, ids in enumerate(new):
+                members[r, : len(ids)] = [self.slot[j] for j in ids]
         etput = np.zeros((k, self.n, 2))
         single = members[:, 1] < 0
         etput[single, :, 0] = self.tput[members[single, 0]]
@@ -89,7 +107,7 @@ class EntryTable:
             return
         keep = np.ones(len(self.entries), bool)
         keep[rows] = False
-        self.entries = [e for e, k in zip(self.entries, keep) if k]
+        self.entries = list(compress(self.entries, keep.tolist()))
         self._index = None
         m = len(self.entries)
         for name in ROW_ARRAYS:                    # rows exist, so their buffers do (`_append_rows`)
@@ -136,22 +154,41 @@ class EntryTable:
     def _all_single_gpu(self) -> bool:
         return (self._masks or self._entry_masks())[2]
 
-    def _follow_pairs(self, allocation) -> tuple[list[int], np.ndarray | None]:
-        """Pair entries follow the allocation: new pairs appear, pairs with no time disappear. Returns the rows
-        of the pairs with time and their time fractions (none without pairs before or after)."""
-        if not len(allocation.pairs) and not (self.members[:, 1] >= 0).any():
-            return [], None
+    def _follow_pairs(self, allocation) -> tuple[np.ndarray, np.ndarray | None]:
+        """Pair entries follow the allocation: new pairs appear (appended in the allocation's order), pairs with no
+        time disappear, the others keep their rows. Returns the rows of the pairs with time and their time
+        fractions (none without pairs before or after). Pairs are matched by codes `a x M + b` of their job ids
+        (a pair's entry names its jobs as the allocation does: lower id first)."""
+        has_pairs = self._has_pairs
+        if not len(allocation.pairs) and not has_pairs:
+            return np.zeros(0, np.int64), None
         used = allocation.x_pairs.sum(axis=1) > 0
-        pair_ids = allocation.job_ids[allocation.pairs[used]].tolist()
-        wanted = dict(zip(map(tuple, pair_ids), allocation.x_pairs[used]))
-        if self._has_pairs:
-            self._drop_entries([i for i, e in enumerate(self.entries) if len(e) == 2 and e not in wanted])
-        pair_rows = []
-        if wanted:
-            index = self._entry_index                # _add_entries keeps it current
-            self._add_entries([m for m in wanted if m not in index])
-            pair_rows = [index[m] for m in wanted]
-        return pair_rows, allocation.x_pairs[used]
+        pairs = allocation.pairs[used]
+        want = allocation.job_ids[pairs].astype(np.int64).reshape(-1, 2)
+        rows = np.flatnonzero(self.members[:, 1] >= 0) if has_pairs else np.zeros(0, np.int64)
+        have = self.job_of_slot[self.members[rows]]
+        M = max(int(want.max(initial=0)), int(have.max(initial=0))) + 1
+        want_code, have_code = want[:, 0] * M + want[:, 1], have[:, 0] * M + have[:, 1]
+        by_code = np.argsort(have_code)
+        at = np.minimum(np.searchsorted(have_code, want_code, sorter=by_code), max(len(rows) - 1, 0))
+        found = have_code[by_code[at]] == want_code if len(rows) else np.zeros(len(want), bool)
+        kept = np.zeros(len(rows), bool)
+        kept[by_code[at[found]]] = True
+        if not kept.all():
+            self._drop_entries(rows[~kept])
+        fresh = ~found
+        base = len(self.entries)
+        if fresh.any():
+            slots = self._view_slots                     # the view's slots by job id (the allocation's rows)
+            if slots is None or not np.array_equal(self.job_of_slot[slots], allocation.job_ids):
+                slots = self.slots_of(allocation.job_ids)
+            self._add_entries(list(map(tuple, want[fresh].tolist())), slots[pairs[fresh]])
+        # Rows now: the kept pairs in their old order (shifted up by the drops), then the new ones.
+        codes = np.concatenate([have_code[kept], want_code[fresh]])
+        rows_now = np.concatenate([np.flatnonzero(self.members[:base, 1] >= 0),
+                                   np.arange(base, len(self.entries), dtype=np.int64)])
+        order = np.argsort(codes, kind="stable")
+        return rows_now[order[np.searchsorted(codes, want_code, sorter=order)]], allocation.x_pairs[used]
 
     def rows_of_jobs(self, job_ids: np.ndarray) -> np.ndarray:
         """The row of each job's single entry (every active job has one)."""

@@ -224,6 +224,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
 
     def _pin_mask(self, job: Job) -> np.ndarray | None:
         """1/0 per column for a job pinned to some GPU types; None when it may run anywhere."""
+        if not job.pinned_gpu_types:                        # the common case: no pin
+            return None
         allowed = job.allowed_gpu_types
         if not allowed:
             return None
@@ -293,8 +295,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         if allocation is not None:
             pair_rows, x_pairs = self._follow_pairs(allocation)
             rows, x = self.rows_of_jobs(allocation.job_ids), allocation.x
-            if pair_rows:
-                rows, x = np.concatenate([rows, pair_rows]).astype(int), np.r_[x, x_pairs]
+            if len(pair_rows):
+                rows, x = np.concatenate([rows, pair_rows]), np.r_[x, x_pairs]
             self.alloc[rows] = x
             self.in_alloc[rows] = True
         self._entries_changed()

@@ -28,13 +28,13 @@ class PolicyViews:
             colocated[:, unknown] = np.nan
             if self.estimator is not None:
                 colocated = self._estimated(distinct, colocated.copy())
-        return PolicyView(
-            job_ids=ids, gpu_types=self.gpu_types, capacity=self.capacity,
+        return PolicyView(                                # every array below is new: no copies (copy=False)
+            job_ids=ids, gpu_types=self.gpu_types, capacity=self.capacity.copy(),
             throughput=self.tput[slots], scale_factor=self.scale[slots], unconsolidated=self.tput_spread[slots],
             priority_weight=self.weight[slots], remaining_steps=self.remaining[slots],
             time_since_arrival=now - self.arrival_s[slots], type_code=code.ravel(), colocated=colocated,
             prices=np.array([self.cluster.price(g) for g in self.gpu_types]), deadline_s=self.deadline[slots],
-            now=now, **self._entities(ids))
+            now=now, copy=False, **self._entities(ids))
 
     def _entities(self, ids: np.ndarray) -> dict:
         """Entity codes and weights for policies that share among entities; none when no job has one."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Callable, ClassVar
 
 import numpy as np
@@ -38,14 +38,16 @@ class PolicyView:
     entity: np.ndarray | None = None
     entity_weight: np.ndarray | None = None
     now: float = 0.0
+    copy: InitVar[bool] = True    # False: the caller hands over new arrays that nothing else holds (the core)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, copy: bool) -> None:
         for name in ("job_ids", "capacity", "throughput", "scale_factor", "priority_weight", "remaining_steps",
                      "time_since_arrival", "type_code", "colocated", "unconsolidated", "prices", "deadline_s",
                      "entity", "entity_weight"):
             value = getattr(self, name)
             if value is not None:
-                value = np.array(value, copy=True)
+                if copy or not isinstance(value, np.ndarray):
+                    value = np.array(value, copy=True)
                 value.setflags(write=False)
                 object.__setattr__(self, name, value)
         m, n = self.throughput.shape

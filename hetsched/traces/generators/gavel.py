@@ -48,8 +48,9 @@ class GavelGenerator:
         slo_rng = random.Random(self.seed + 6)
         arrival = 0.0
         job_id = 0
+        rates: dict[tuple[str, int], float] = {}     # the reference rate of each (job type, GPUs) drawn so far
         while True:
-            yield self._job(job_id, arrival, job_rng, slo_rng)
+            yield self._job(job_id, arrival, job_rng, slo_rng, rates)
             job_id += 1
             if not self.static:
                 arrival += -math.log(1.0 - arrival_rng.random()) * self.mean_interarrival_s
@@ -61,7 +62,8 @@ class GavelGenerator:
         it = iter(self)
         return [next(it) for _ in range(num_jobs)]
 
-    def _job(self, job_id: int, arrival: float, rng: random.Random, slo_rng: random.Random) -> Job:
+    def _job(self, job_id: int, arrival: float, rng: random.Random, slo_rng: random.Random,
+             rates: dict[tuple[str, int], float]) -> Job:
         r = rng.uniform(0, 1)  # drawn even for single-GPU streams to keep the stream aligned
         if 0.7 <= r <= 0.8:
             scale_factor = 2
@@ -83,7 +85,10 @@ class GavelGenerator:
             template = rng.choice(GAVEL_JOB_TEMPLATES)
             if scale_factor == 1 or template.distributed:
                 break
-        throughput = self.throughputs.get(template.job_type, scale_factor, REFERENCE_GPU)
+        throughput = rates.get((template.job_type, scale_factor))
+        if throughput is None:
+            throughput = rates[template.job_type, scale_factor] = self.throughputs.get(
+                template.job_type, scale_factor, REFERENCE_GPU)
         priority = 1.0
         if self.multi_priority:
             priority = 5.0 if rng.uniform(0, 1) <= 0.2 else 1.0
