@@ -114,3 +114,27 @@ def test_pair_entries_follow_the_allocation_in_its_order():
         assert list(rows) == [expect.index(p) for p in wanted]
         assert np.array_equal(x, x_pairs[x_pairs.sum(axis=1) > 0])
         check(core)
+
+
+def test_the_views_pair_rates_are_the_tables_while_the_keys_present_change():
+    """The view's co-location block (kept while the job keys present stay the same) is always the table's."""
+    table = load_throughputs("gavel_simulation")
+    core = Scheduler(ClusterSpec.parse("3:3:3"), policy_for("max_min_fairness_packed", 0), table)
+    rng = np.random.default_rng(5)
+    live, reused = [], 0
+    for j in range(120):
+        if live and rng.random() < 0.4:
+            core.remove_job(live.pop(int(rng.integers(len(live)))))
+        core.add_job(Job(j, 0.0, TYPES[int(rng.integers(len(TYPES)))] if j % 9 else "unknown-type", 1, 1e6))
+        live.append(j)
+        before = core._colocated_last
+        view = core.view(0.0)
+        reused += core._colocated_last is before
+        rows = core.key_row[core.active_slots_by_id()]
+        keys = np.unique(rows)
+        want = table.colocated[np.ix_(keys, keys, core._cols)][:, :, :, 0, :].copy()
+        want[keys < 0] = np.nan
+        want[:, keys < 0] = np.nan
+        np.testing.assert_array_equal(view.colocated, want)
+        assert not view.colocated.flags.writeable
+    assert 0 < reused < 120

@@ -15,6 +15,8 @@ from hetsched.policies.base import PolicyView
 class PolicyViews:
     """`view(now)` over the `Scheduler`'s state (jobs, slots, rates, table, estimator, entity weights)."""
 
+    _colocated_last: tuple[bytes, np.ndarray] | None = None
+
     def view(self, now: float) -> PolicyView:
         slots = self._view_slots = self.active_slots_by_id()
         ids = self.job_of_slot[slots]
@@ -22,10 +24,7 @@ class PolicyViews:
         distinct, code = kernels.codes_of(rows) if kernels.ENABLED else np.unique(rows, return_inverse=True)
         colocated = None
         if self.policy.packing and len(distinct):
-            colocated = self.table.colocated[np.ix_(distinct, distinct, self._cols)][:, :, :, 0, :].copy()
-            unknown = distinct < 0                        # job types without a table entry: no pairs
-            colocated[unknown] = np.nan
-            colocated[:, unknown] = np.nan
+            colocated = self._colocated_block(distinct)
             if self.estimator is not None:
                 colocated = self._estimated(distinct, colocated.copy())
         return PolicyView(                                # every array below is new: no copies (copy=False)
@@ -35,6 +34,21 @@ class PolicyViews:
             time_since_arrival=now - self.arrival_s[slots], type_code=code.ravel(), colocated=colocated,
             prices=np.array([self.cluster.price(g) for g in self.gpu_types]), deadline_s=self.deadline[slots],
             now=now, copy=False, **self._entities(ids))
+
+    def _colocated_block(self, distinct: np.ndarray) -> np.ndarray:
+        """The table's consolidated pair rates among the job keys present, (keys, keys, types, 2), read-only; the
+        last one is kept, since the keys present rarely change between two views (the table does not change)."""
+        key = distinct.tobytes()
+        cached = self._colocated_last
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        block = self.table.colocated[distinct[:, None, None], distinct[None, :, None], self._cols[None, None, :], 0]
+        unknown = distinct < 0                            # job types without a table entry: no pairs
+        block[unknown] = np.nan
+        block[:, unknown] = np.nan
+        block.setflags(write=False)
+        self._colocated_last = (key, block)
+        return block
 
     def _entities(self, ids: np.ndarray) -> dict:
         """Entity codes and weights for policies that share among entities; none when no job has one."""
