@@ -183,3 +183,49 @@ def test_a_step_runs_at_most_its_budget_of_quiet_rounds(gavel_table):
         runs.append((rounds, max(extras), sim.result().jobs_frame()))
     assert runs[0][0] == runs[1][0] and runs[0][1] == 0 and runs[1][1] == 5
     pd.testing.assert_frame_equal(runs[0][2], runs[1][2], check_exact=True)
+
+
+@pytest.mark.parametrize("form", ["unit", "key"])
+def test_job_pairs_are_the_numpy_decomposition(form, gavel_table, monkeypatch):
+    """decompose_pairs with the compiled pairing gives the numpy code's pairs and fractions bit for bit, for both
+    pair forms, with folded (same-group) and crossed groups, zero and tiny pair times."""
+    from hetsched import ClusterSpec, Job
+    from hetsched.policies.formulation import build_polytope, decompose_pairs
+    from hetsched.policies.units import make_units
+    from hetsched.policies.view import view_from_jobs
+
+    types = sorted({k.job_type for k in gavel_table.keys if k.scale_factor == 1})[:9]
+    rng = np.random.default_rng(11)
+    checked = 0
+    for trial in range(25):
+        m = int(rng.integers(2, 60))
+        jobs = [Job(j, 0.0, types[int(rng.integers(len(types)))], 1, float(rng.integers(1, 4)) * 1e5)
+                for j in range(m)]
+        view = view_from_jobs(jobs, ClusterSpec.parse("6:6:6"), gavel_table)
+        units = make_units(view, aggregate=trial % 2 == 0)
+        poly = build_polytope(view, units, packing=True, pair_form=form)
+        z = rng.random(len(poly.pair_vars)) * (rng.random(len(poly.pair_vars)) < 0.5)
+        z[rng.random(len(z)) < 0.1] = 1e-6                                  # below PAIR_EPS: dropped
+        got = decompose_pairs(view, units, poly.pair_vars, z, unit_pairs=poly.unit_pairs)
+        monkeypatch.setattr(kernels, "ENABLED", False)
+        want = decompose_pairs(view, units, poly.pair_vars, z, unit_pairs=poly.unit_pairs)
+        monkeypatch.setattr(kernels, "ENABLED", True)
+        assert got[0].tolist() == want[0].tolist()
+        assert got[1].tobytes() == want[1].tobytes() and got[1].shape == want[1].shape
+        checked += len(want[0]) > 0
+    assert checked >= 20
+
+
+def test_the_pairing_kernels_run_as_python_too():
+    """The kernels' own code, interpreted, agrees with the compiled code (a guard on the loops themselves)."""
+    from hetsched.policies import pair_kernels as P
+
+    rng = np.random.default_rng(12)
+    for _ in range(30):
+        num = int(rng.integers(1, 6))
+        ca, cb = np.sort(rng.integers(0, num, 40)), np.sort(rng.integers(0, num, 35))
+        ja, jb = rng.permutation(40).astype(np.int64), rng.permutation(35).astype(np.int64) + 40
+        sa, sb = rng.random(40) * (rng.random(40) < 0.8), rng.random(35)
+        for f, args in ((P.cross, (ca, ja, sa, cb, jb, sb, num, 77.0)), (P.folded, (ca, ja, sa, num, 77.0))):
+            for a, b in zip(f(*args), f.py_func(*args)):
+                assert a.tobytes() == b.tobytes()

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from hetsched.core import kernels
 from hetsched.errors import HetschedError
+from hetsched.policies import pair_kernels
 from hetsched.policies.base import Allocation, PolicyView
 from hetsched.policies.rows import Rows
 from hetsched.policies.units import Units
@@ -251,6 +253,8 @@ def _cross(a: tuple, b: tuple, num: int, shift: float):
     Returns (job of a, job of b, combo, length) per overlap interval.
     """
     (ca, ja, sa), (cb, jb, sb) = a, b
+    if kernels.ENABLED:                          # the same arithmetic, compiled (pair_kernels.py)
+        return pair_kernels.cross(ca, ja, sa, cb, jb, sb, num, shift)
     ends_a, tot_a = _ends(ca, sa, num)
     ends_b, tot_b = _ends(cb, sb, num)
     combo, start, length = _intervals(np.concatenate([ca, cb]), np.concatenate([ends_a, ends_b]),
@@ -267,6 +271,8 @@ def _folded(a: tuple, num: int, shift: float):
     No job meets itself as long as each job's share is at most T_c / 2.
     """
     ca, ja, sa = a
+    if kernels.ENABLED:
+        return pair_kernels.folded(ca, ja, sa, num, shift)
     ends, tot = _ends(ca, sa, num)
     half = tot / 2
     folded = np.where(ends < half[ca], ends, ends - half[ca])
@@ -298,6 +304,8 @@ def decompose_pairs(view: PolicyView, units: Units, pair_vars: np.ndarray, z: np
     if not parts:
         return empty
     i, k, jj, v = (np.concatenate(p) for p in zip(*parts))
+    if kernels.ENABLED:
+        return pair_kernels.pair_fractions(i, k, jj, v, np.int64(view.num_jobs), n, PAIR_EPS)
     ok = (v > PAIR_EPS) & (i != k)
     i, k, jj, v = i[ok], k[ok], jj[ok], v[ok]
     if not len(i):

@@ -1,0 +1,160 @@
+"""Compiled job pairing of space-sharing solutions (`formulation.decompose_pairs`).
+
+A packed LAS run decomposes ~3,500 solutions into a few hundred job pairs each; the numpy code is some eighty
+small array operations per solution, so its cost is call overhead. These loops do the same arithmetic in the same
+order as the numpy functions they stand in for (`_ends`, `_intervals`, `_cross`, `_folded` and the pairs'
+fractions), so the pairs and fractions are bit-identical; tests/test_kernels.py runs both paths. The numpy code stays
+the reference and the fallback (`HETSCHED_KERNELS=0`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetsched.core.kernels import _compiled
+
+
+@_compiled
+def _ends(combo, supply, num):
+    """Each job's interval end within its combo (np.cumsum less the combos before), and each combo's total
+    (np.bincount with weights): sums in element order, as numpy's."""
+    k = len(supply)
+    cs = np.empty(k)
+    acc = 0.0
+    for i in range(k):
+        acc = acc + supply[i] if i else supply[i]
+        cs[i] = acc
+    totals = np.zeros(num)
+    for i in range(k):
+        totals[combo[i]] += supply[i]
+    before = np.empty(num)
+    acc = 0.0
+    for c in range(num):
+        acc = acc + totals[c] if c else totals[c]
+        before[c] = acc - totals[c]
+    ends = np.empty(k)
+    for i in range(k):
+        ends[i] = cs[i] - before[combo[i]]
+    return ends, totals
+
+
+@_compiled
+def _intervals(points_combo, points, limit, shift):
+    """Distinct breakpoints per combo in [0, limit[c]] -> consecutive intervals (combo, start, length)."""
+    num = len(limit)
+    vals = np.empty(len(points) + 2 * num)
+    k = 0
+    for i in range(len(points)):
+        c = points_combo[i]
+        if points[i] <= limit[c]:
+            vals[k] = points[i] + c * shift
+            k += 1
+    for c in range(num):
+        if 0.0 <= limit[c]:
+            vals[k] = 0.0 + c * shift
+            k += 1
+    for c in range(num):
+        if limit[c] <= limit[c]:
+            vals[k] = limit[c] + c * shift
+            k += 1
+    vals = np.sort(vals[:k])
+    key = np.empty(k)                                  # np.unique: the first of each run of equal values
+    u = 0
+    for i in range(k):
+        if i == 0 or vals[i] != vals[i - 1]:
+            key[u] = vals[i]
+            u += 1
+    combo = np.empty(u, np.int64)
+    for i in range(u):
+        combo[i] = np.int64(np.floor(key[i] / shift + 1e-12))
+    out_c = np.empty(max(u - 1, 0), np.int64)
+    out_s = np.empty(max(u - 1, 0))
+    out_l = np.empty(max(u - 1, 0))
+    r = 0
+    for i in range(u - 1):
+        if combo[i + 1] == combo[i]:
+            out_c[r] = combo[i]
+            out_s[r] = key[i] - combo[i] * shift
+            out_l[r] = key[i + 1] - key[i]
+            r += 1
+    return out_c[:r], out_s[:r], out_l[:r]
+
+
+@_compiled
+def _right_of(sorted_values, x):
+    """np.searchsorted(sorted_values, x, side="right") for one value."""
+    lo, hi = 0, len(sorted_values)
+    while lo < hi:
+        mid = lo + ((hi - lo) >> 1)
+        if x < sorted_values[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@_compiled
+def _shifted(ends, combo, shift):
+    out = np.empty(len(ends))
+    for i in range(len(ends)):
+        out[i] = ends[i] + combo[i] * shift
+    return out
+
+
+@_compiled
+def cross(ca, ja, sa, cb, jb, sb, num, shift):
+    """`formulation._cross`: two sides laid end to end per combo; (job of a, job of b, combo, length) per overlap."""
+    ends_a, tot_a = _ends(ca, sa, num)
+    ends_b, tot_b = _ends(cb, sb, num)
+    limit = np.empty(num)
+    for c in range(num):
+        limit[c] = tot_a[c] if tot_a[c] <= tot_b[c] or tot_a[c] != tot_a[c] else tot_b[c]    # np.minimum
+    combo, start, length = _intervals(np.concatenate((ca, cb)), np.concatenate((ends_a, ends_b)), limit, shift)
+    sh_a, sh_b = _shifted(ends_a, ca, shift), _shifted(ends_b, cb, shift)
+    k = len(combo)
+    out_a, out_b = np.empty(k, ja.dtype), np.empty(k, jb.dtype)
+    for r in range(k):
+        mid = start[r] + length[r] / 2 + combo[r] * shift
+        out_a[r] = ja[min(_right_of(sh_a, mid), len(ja) - 1)]
+        out_b[r] = jb[min(_right_of(sh_b, mid), len(jb) - 1)]
+    return out_a, out_b, combo, length
+
+
+@_compiled
+def folded(ca, ja, sa, num, shift):
+    """`formulation._folded`: one side folded in half per combo; (job, job, combo, length) per overlap."""
+    ends, tot = _ends(ca, sa, num)
+    half = tot / 2
+    fold = np.empty(len(ends))
+    for i in range(len(ends)):
+        h = half[ca[i]]
+        fold[i] = ends[i] if ends[i] < h else ends[i] - h
+    combo, start, length = _intervals(ca, fold, half, shift)
+    shifted = _shifted(ends, ca, shift)
+    k = len(combo)
+    lo, hi = np.empty(k, ja.dtype), np.empty(k, ja.dtype)
+    for r in range(k):
+        mid = start[r] + length[r] / 2
+        c = combo[r]
+        lo[r] = ja[min(_right_of(shifted, mid + c * shift), len(ja) - 1)]
+        hi[r] = ja[min(_right_of(shifted, mid + half[c] + c * shift), len(ja) - 1)]
+    return lo, hi, combo, length
+
+
+@_compiled
+def pair_fractions(i, k, gpu, v, m, n, eps):
+    """Overlaps -> distinct job pairs (lower row first, ascending codes) and their time per type, summed in order."""
+    keep = np.flatnonzero((v > eps) & (i != k))
+    codes = np.empty(len(keep), np.int64)
+    for r in range(len(keep)):
+        a, b = i[keep[r]], k[keep[r]]
+        codes[r] = (a if a < b else b) * m + (b if a < b else a)
+    distinct = np.unique(codes)
+    x = np.zeros((len(distinct), n))
+    for r in range(len(keep)):
+        x[np.searchsorted(distinct, codes[r]), gpu[keep[r]]] += v[keep[r]]
+    pairs = np.empty((len(distinct), 2), np.int64)
+    for r in range(len(distinct)):
+        pairs[r, 0] = distinct[r] // m
+        pairs[r, 1] = distinct[r] % m
+    return pairs, x
