@@ -9,6 +9,7 @@ both paths. The numpy code stays the reference and the fallback: `HETSCHED_KERNE
 - `run_tasks`: each entry's steps and finish time in a round (docs/rules.md#round).
 - `credit_tasks`, `account_tasks`: time received, per-type totals, remaining steps; the result's per-job accounts.
 - `mark_started`: a job's start time, the first time it is planned.
+- `shuffled`: a shuffled GPU-type order, drawn as Python's `random.Random(seed).shuffle` draws it.
 """
 
 from __future__ import annotations
@@ -268,14 +269,50 @@ def _grown(values, used, size):
 
 
 @_compiled
+def _mt_next(mt):
+    """The next 32-bit output of Python's `random` (MT19937): `mt` holds its 624 words and then its position, as
+    `random.getstate()[1]` lists them."""
+    n = 624
+    if mt[n] >= n:                                  # the next 624 words, in place (CPython's genrand_uint32)
+        for k in range(n):
+            y = (mt[k] & 0x80000000) | (mt[(k + 1) % n] & 0x7fffffff)
+            mt[k] = mt[(k + 397) % n] ^ (y >> 1) ^ (0x9908b0df if y & 1 else 0)
+        mt[n] = 0
+    y = mt[mt[n]]
+    mt[n] += 1
+    y ^= y >> 11
+    y ^= (y << 7) & 0x9d2c5680
+    y ^= (y << 15) & 0xefc60000
+    return y ^ (y >> 18)
+
+
+@_compiled
+def shuffled(order, mt):
+    """`random.Random.shuffle` of a copy of `order` (Fisher-Yates from the end; each index drawn as `_randbelow`
+    draws it: the top bits of a 32-bit output, redrawn while out of range), from the generator state `mt`."""
+    out = order.copy()
+    for i in range(len(out) - 1, 0, -1):
+        bits, v = 0, i + 1
+        while v:
+            bits += 1
+            v >>= 1
+        j = _mt_next(mt) >> (32 - bits)
+        while j > i:
+            j = _mt_next(mt) >> (32 - bits)
+        out[i], out[j] = out[j], out[i]
+    return out
+
+
+@_compiled
 def quiet_rounds(entry, gpu_type, steps, finish, ends, round_start, budget, members, etput, escale, scale, remaining,
-                 t, S, alloc, deficit, in_alloc, ok, need_priority, capacity, order, acc, prices, priced, round_s,
+                 t, S, alloc, deficit, in_alloc, ok, need_priority, capacity, order, mt, acc, prices, priced, round_s,
                  next_arrival, need_update, last_reset, min_reset):
     """Credit the running round, then run up to `budget` more rounds while nothing happens between them (no job
     completes, none arrives, no recompute is due, the walk selects someone), exactly as the simulator's step
     would (sim/simulator.py `_credit_tasks`, docs/rules.md#round). Returns the clock, the last round's start,
     the rounds run after the first, the completed jobs (slots, finish times) of the last credited round, and
-    each credited round's execution times and GPU counts (the caller sums them with numpy's dot, in order)."""
+    each credited round's execution times and GPU counts (the caller sums them with numpy's dot, in order).
+    A non-empty `mt` (the generator state of a shuffled type order) draws each round's order as `plan` would."""
     busy_e = np.empty(max(64, 4 * len(entry)))
     busy_s = np.empty(len(busy_e))
     cuts = np.zeros(64, np.int64)
@@ -298,10 +335,12 @@ def quiet_rounds(entry, gpu_type, steps, finish, ends, round_start, budget, memb
         if len(done) or rounds == budget or next_arrival <= now or (
                 need_update and (now - last_reset >= min_reset or last_reset == 0)):
             break
+        saved = mt.copy()
         e, w = select_walk(t, S, alloc, deficit, in_alloc, ok, need_priority, members, escale, scale, capacity,
-                           order)
+                           shuffled(order, mt) if len(mt) else order)
         keep = in_alloc[e]
         if not keep.any():
+            mt[:] = saved                             # the step that follows draws this round's order again
             break
         entry, gpu_type = e[keep], w[keep]
         mark_started(entry, members, acc, now)

@@ -108,6 +108,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self._set_capacity(cluster)
         self.shuffle = not policy.heterogeneity_aware and not policy.packing
         self._shuffler = random.Random(seed + 5)
+        # The same generator as numbers for the compiled draws (kernels.shuffled), which quiet rounds make too.
+        self._mt = np.array(self._shuffler.getstate()[1], np.int64) if self.shuffle and kernels.ENABLED else None
         self._cols = np.array([throughputs.gpu_index(g) for g in self.gpu_types if not self.whole_rounds], np.int64)
         self._row_rates: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # table row -> (tput, spread) per column
         # Jobs by slot.

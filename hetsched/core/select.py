@@ -23,6 +23,8 @@ class PrioritySelect:
         return pr
 
     def type_order_for_round(self) -> list[int]:
+        if self._mt is not None:                   # the generator's state as numbers (kernels.shuffled)
+            return kernels.shuffled(np.asarray(self.type_order, np.int64), self._mt).tolist()
         order = list(self.type_order)
         if self.shuffle:
             self._shuffler.shuffle(order)

@@ -206,4 +206,5 @@ class VariantPolicy(Policy):
         if self.heterogeneity_aware:
             return view
         from dataclasses import replace
-        return replace(view, throughput=self.agnostic_throughput(view))
+        # The view's arrays are read-only already: only the new throughputs are taken over, uncopied.
+        return replace(view, throughput=self.agnostic_throughput(view), copy=False)

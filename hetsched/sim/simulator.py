@@ -26,6 +26,7 @@ from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig  # noqa: F40
 from hetsched.model.throughputs import ThroughputTable, load_throughputs
 
 log = logging.getLogger(__name__)
+_NO_DRAWS = np.zeros(0, np.int64)            # quiet rounds of a fixed type order draw nothing
 
 
 class Arrivals:
@@ -112,10 +113,12 @@ class RoundSimulation:
         self._credit, self._run = (self._credit_tasks, self._run_tasks) if self.rules.credit == "task" else \
             (self._credit_round, self._run_round)
         # Compiled credit that may go on with quiet rounds (core/kernels.py): per-entry micro-tasks, no stage that
-        # acts between rounds (decide, CPU/memory placement, batch sizes, estimates, shuffled type orders, leases).
+        # acts between rounds (decide, CPU/memory placement, batch sizes, estimates, leases); a shuffled type order
+        # is drawn in the kernel from the scheduler's generator state.
         sched = self.sched
         self._quiet = kernels.ENABLED and self.rules.credit == "task" and not self.rules.fixed_rounds and not (
-            self.place or sched.placement_aware or sched.shuffle or self.out.record_timeline) and (
+            self.place or sched.placement_aware or self.out.record_timeline) and (
+            not sched.shuffle or sched._mt is not None) and (
             self.tracker is None and sched.decide is None and sched.resources is None and sched.estimator is None)
         self.budget = self.extra = 0         # quiet rounds allowed in the next step / run in the last one
 
@@ -215,7 +218,7 @@ class RoundSimulation:
             plan.entry, plan.gpu_type, self._steps, self._finish, self._ends, self.round_start, self.budget,
             sched.members, sched.etput, sched.escale, sched.scale, sched.remaining, sched.t, sched.S, sched.alloc,
             sched.deficit, sched.in_alloc, sched.ok, not sched.policy.fills_idle_gpus, sched.capacity,
-            np.asarray(sched.type_order, np.int64), out._acc, out._prices, out._priced, self.config.round_s,
+            np.asarray(sched.type_order, np.int64), _NO_DRAWS if sched._mt is None else sched._mt, out._acc, out._prices, out._priced, self.config.round_s,
             math.inf if nxt is None else nxt, sched.need_update, sched.last_reset_time, sched.min_reset_interval_s)
         self.now = float(now)
         for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):     # each round's busy GPU-seconds, as round_done
