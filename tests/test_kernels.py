@@ -247,3 +247,16 @@ def test_shuffled_draws_as_pythons_random(compiled):
             rng.shuffle(want)
             assert shuffled(np.arange(n, dtype=np.int64), mt).tolist() == want
         assert tuple(mt.tolist()) == rng.getstate()[1]
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_proportional_rates_are_numpys_row_sums(compiled):
+    """(T * row).sum(axis=1) bit for bit for 1-7 columns (numpy sums so few columns left to right)."""
+    rates = kernels.proportional_rates if compiled else kernels.proportional_rates.py_func
+    rng = np.random.default_rng(13)
+    for n in range(1, 8):
+        for m in (1, 2, 5, 64, 301):
+            T = rng.standard_normal((m, n)) * 10.0 ** rng.integers(-8, 8, (m, n))
+            T[rng.random((m, n)) < 0.05] = np.nan
+            row = rng.random(n)
+            assert rates(T, row).tobytes() == (T * row).sum(axis=1).tobytes()

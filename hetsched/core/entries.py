@@ -159,7 +159,7 @@ class EntryTable:
         time disappear, the others keep their rows. Returns the rows of the pairs with time and their time
         fractions (none without pairs before or after). Pairs are matched by codes `a x M + b` of their job ids
         (a pair's entry names its jobs as the allocation does: lower id first)."""
-        has_pairs = self._has_pairs
+        has_pairs = bool((self.members[:, 1] >= 0).any())        # (the masks are stale after arrivals)
         if not len(allocation.pairs) and not has_pairs:
             return np.zeros(0, np.int64), None
         used = allocation.x_pairs.sum(axis=1) > 0

@@ -226,6 +226,20 @@ def codes_of(values):
 
 
 @_compiled
+def proportional_rates(throughput, row):
+    """`(throughput * row).sum(axis=1)` (policies/shares.py `proportional_throughput`), summed left to right as
+    numpy sums fewer than 8 columns."""
+    m, n = throughput.shape
+    out = np.empty(m)
+    for i in range(m):
+        acc = throughput[i, 0] * row[0]
+        for j in range(1, n):
+            acc = acc + throughput[i, j] * row[j]
+        out[i] = acc
+    return out
+
+
+@_compiled
 def las_program(throughput, priority_weight, scale_factor, prop, capacity, template, x_cols):
     """The per-job LAS program's ECOS data (policies/las.py `_allocate_per_job`): epigraph coefficients
     -(T_ij x w_i) x s_i with w_i = (1 / weight_i) x (1 / prop_i, or 0 where prop_i <= 0), capacity coefficients s_i,
