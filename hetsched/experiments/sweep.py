@@ -211,10 +211,11 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
             rows[c.key()] = hit
         elif c.key() not in {t.key() for t in todo}:
             todo.append(c)
-    # Longest runs first, for better packing on workers: Gavel's are its lowest rates (the artifact's sweeps
-    # order them so too); Synergy's merged rounds make its highest rates the longest.
+    # Longest runs first, for better packing on workers: the highest rates, where runs near saturation take longest
+    # (Gavel's Fig. 8: AlloX and Gandiva at 6.0 jobs/h run 60-120 CPU-s, every other point 1-27 s; Synergy's merged
+    # rounds make its highest rates the longest too). Started last, they were the sweep's tail.
     if all(isinstance(c, RunConfig) for c in todo):
-        todo.sort(key=lambda c: -(c.jobs_per_hour or 0.0) if c.generator == "synergy" else (c.jobs_per_hour or 0.0))
+        todo.sort(key=lambda c: -(c.jobs_per_hour or 0.0))
     # Under `hetsched reproduce` (HETSCHED_BATCH=1) a saved notebook would keep a widget bar's first frame
     # ("0/50"); there, one line at the end says what ran.
     batch = bool(os.environ.get("HETSCHED_BATCH"))
