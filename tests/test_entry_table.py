@@ -90,14 +90,15 @@ def test_identical_rows_groups_as_numpy_unique_does():
         assert dict(zip(first.tolist(), counts.tolist())) == dict(zip(f2.tolist(), c2.tolist()))
 
 
-def test_pair_entries_follow_the_allocation_in_its_order():
+@pytest.mark.parametrize("first_id", [0, 10**15], ids=["small-ids", "huge-ids"])
+def test_pair_entries_follow_the_allocation_in_its_order(first_id):
     """Pairs without time leave, the others keep their rows in order, new pairs are appended in the allocation's
-    order, and the rows returned are each wanted pair's (compared with a list-based reference)."""
+    order, and the rows returned are each wanted pair's (compared with a list-based reference), for any job ids."""
     from hetsched.policies.base import Allocation
     table = load_throughputs("gavel_simulation")
     core = Scheduler(ClusterSpec.parse("3:3:3"), policy_for("max_min_fairness_packed", 0), table)
     for j in range(12):
-        core.add_job(Job(j, 0.0, TYPES[j % len(TYPES)], 1, 1e6))
+        core.add_job(Job(first_id + j, 0.0, TYPES[j % len(TYPES)], 1, 1e6))
     view = core.view(0.0)
     rng = np.random.default_rng(4)
     all_pairs = [(a, b) for a in range(12) for b in range(a + 1, 12)]

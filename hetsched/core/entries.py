@@ -157,8 +157,8 @@ class EntryTable:
     def _follow_pairs(self, allocation) -> tuple[np.ndarray, np.ndarray | None]:
         """Pair entries follow the allocation: new pairs appear (appended in the allocation's order), pairs with no
         time disappear, the others keep their rows. Returns the rows of the pairs with time and their time
-        fractions (none without pairs before or after). Pairs are matched by codes `a x M + b` of their job ids
-        (a pair's entry names its jobs as the allocation does: lower id first)."""
+        fractions (none without pairs before or after). Pairs are matched by codes `a x M + b` of their jobs'
+        ranks among the ids involved (a pair's entry names its jobs as the allocation does: lower id first)."""
         has_pairs = bool((self.members[:, 1] >= 0).any())        # (the masks are stale after arrivals)
         if not len(allocation.pairs) and not has_pairs:
             return np.zeros(0, np.int64), None
@@ -167,8 +167,10 @@ class EntryTable:
         want = allocation.job_ids[pairs].astype(np.int64).reshape(-1, 2)
         rows = np.flatnonzero(self.members[:, 1] >= 0) if has_pairs else np.zeros(0, np.int64)
         have = self.job_of_slot[self.members[rows]]
-        M = max(int(want.max(initial=0)), int(have.max(initial=0))) + 1
-        want_code, have_code = want[:, 0] * M + want[:, 1], have[:, 0] * M + have[:, 1]
+        ids, rank = np.unique(np.concatenate([want.ravel(), have.ravel()]), return_inverse=True)
+        M = len(ids)                                     # ranks, not ids: codes stay small for any job ids
+        code = rank.reshape(-1, 2) @ np.array([M, 1], np.int64)
+        want_code, have_code = code[:len(want)], code[len(want):]
         by_code = np.argsort(have_code)
         at = np.minimum(np.searchsorted(have_code, want_code, sorter=by_code), max(len(rows) - 1, 0))
         found = have_code[by_code[at]] == want_code if len(rows) else np.zeros(len(want), bool)
@@ -179,9 +181,7 @@ class EntryTable:
         fresh = ~found
         base = len(self.entries)
         if fresh.any():
-            slots = self._view_slots                     # the view's slots by job id (the allocation's rows)
-            if slots is None or not np.array_equal(self.job_of_slot[slots], allocation.job_ids):
-                slots = self.slots_of(allocation.job_ids)
+            slots = self._slots_of_rows(allocation.job_ids)
             self._add_entries(list(map(tuple, want[fresh].tolist())), slots[pairs[fresh]])
         # Rows now: the kept pairs in their old order (shifted up by the drops), then the new ones.
         codes = np.concatenate([have_code[kept], want_code[fresh]])
@@ -190,11 +190,16 @@ class EntryTable:
         order = np.argsort(codes, kind="stable")
         return rows_now[order[np.searchsorted(codes, want_code, sorter=order)]], allocation.x_pairs[used]
 
-    def rows_of_jobs(self, job_ids: np.ndarray) -> np.ndarray:
-        """The row of each job's single entry (every active job has one)."""
-        slots = self._view_slots                         # usually the jobs of the last view: all, in id order
+    def _slots_of_rows(self, job_ids: np.ndarray) -> np.ndarray:
+        """The slot of each job of an allocation's rows: usually the last view's (all active jobs, in id order)."""
+        slots = self._view_slots
         if slots is None or not np.array_equal(self.job_of_slot[slots], job_ids):
             slots = self.slots_of(job_ids)
+        return slots
+
+    def rows_of_jobs(self, job_ids: np.ndarray) -> np.ndarray:
+        """The row of each job's single entry (every active job has one)."""
+        slots = self._slots_of_rows(job_ids)
         if kernels.ENABLED:
             return kernels.single_rows(self.members, slots, len(self.job_of_slot))
         single = np.flatnonzero(self.members[:, 1] < 0)
