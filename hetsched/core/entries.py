@@ -42,32 +42,24 @@ class EntryTable:
             return
         k = len(new)
         base = len(self.entries)
-        if k == 1 and len(new[0]) == 1:          # an arrival (the common case): its row without the pair machinery
+        m, bufs = len(self.members), self._row_buffers
+        if k == 1 and len(new[0]) == 1 and bufs and len(bufs["members"]) > m:
+            # An arrival (the common case) while the buffers have room: its row written in place.
             s = self.slot[new[0][0]]
             if self._index is not None:
                 self._index[new[0]] = base
             self.entries.append(new[0])
-            m, bufs = len(self.members), self._row_buffers
-            if bufs and len(bufs["members"]) > m:         # room in the buffers: write the row in place
-                tput = self.tput[s]
-                bufs["members"][m] = (s, -1)
-                bufs["t"][m] = self.prior
-                bufs["deficit"][m] = bufs["alloc"][m] = 0.0
-                bufs["in_alloc"][m] = False
-                bufs["ok"][m] = tput > 0
-                bufs["escale"][m] = self.scale[s]
-                bufs["etput"][m] = 0.0
-                bufs["etput"][m, :, 0] = tput
-                for name in ROW_ARRAYS:
-                    setattr(self, name, bufs[name][:m + 1])
-            else:
-                tput = self.tput[s]
-                etput = np.zeros((1, self.n, 2))
-                etput[0, :, 0] = tput
-                self._append_rows(members=np.array([[s, -1]], np.int64), t=np.full((1, self.n), self.prior),
-                                  deficit=np.zeros((1, self.n)), alloc=np.zeros((1, self.n)),
-                                  in_alloc=np.zeros(1, bool), ok=(tput > 0)[None, :], escale=self.scale[s:s + 1],
-                                  etput=etput)
+            tput = self.tput[s]
+            bufs["members"][m] = (s, -1)
+            bufs["t"][m] = self.prior
+            bufs["deficit"][m] = bufs["alloc"][m] = 0.0
+            bufs["in_alloc"][m] = False
+            bufs["ok"][m] = tput > 0
+            bufs["escale"][m] = self.scale[s]
+            bufs["etput"][m] = 0.0
+            bufs["etput"][m, :, 0] = tput
+            for name in ROW_ARRAYS:
+                setattr(self, name, bufs[name][:m + 1])
             self._entries_changed()
             return
         if self._index is not None:
