@@ -7,7 +7,6 @@ import numpy as np
 
 from hetsched.core.scheduler import Assignment, RoundPlan
 from hetsched.errors import HetschedError
-from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources.pool import ServerPool
 from hetsched.resources.stats import RoundStats
 
@@ -34,9 +33,7 @@ class ServerLeases:
         self._class_count = np.zeros(0, np.int64)
         self._measures.clear()
         self._k_count = -1
-        if self.stage is not None:
-            self.stage = PlacementStage(self.pool, self.policy.mechanism, self.policy.placement, self._c_share,
-                                        self._c_adjust)
+        self._new_stages()
         for job_id, s in self.slot.items():
             self._set_class(s, self.jobs[job_id])
         self._active = None
@@ -50,7 +47,12 @@ class ServerLeases:
                                 f"it runs in the simulator only (use +tune, +fair or +greedy)")
         if not len(plan.entry):
             return                                      # no job to run: nothing to lease
-        pool = self.pool if self._placed else self._pack(plan.entry)
+        if not self._placed:
+            pool = self._pack(plan.entry)
+        elif self._placed_by is self.compiled:
+            pool = self.compiled.export(self._scratch_pool())
+        else:
+            pool = self.pool
         first = np.concatenate([[0], np.cumsum(pool.cap_g)[:-1]]).tolist()
         used = [0] * pool.num
         column = self.sched.gpu_types.index(self.gpu_type)
@@ -67,11 +69,14 @@ class ServerLeases:
             plan.assignments.append(Assignment(s, (int(self.job_of_slot[s]),), column, tuple(gpus),
                                                (steps / seconds,), int(self.escale[s]), cpus=c, mem_gb=m))
 
-    def _pack(self, run: np.ndarray) -> ServerPool:
-        """First-fit in plan order on a scratch pool (the mechanism's own pool keeps its resumable state)."""
+    def _scratch_pool(self) -> ServerPool:
         if self._scratch is None:
             self._scratch = ServerPool(self.pool.servers)
-        pool = self._scratch
+        return self._scratch
+
+    def _pack(self, run: np.ndarray) -> ServerPool:
+        """First-fit in plan order on a scratch pool (the mechanism's own pool keeps its resumable state)."""
+        pool = self._scratch_pool()
         pool.reset()
         fair = pool.fair
         for s in run.tolist():

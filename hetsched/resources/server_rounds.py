@@ -25,7 +25,9 @@ from hetsched.model.jobs import Job
 from hetsched.core.pipeline import RoundStage, grid_start
 from hetsched.core.slots import grow_arrays
 from hetsched.policies.ordering import OrderingView, ResourcePolicy
+from hetsched.core import kernels
 from hetsched.resources.mechanism import PlacementStage
+from hetsched.resources.placement_kernel import CompiledPlacement
 from hetsched.resources.merging import STARVATION_S, RoundMerging
 from hetsched.resources.leases import ServerLeases
 from hetsched.resources.opt_round import OptRound
@@ -64,9 +66,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         self._c_penalized: list[bool] = []
         self._c_grid: list[np.ndarray] = []
         self._c_res: list = []
-        self.stage = None
-        if policy.mechanism != "opt":
-            self.stage = PlacementStage(self.pool, policy.mechanism, policy.placement, self._c_share, self._c_adjust)
+        self._new_stages()
         self.next_arrival_s: float | None = None     # given with each plan
         # Per slot (the scheduler's slots; every field is set when a job takes one). `speedup_now` is last
         # round's speedup (1 after a demotion), for SRTF/FTF/TETRIS; `credit_free` the iterations per round
@@ -252,6 +252,8 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         if order_free:                   # every job runs at its class's share: no order, no placement
             if self.stage is not None:
                 self.stage.reset()
+            if self.compiled is not None:
+                self.compiled.reset()
             credit = self.credit_free[slots]
             alloc = tuple((self._class_count @ self._k_alloc[:, int(self._fair)]).tolist())
             if self.policy.ordering.uses_speedup:
@@ -270,18 +272,15 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
             spread = np.zeros(len(run), bool)
         else:
             order = self._order(slots, now)
-            status = self._place_round(order)
+            run, fair_run, demoted = self._place_round(order)
             self._placed = True
-            run = np.fromiter(status.keys(), np.int64, len(status))
-            fair_run = np.fromiter(status.values(), np.int64, len(status)) == FAIR
             spread = self._spread(run)
-            demoted = self.stage.demoted
         code = self.cls[run]
         credit = self._k_credit[code, fair_run + 2 * spread]
         alloc = self._allocation(code, fair_run)
         if self.policy.ordering.uses_speedup:
             self.speedup_now[slots] = self.speedup[slots]
-            if demoted:
+            if len(demoted):
                 self.speedup_now[demoted] = 1.0
         rounds = self._repeatable_rounds(now, run, credit, order_free, order) if self.macro_rounds else 1
         return self._finish_plan(now, run, credit, rounds, alloc)
@@ -309,7 +308,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
 
     def _spread(self, run: np.ndarray) -> np.ndarray:
         """Jobs placed over several servers (only matters for models with a placement penalty)."""
-        if not self._k_penalized:
+        if not self._k_penalized or self._placed_by is self.compiled:       # the compiled stage: one GPU each
             return np.zeros(len(run), bool)
         where = self.pool.where
         return np.array([len(where[s]) > 1 for s in run.tolist()], bool)
@@ -330,14 +329,32 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         self._last_end = end
         return plan
 
-    def _place_round(self, order: np.ndarray) -> dict[int, int]:
-        """Steps 2-3 for fair, greedy and tune: place in order while GPUs remain (resumable, see mechanism)."""
+    def _new_stages(self) -> None:
+        """The resumable placement stage, and its compiled form for rounds of one-GPU jobs placed first fit."""
+        mech = self.policy.mechanism
+        self.stage = self.compiled = self._placed_by = None
+        if mech != "opt":
+            self.stage = PlacementStage(self.pool, mech, self.policy.placement, self._c_share, self._c_adjust)
+        if mech != "opt" and not self.policy.placement and kernels.ENABLED:
+            self.compiled = CompiledPlacement(self.pool, mech)
+
+    def _place_round(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int] | np.ndarray]:
+        """Steps 2-3 for fair, greedy and tune: place in order while GPUs remain (resumable, see mechanism);
+        returns the placed slots in placement order, whether each has the fair share, and the demoted slots."""
         jobs = order
         if not self.policy.ordering.all_jobs:
             jobs = self._gpu_fill(order)
             if self.policy.mechanism == "tune":      # LAS+tune packs larger GPU demands first (stable)
                 jobs = jobs[np.argsort(-self.escale[jobs], kind="stable")]
-        return self.stage.run(jobs, self.escale, self.cls, self.job_of_slot)
+        stage = self.compiled if self.compiled is not None and not self._multi_gpu_jobs else self.stage
+        if stage is not self._placed_by and self._placed_by is not None:
+            self._placed_by.reset()                  # the other stage's state is not resumed across a switch
+        self._placed_by = stage
+        if stage is self.compiled:
+            return stage.run(jobs, self.cls, self.job_of_slot, self._k_share, self._k_adjust)
+        status = stage.run(jobs, self.escale, self.cls, self.job_of_slot)
+        run = np.fromiter(status.keys(), np.int64, len(status))
+        return run, np.fromiter(status.values(), np.int64, len(status)) == FAIR, stage.demoted
 
     # ---- progress ------------------------------------------------------------------------------------
     def credit_plan(self, plan: RoundPlan) -> np.ndarray:
