@@ -10,7 +10,7 @@ from hetsched.errors import SimulationError
 from hetsched.core import kernels
 from hetsched.io.cluster_ini import synergy_cluster
 from hetsched.resources.mechanism import PlacementStage
-from hetsched.resources.placement_kernel import CompiledPlacement
+from hetsched.resources.compiled_placement import CompiledPlacement
 from hetsched.resources.pool import ServerPool
 from hetsched.resources.profiles import load_sensitivity
 
@@ -22,16 +22,16 @@ UNLIKE = [Server("v100", 8, cpu_cores=24, dram_gb=500, storage_mbps=500),
           Server("v100", 2, cpu_cores=12, dram_gb=128, storage_mbps=250)]
 
 
-def one_gpu_classes(size):
-    """Per-GPU ideal shares of the sensitivity table's models, plus odd shares (not binary fractions) that
-    leave float residue when taken and given back."""
+def job_classes(size, multi_gpu):
+    """(GPUs, per-GPU ideal share) of the sensitivity table's models, plus odd one-GPU shares (not binary
+    fractions) that leave float residue when taken and given back."""
     table = load_sensitivity(3)
-    shares, adjust = [], []
+    classes = []
     for model in table.models:
-        res = table.demands(model, 1, size)
-        shares.append((res.cpus, res.mem_gb, res.storage_mbps))
-    shares += [(9.0, 20.83, 37.5), (16.0, 96.0, 37.5), (1.5, 7.3, 12.1), (5.0, 41.7, 60.0)]
-    return shares
+        for g in (1, 1, 2, 4, 8) if multi_gpu else (1,):
+            res = table.demands(model, g, size)
+            classes.append((g, (res.cpus / g, res.mem_gb / g, res.storage_mbps / g)))
+    return classes + [(1, s) for s in [(9.0, 20.83, 37.5), (16.0, 96.0, 37.5), (1.5, 7.3, 12.1), (5.0, 41.7, 60.0)]]
 
 
 def state_of(stage: PlacementStage, status: dict):
@@ -49,13 +49,15 @@ def compiled_state(stage: CompiledPlacement, scratch: ServerPool, run, fair, dem
 
 @pytest.mark.parametrize("mechanism", ["tune", "greedy", "fair"])
 @pytest.mark.parametrize("servers", ["synergy", "unlike"])
-def test_compiled_stage_equals_the_python_stage_every_round(mechanism, servers):
-    """Random rounds of one-GPU jobs (leaving anywhere, joining at the end, sometimes reordered, slots reused):
-    the placed jobs and their order, statuses, shares and servers, the demoted jobs and every server's free
+@pytest.mark.parametrize("multi_gpu", [False, True])
+def test_compiled_stage_equals_the_python_stage_every_round(mechanism, servers, multi_gpu):
+    """Random rounds (jobs leaving anywhere, joining at the end, sometimes reordered, slots reused): the placed
+    jobs and their order, statuses, shares and servers, the demoted jobs, the spread jobs and every server's free
     resources and job list must be identical (floats bit for bit) to the Python stage's."""
     shapes = synergy_cluster(servers=3).server_shapes() if servers == "synergy" else UNLIKE
     python_pool = ServerPool(shapes)
-    shares = one_gpu_classes(python_pool.size)
+    classes = job_classes(python_pool.size, multi_gpu)
+    shares = [share for _, share in classes]
     fair = python_pool.fair
     adjust = [s[0] > fair[0] or s[1] > fair[1] or s[2] > fair[2] for s in shares]
     reference = PlacementStage(python_pool, mechanism, False, shares, adjust)
@@ -64,7 +66,8 @@ def test_compiled_stage_equals_the_python_stage_every_round(mechanism, servers):
     share_arr, adjust_arr = np.array(shares, float), np.array(adjust, bool)
     rng = random.Random(11)
     slots, free_slots, code_of, job_of = {}, list(range(400)), {}, np.full(400, -1, np.int64)
-    queue, next_id, demotions, errors = [], 0, 0, 0
+    queue, next_id, demotions, spread, errors = [], 0, 0, 0, 0
+    gpus = np.ones(400, np.int64)
     for _ in range(400):
         for j in [j for j in queue if rng.random() < 0.1]:
             queue.remove(j)
@@ -73,6 +76,7 @@ def test_compiled_stage_equals_the_python_stage_every_round(mechanism, servers):
             s = free_slots.pop(rng.randrange(len(free_slots)))
             slots[next_id], job_of[s] = s, next_id
             code_of[s] = rng.randrange(len(shares)) if rng.random() < 0.7 else rng.choice([0, 5, 6])
+            gpus[s] = classes[code_of[s]][0]
             queue.append(next_id)
             next_id += 1
         if rng.random() < 0.08:
@@ -81,20 +85,24 @@ def test_compiled_stage_equals_the_python_stage_every_round(mechanism, servers):
         codes = np.zeros(400, np.int64)
         codes[order] = [code_of[s] for s in order.tolist()]
         try:
-            status = reference.run(order, np.ones(400, np.int64), codes, job_of)
+            status = reference.run(order, gpus, codes, job_of)
         except SimulationError as exc:   # float residue can leave a demoted server a hair short: both give up
             with pytest.raises(SimulationError, match=str(exc)[:40]):
-                compiled.run(order, codes, job_of, share_arr, adjust_arr)
+                compiled.run(order, gpus, codes, job_of, share_arr, adjust_arr)
             reference.reset()
             compiled.reset()
             errors += 1
             continue
-        run, fair_run, demoted = compiled.run(order, codes, job_of, share_arr, adjust_arr)
+        run, fair_run, demoted = compiled.run(order, gpus, codes, job_of, share_arr, adjust_arr)
         assert compiled_state(compiled, scratch, run, fair_run, demoted) == state_of(reference, status)
+        assert compiled.spread(run).tolist() == [len(reference.pool.where[s]) > 1 for s in status]
         demotions += len(demoted)
+        spread += int(compiled.spread(run).sum())
     assert errors < 200             # on the unlike servers some TUNE rounds give up (both stages, identically)
     if mechanism == "tune":
         assert demotions > 50           # the case exercises TUNE's self- and peer demotions
+    if multi_gpu:
+        assert spread > 50              # and jobs over several servers
 
 
 def test_a_reset_places_from_scratch():
@@ -102,10 +110,11 @@ def test_a_reset_places_from_scratch():
     stage = CompiledPlacement(ServerPool(shapes), "tune")
     shares, adjust = np.array([[3.0, 62.5, 62.5]]), np.array([False])
     ids = np.arange(10, dtype=np.int64)
-    run, _, _ = stage.run(np.arange(10, dtype=np.int64), np.zeros(10, np.int64), ids, shares, adjust)
+    ones, zeros = np.ones(10, np.int64), np.zeros(10, np.int64)
+    run, _, _ = stage.run(np.arange(10, dtype=np.int64), ones, zeros, ids, shares, adjust)
     assert run.tolist() == list(range(8))
     stage.reset()
-    run, _, _ = stage.run(np.arange(9, -1, -1, dtype=np.int64), np.zeros(10, np.int64), ids, shares, adjust)
+    run, _, _ = stage.run(np.arange(9, -1, -1, dtype=np.int64), ones, zeros, ids, shares, adjust)
     assert run.tolist() == list(range(9, 1, -1))
 
 
@@ -121,7 +130,9 @@ def test_leases_of_the_compiled_stage_equal_the_python_stages():
     cluster = ClusterSpec.load("2x4/24/500@v100")
     pipeline = pipeline_for("FIFO+tune", SimulationConfig(), cluster)
     cores = [build_scheduler(pipeline, cluster, table, gpu_types=tuple(table.gpu_types)) for _ in range(2)]
-    cores[1].decide.compiled = None                 # the Python stage
+    python = cores[1].decide                        # the Python stage
+    python.compiled, python.stage = None, PlacementStage(python.pool, "tune", False, python._c_share,
+                                                         python._c_adjust)
     rng = random.Random(0)
     kinds = ["alexnet", "res18", "res50", "mobilenet", "shufflenet", "gnmt", "transformer", "lstm", "m5",
              "deepspeech"]

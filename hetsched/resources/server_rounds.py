@@ -27,7 +27,7 @@ from hetsched.core.slots import grow_arrays
 from hetsched.policies.ordering import OrderingView, ResourcePolicy
 from hetsched.core import kernels
 from hetsched.resources.mechanism import PlacementStage
-from hetsched.resources.placement_kernel import CompiledPlacement
+from hetsched.resources.compiled_placement import CompiledPlacement
 from hetsched.resources.merging import STARVATION_S, RoundMerging
 from hetsched.resources.leases import ServerLeases
 from hetsched.resources.opt_round import OptRound
@@ -308,8 +308,10 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
 
     def _spread(self, run: np.ndarray) -> np.ndarray:
         """Jobs placed over several servers (only matters for models with a placement penalty)."""
-        if not self._k_penalized or self._placed_by is self.compiled:       # the compiled stage: one GPU each
+        if not self._k_penalized:
             return np.zeros(len(run), bool)
+        if self._placed_by is self.compiled:
+            return self.compiled.spread(run)
         where = self.pool.where
         return np.array([len(where[s]) > 1 for s in run.tolist()], bool)
 
@@ -330,13 +332,13 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         return plan
 
     def _new_stages(self) -> None:
-        """The resumable placement stage, and its compiled form for rounds of one-GPU jobs placed first fit."""
+        """The resumable placement stage: compiled for first-fit placement, else in Python (`+place`)."""
         mech = self.policy.mechanism
         self.stage = self.compiled = self._placed_by = None
-        if mech != "opt":
-            self.stage = PlacementStage(self.pool, mech, self.policy.placement, self._c_share, self._c_adjust)
         if mech != "opt" and not self.policy.placement and kernels.ENABLED:
             self.compiled = CompiledPlacement(self.pool, mech)
+        elif mech != "opt":
+            self.stage = PlacementStage(self.pool, mech, self.policy.placement, self._c_share, self._c_adjust)
 
     def _place_round(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int] | np.ndarray]:
         """Steps 2-3 for fair, greedy and tune: place in order while GPUs remain (resumable, see mechanism);
@@ -346,12 +348,10 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
             jobs = self._gpu_fill(order)
             if self.policy.mechanism == "tune":      # LAS+tune packs larger GPU demands first (stable)
                 jobs = jobs[np.argsort(-self.escale[jobs], kind="stable")]
-        stage = self.compiled if self.compiled is not None and not self._multi_gpu_jobs else self.stage
-        if stage is not self._placed_by and self._placed_by is not None:
-            self._placed_by.reset()                  # the other stage's state is not resumed across a switch
-        self._placed_by = stage
-        if stage is self.compiled:
-            return stage.run(jobs, self.cls, self.job_of_slot, self._k_share, self._k_adjust)
+        if self.compiled is not None:
+            self._placed_by = self.compiled
+            return self.compiled.run(jobs, self.escale, self.cls, self.job_of_slot, self._k_share, self._k_adjust)
+        self._placed_by = stage = self.stage
         status = stage.run(jobs, self.escale, self.cls, self.job_of_slot)
         run = np.fromiter(status.keys(), np.int64, len(status))
         return run, np.fromiter(status.values(), np.int64, len(status)) == FAIR, stage.demoted
