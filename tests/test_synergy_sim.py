@@ -127,3 +127,32 @@ def test_opt_artifact_budget_reproduces_the_artifacts_failure(single_stream):
         simulate(single_stream[:20], synergy_cluster(servers=2), policy, record_timeline=False)
     fine = make_policy("FIFO+opt", opt_artifact_budget=True)      # FIFO and SRTF pass the real budgets
     assert simulate(single_stream[:20], synergy_cluster(servers=2), fine, record_timeline=False).jobs
+
+
+def test_active_slots_follow_admissions_and_departures_with_reused_slots():
+    """The runnable jobs in admission order are kept incrementally (joins appended, departures masked out): the
+    same list as the scheduler's slot table gives, through churn in which freed slots are taken again at once."""
+    import random
+
+    from hetsched import ClusterSpec
+    from hetsched.core.registry import build_scheduler, pipeline_for
+    from hetsched.model.throughputs import load_throughputs
+    from hetsched.sim.simulator import SimulationConfig
+
+    cluster = ClusterSpec.load("2x4/24/500@v100")
+    table = load_throughputs("gavel_simulation")
+    core = build_scheduler(pipeline_for("FIFO+tune", SimulationConfig(), cluster), cluster, table,
+                           gpu_types=tuple(table.gpu_types))
+    rounds, rng, next_id = core.decide, random.Random(5), 0
+    for step in range(300):
+        for _ in range(rng.randint(0, 4)):
+            core.add_job(Job(next_id, float(next_id), "res18", 1, 1e6))
+            next_id += 1
+        for job_id in rng.sample(sorted(core.jobs), min(len(core.jobs), rng.randint(0, 4))):
+            core.remove_job(job_id)
+            if rng.random() < 0.5:                     # a job joins at once (it takes the slot just freed)
+                core.add_job(Job(next_id, float(next_id), "res18", 1, 1e6))
+                next_id += 1
+        if step % 3:
+            want = np.fromiter(core.slot.values(), np.int64, len(core.slot))
+            assert rounds.active_slots().tolist() == want.tolist()

@@ -74,6 +74,8 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         for name in self.SLOT_ARRAYS:
             setattr(self, name, np.zeros(0, np.int64 if name in ("escale", "cls") else float))
         self._active: np.ndarray | None = None
+        self._joined: list[int] = []            # slots admitted / left since `_active` was built
+        self._left: list[int] = []
         self._demand_gpus = 0
         self._multi_gpu_jobs = 0
         self._unordered = False                 # a job was added out of arrival order: sort explicitly
@@ -155,7 +157,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         self.iter_time[s] = self.table[job.job_type].iteration_time_s
         self.speedup_now[s] = self.speedup[s]
         self.start_time[s] = np.nan
-        self._active = None
+        self._joined.append(s)
         self._unordered |= (job.arrival_time_s, job.job_id) < self._last_admitted
         self._last_admitted = max(self._last_admitted, (job.arrival_time_s, job.job_id))
         self._demand_gpus += job.scale_factor
@@ -179,16 +181,30 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         code = int(self.cls[s])
         self._class_count[code] -= 1
         self._multi_gpu_jobs -= int(self.escale[s]) > 1
-        self._active = None
+        if s in self._joined:                   # joined since the last build: not in `_active`
+            self._joined.remove(s)
+        else:
+            self._left.append(s)
 
     def active_slots(self) -> np.ndarray:
-        """The runnable jobs in arrival order (ties by id): the order the simulator admits them in."""
-        if self._active is None:
+        """The runnable jobs in arrival order (ties by id): the order the simulator admits them in. Jobs admitted
+        in order are appended to the last list and jobs that left are masked out of it (a slot may be reused)."""
+        active = self._active
+        if active is None or self._unordered:
             active = np.fromiter(self.slot.values(), np.int64, len(self.slot))
             if self._unordered:
                 active = active[np.lexsort((self.job_of_slot[active], self.arrival[active]))]
-            self._active = active
-        return self._active
+        elif self._left or self._joined:
+            if self._left:
+                keep = np.ones(len(self.job_of_slot), bool)
+                keep[self._left] = False
+                active = active[keep[active]]
+            if self._joined:
+                active = np.concatenate([active, np.array(self._joined, np.int64)])
+        self._joined.clear()
+        self._left.clear()
+        self._active = active
+        return active
 
     def next_round_time(self, t: float) -> float:
         """Rounds start on the grid of the round length from the origin (t = 0 unless a replay says otherwise)."""
