@@ -143,8 +143,11 @@ def test_active_slots_follow_admissions_and_departures_with_reused_slots():
     table = load_throughputs("gavel_simulation")
     core = build_scheduler(pipeline_for("FIFO+tune", SimulationConfig(), cluster), cluster, table,
                            gpu_types=tuple(table.gpu_types))
-    rounds, rng, next_id = core.decide, random.Random(5), 0
-    for step in range(300):
+    rounds, rng, next_id, patched = core.decide, random.Random(5), 0, 0
+    for step in range(600):                              # past 256 jobs, where the list is patched, not rebuilt
+        if step < 300:
+            core.add_job(Job(next_id, float(next_id), "res18", 1, 1e6))
+            next_id += 1
         for _ in range(rng.randint(0, 4)):
             core.add_job(Job(next_id, float(next_id), "res18", 1, 1e6))
             next_id += 1
@@ -156,3 +159,5 @@ def test_active_slots_follow_admissions_and_departures_with_reused_slots():
         if step % 3:
             want = np.fromiter(core.slot.values(), np.int64, len(core.slot))
             assert rounds.active_slots().tolist() == want.tolist()
+            patched += len(want) >= 256
+    assert patched > 100

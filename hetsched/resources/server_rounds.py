@@ -187,14 +187,16 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
             self._left.append(s)
 
     def active_slots(self) -> np.ndarray:
-        """The runnable jobs in arrival order (ties by id): the order the simulator admits them in. Jobs admitted
-        in order are appended to the last list and jobs that left are masked out of it (a slot may be reused)."""
+        """The runnable jobs in arrival order (ties by id): the order the simulator admits them in. In a long queue
+        jobs admitted in order are appended to the last list and jobs that left are masked out of it (a slot may
+        be reused); a short list (under 256 jobs) is cheaper to rebuild from the slot table."""
         active = self._active
-        if active is None or self._unordered:
+        changed = self._left or self._joined
+        if active is None or self._unordered or (changed and len(self.slot) < 256):
             active = np.fromiter(self.slot.values(), np.int64, len(self.slot))
             if self._unordered:
                 active = active[np.lexsort((self.job_of_slot[active], self.arrival[active]))]
-        elif self._left or self._joined:
+        elif changed:
             if self._left:
                 keep = np.ones(len(self.job_of_slot), bool)
                 keep[self._left] = False
