@@ -49,7 +49,7 @@ class ServerLeases:
             return                                      # no job to run: nothing to lease
         if not self._placed:
             pool = self._pack(plan.entry)
-        elif self._placed_by is self.compiled:
+        elif self.compiled is not None:
             pool = self.compiled.export(self._scratch_pool())
         else:
             pool = self.pool

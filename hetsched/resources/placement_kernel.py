@@ -178,10 +178,8 @@ def _demote_peers(pos, c, m, ss, g, codes, shares, adjust, fair, ints, fg, fr, o
                   demoted, t_i, t_f, saved, buf_k, buf_n):
     """TUNE's peer demotion (`PlacementStage._demote_peers`): on the under-utilised servers, CPU-rich peers drop
     to the fair share until a g-GPU job's share fits. False when a demotion overflows a server (ints[BAD])."""
-    count = _underutilized(fg, g, buf_k, buf_n)
-    targets_k, targets_n = buf_k[:count].copy(), buf_n[:count].copy()
-    for t in range(count):
-        k, n = targets_k[t], targets_n[t]
+    for t in range(_underutilized(fg, g, buf_k, buf_n)):
+        k, n = buf_k[t], buf_n[t]
         ratio = n / g
         need0 = _positive(c * g * ratio - fr[k, 0])
         need1 = _positive(m * g * ratio - fr[k, 1])

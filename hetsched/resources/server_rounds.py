@@ -23,9 +23,9 @@ from hetsched.core.scheduler import RoundPlan
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
 from hetsched.core.pipeline import RoundStage, grid_start
+from hetsched.core import kernels
 from hetsched.core.slots import grow_arrays
 from hetsched.policies.ordering import OrderingView, ResourcePolicy
-from hetsched.core import kernels
 from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources.compiled_placement import CompiledPlacement
 from hetsched.resources.merging import STARVATION_S, RoundMerging
@@ -268,10 +268,9 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
             rounds = self._repeatable_rounds(now, run, credit, order_free, order) if self.macro_rounds else 1
             return self._finish_plan(now, run, credit, rounds, self._opt_alloc)
         if order_free:                   # every job runs at its class's share: no order, no placement
-            if self.stage is not None:
-                self.stage.reset()
-            if self.compiled is not None:
-                self.compiled.reset()
+            stage = self.compiled or self.stage
+            if stage is not None:
+                stage.reset()
             credit = self.credit_free[slots]
             alloc = tuple((self._class_count @ self._k_alloc[:, int(self._fair)]).tolist())
             if self.policy.ordering.uses_speedup:
@@ -328,7 +327,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         """Jobs placed over several servers (only matters for models with a placement penalty)."""
         if not self._k_penalized:
             return np.zeros(len(run), bool)
-        if self._placed_by is self.compiled:
+        if self.compiled is not None:
             return self.compiled.spread(run)
         where = self.pool.where
         return np.array([len(where[s]) > 1 for s in run.tolist()], bool)
@@ -352,7 +351,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
     def _new_stages(self) -> None:
         """The resumable placement stage: compiled for first-fit placement, else in Python (`+place`)."""
         mech = self.policy.mechanism
-        self.stage = self.compiled = self._placed_by = None
+        self.stage = self.compiled = None
         if mech != "opt" and not self.policy.placement and kernels.ENABLED:
             self.compiled = CompiledPlacement(self.pool, mech)
         elif mech != "opt":
@@ -367,12 +366,10 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
             if self.policy.mechanism == "tune":      # LAS+tune packs larger GPU demands first (stable)
                 jobs = jobs[np.argsort(-self.escale[jobs], kind="stable")]
         if self.compiled is not None:
-            self._placed_by = self.compiled
             return self.compiled.run(jobs, self.escale, self.cls, self.job_of_slot, self._k_share, self._k_adjust)
-        self._placed_by = stage = self.stage
-        status = stage.run(jobs, self.escale, self.cls, self.job_of_slot)
+        status = self.stage.run(jobs, self.escale, self.cls, self.job_of_slot)
         run = np.fromiter(status.keys(), np.int64, len(status))
-        return run, np.fromiter(status.values(), np.int64, len(status)) == FAIR, stage.demoted
+        return run, np.fromiter(status.values(), np.int64, len(status)) == FAIR, self.stage.demoted
 
     # ---- progress ------------------------------------------------------------------------------------
     def credit_plan(self, plan: RoundPlan) -> np.ndarray:
