@@ -106,6 +106,22 @@ def test_simulations_match_the_numpy_path(policy, gavel_table, monkeypatch):
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_busy_gpu_seconds_are_summed_left_to_right(compiled):
+    """docs/rules.md#utilization: a plain left-to-right sum (np.cumsum's order), not a BLAS dot, whose order depends
+    on the build; the simulator and the compiled quiet rounds both use it."""
+    total = kernels.gpu_seconds if compiled else kernels.gpu_seconds.py_func
+    rng = np.random.default_rng(1)
+    differs = 0
+    for n in (0, 1, 5, 33, 200):
+        for _ in range(20):
+            t, s = rng.random(n) * 360.0, rng.integers(1, 9, n).astype(float)
+            ordered = float(np.cumsum(t * s)[-1]) if n else 0.0
+            assert total(t, s) == ordered
+            differs += n > 0 and float(np.sum(np.sort(t * s)[::-1])) != ordered
+    assert differs          # the order matters on these inputs, so the test would see another one
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 def test_codes_are_numpys_unique(compiled):
     codes = kernels.codes_of if compiled else kernels.codes_of.py_func
     rng = np.random.default_rng(2)

@@ -185,6 +185,15 @@ def credit_tasks(entry, gpu_type, members, steps, exec_time, t, S, remaining):
 
 
 @_compiled
+def gpu_seconds(exec_time, scale):
+    """A round's busy GPU-seconds, sum of exec_time x GPUs summed left to right (docs/rules.md#utilization)."""
+    total = 0.0
+    for i in range(len(exec_time)):
+        total += exec_time[i] * scale[i]
+    return total
+
+
+@_compiled
 def account_tasks(entry, gpu_type, members, steps, exec_time, scale, prices, priced, acc):
     """The result's per-job accounts: steps, GPU-seconds per type and (with prices) cost, a pair's paid once."""
     for i in range(len(entry)):
@@ -275,14 +284,6 @@ def _latest(ends):
 
 
 @_compiled
-def _grown(values, used, size):
-    """A longer copy of `values` (the first `used` entries kept, the rest zero)."""
-    out = np.zeros(size, values.dtype)
-    out[:used] = values[:used]
-    return out
-
-
-@_compiled
 def _mt_next(mt):
     """The next 32-bit output of Python's `random` (MT19937): `mt` holds its 624 words and then its position, as
     `random.getstate()[1]` lists them."""
@@ -320,30 +321,19 @@ def shuffled(order, mt):
 @_compiled
 def quiet_rounds(entry, gpu_type, steps, finish, ends, round_start, budget, members, etput, escale, scale, remaining,
                  t, S, alloc, deficit, in_alloc, ok, need_priority, capacity, order, mt, acc, prices, priced, round_s,
-                 next_arrival, need_update, last_reset, min_reset):
+                 next_arrival, need_update, last_reset, min_reset, busy):
     """Credit the running round, then run up to `budget` more rounds while nothing happens between them (no job
     completes, none arrives, no recompute is due, the walk selects someone), exactly as the simulator's step
     would (sim/simulator.py `_credit_tasks`, docs/rules.md#round). Returns the clock, the last round's start,
     the rounds run after the first, the completed jobs (slots, finish times) of the last credited round, and
-    each credited round's execution times and GPU counts (the caller sums them with numpy's dot, in order).
+    `busy` plus each credited round's busy GPU-seconds (`gpu_seconds`, round by round, docs/rules.md#utilization).
     A non-empty `mt` (the generator state of a shuffled type order) draws each round's order as `plan` would."""
-    busy_e = np.empty(max(64, 4 * len(entry)))
-    busy_s = np.empty(len(busy_e))
-    cuts = np.zeros(64, np.int64)
     rounds = 0
     while True:
-        if rounds + 2 > len(cuts):
-            cuts = _grown(cuts, rounds + 1, 2 * len(cuts))
         now = _latest(ends)
-        k = len(entry)
         exec_time = ends - round_start
         scl = escale[entry].astype(np.float64)
-        start = cuts[rounds]
-        if start + k > len(busy_e):
-            busy_e, busy_s = _grown(busy_e, start, 2 * (start + k)), _grown(busy_s, start, 2 * (start + k))
-        busy_e[start:start + k] = exec_time
-        busy_s[start:start + k] = scl
-        cuts[rounds + 1] = start + k
+        busy += gpu_seconds(exec_time, scl)
         account_tasks(entry, gpu_type, members, steps, exec_time, scl, prices, priced, acc)
         done = credit_tasks(entry, gpu_type, members, steps, exec_time, t, S, remaining)
         if len(done) or rounds == budget or next_arrival <= now or (
@@ -370,7 +360,7 @@ def quiet_rounds(entry, gpu_type, steps, finish, ends, round_start, budget, memb
             if members[entry[i], 1] == done[j]:
                 done_finish[j] = finish[i, 1]
                 break
-    return now, round_start, rounds, done, done_finish, busy_e, busy_s, cuts[: rounds + 2]
+    return now, round_start, rounds, done, done_finish, busy
 
 
 @_compiled

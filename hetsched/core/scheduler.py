@@ -156,6 +156,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         known = [g for g in CANONICAL_TYPE_ORDER if g in self.gpu_types]
         rest = [g for g in cluster.gpu_types if g in self.gpu_types and g not in known]
         self.type_order = [self.gpu_types.index(g) for g in known + rest if counts.get(g, 0) > 0]
+        self.type_order_ids = np.array(self.type_order, np.int64)      # the same, for the compiled walk
         self.placer = Placer(cluster, self.gpu_types)
 
     def set_cluster(self, cluster: ClusterSpec) -> None:

@@ -22,20 +22,21 @@ class PrioritySelect:
         pr[(self.alloc == 0) | self._blocked] = 0.0
         return pr
 
-    def type_order_for_round(self) -> list[int]:
+    def type_order_for_round(self) -> np.ndarray:
         if self._mt is not None:                   # the generator's state as numbers (kernels.shuffled)
-            return kernels.shuffled(np.asarray(self.type_order, np.int64), self._mt).tolist()
+            return kernels.shuffled(self.type_order_ids, self._mt)
+        if not self.shuffle:
+            return self.type_order_ids
         order = list(self.type_order)
-        if self.shuffle:
-            self._shuffler.shuffle(order)
-        return order
+        self._shuffler.shuffle(order)
+        return np.array(order, np.int64)
 
-    def select(self, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    def select(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (docs/rules.md#select)."""
         if kernels.ENABLED:                                    # the same walk, compiled (core/kernels.py)
             return kernels.select_walk(self.t, self.S, self.alloc, self.deficit, self.in_alloc, self.ok,
                                        not self.policy.fills_idle_gpus, self.members, self.escale, self.scale,
-                                       self.capacity, np.asarray(order, np.int64))
+                                       self.capacity, order)
         pr = self.priorities()
         free = self.capacity.copy()
         taken = np.zeros(len(self.remaining), bool)           # by slot

@@ -210,7 +210,7 @@ class ResultBuilder:
         exec_time = ends - start
         if kernels.ENABLED and not (self.core_accounts or self.record_timeline):
             scale = sched.escale[plan.entry].astype(float)
-            self.busy += float((exec_time if credited is None else credited) @ scale)
+            self.busy += kernels.gpu_seconds(exec_time if credited is None else credited, scale)
             kernels.account_tasks(plan.entry, plan.gpu_type, sched.members, steps, exec_time, scale, self._prices,
                                   self._priced, self._acc)         # compiled, the same arithmetic as below
             return
@@ -220,7 +220,7 @@ class ResultBuilder:
         else:
             members = sched.members[plan.entry]
             scale = sched.escale[plan.entry].astype(float)
-        self.busy += float((exec_time if credited is None else credited) @ scale)
+        self.busy += kernels.gpu_seconds(exec_time if credited is None else credited, scale)
         valid = members >= 0 if (sched._has_pairs or self.record_timeline) else None
         priced = self._priced
         gpu_seconds = exec_time * scale

@@ -214,16 +214,15 @@ class RoundSimulation:
     def _credit_quiet(self, plan) -> None:
         """`_credit_tasks` compiled, with up to `budget` further rounds while nothing happens between them."""
         sched, out, nxt = self.sched, self.out, self.arrivals.peek_time()
-        now, self.round_start, self.extra, done, finish, busy, gpus, cuts = kernels.quiet_rounds(
+        now, self.round_start, self.extra, done, finish, out.busy = kernels.quiet_rounds(
             plan.entry, plan.gpu_type, self._steps, self._finish, self._ends, self.round_start, self.budget,
             sched.members, sched.etput, sched.escale, sched.scale, sched.remaining, sched.t, sched.S, sched.alloc,
             sched.deficit, sched.in_alloc, sched.ok, not sched.policy.fills_idle_gpus, sched.capacity,
-            np.asarray(sched.type_order, np.int64), _NO_DRAWS if sched._mt is None else sched._mt, out._acc,
+            sched.type_order_ids, _NO_DRAWS if sched._mt is None else sched._mt, out._acc,
             out._prices, out._priced, self.config.round_s,
-            math.inf if nxt is None else nxt, sched.need_update, sched.last_reset_time, sched.min_reset_interval_s)
+            math.inf if nxt is None else nxt, sched.need_update, sched.last_reset_time, sched.min_reset_interval_s,
+            out.busy)
         self.now = float(now)
-        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):     # each round's busy GPU-seconds, as round_done
-            out.busy += float(busy[a:b] @ gpus[a:b])
         out.rounds += self.extra
         for slot, end in zip(done.tolist(), finish.tolist()):
             self._retire(slot, end)
