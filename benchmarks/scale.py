@@ -16,6 +16,7 @@ import time
 from itertools import islice
 
 from hetsched import ClusterSpec, load_throughputs
+from hetsched.core.registry import policy_for
 from hetsched.sim.metrics import summary
 from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
@@ -39,6 +40,7 @@ def main() -> None:
     parser.add_argument("--num-jobs", "--jobs", type=int, default=20_000)
     parser.add_argument("--cluster", default="682:683:683")
     parser.add_argument("--mean-interarrival", type=float, default=40.0, help="seconds (40 s = 90 jobs/h)")
+    parser.add_argument("--partitions", type=int, default=1, help="POP: the LP solved as K partitions")
     args = parser.parse_args()
     if args.preset:
         args.num_jobs, args.cluster, args.mean_interarrival = PRESETS[args.preset]
@@ -46,11 +48,12 @@ def main() -> None:
     jobs = islice(GavelGenerator(seed=0, mean_interarrival_s=args.mean_interarrival, throughputs=table),
                   args.num_jobs)
     start, wall = time.process_time(), time.perf_counter()
-    result = simulate(jobs, ClusterSpec.parse(args.cluster), args.policy, table, record_timeline=False)
+    policy = policy_for(args.policy, 0, partitions=args.partitions)
+    result = simulate(jobs, ClusterSpec.parse(args.cluster), policy, table, record_timeline=False)
     row = summary(result)
     row.update({"cpu_s": round(time.process_time() - start, 1), "wall_s": round(time.perf_counter() - wall, 1),
                 "peak_rss_mb": round(peak_rss_mb()), "cluster": args.cluster,
-                "mean_interarrival_s": args.mean_interarrival})
+                "mean_interarrival_s": args.mean_interarrival, "partitions": args.partitions})
     print(json.dumps(row))
 
 

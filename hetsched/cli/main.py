@@ -134,6 +134,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.shockwave_config and not planner:
         raise HetschedError("simulate: --shockwave-config applies to --policy shockwave only (and its compositions, "
                             "e.g. shockwave+tune)")
+    if args.partitions != 1:
+        params["partitions"] = args.partitions
     policy = policy_for(args.policy, args.seed or 0, system=system, **params)
     if args.entity_weights is not None:
         from hetsched.model.entities import read_entity_weights
@@ -166,7 +168,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                      "prices_per_hour": dict(cluster.prices_per_hour), "throughputs": args.throughputs,
                      "round_s": pipeline.rules.round_s, "stages": pipeline.stages(), "seed": config.seed, "window": args.window,
                      "rules": system or "gavel", "trace": str(args.trace) if args.trace else None,
-                     "generate": args.generate}
+                     "generate": args.generate, "partitions": args.partitions}
     if args.json:
         print(json.dumps(_json_ready(row), allow_nan=False))
     else:
@@ -274,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a runtime's measured lease start (`hetsched calibrate`): new leases start that late "
                           "(docs/rules.md#lease-start)")
     sim.add_argument("--ideal", action="store_true", help="fluid allocation, no rounds (Fig. 13)")
+    sim.add_argument("--partitions", type=int, default=1, metavar="K",
+                     help="POP: solve an LP policy's allocation as K partitions of the jobs and GPUs (docs/rules.md#pop)")
     sim.add_argument("--placement-aware", action="store_true",
                      help="use unconsolidated throughputs for jobs spread over servers")
     add_import_args(sim, with_table=False)

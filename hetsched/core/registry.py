@@ -41,8 +41,14 @@ def _did_you_mean(name: str) -> str:
 
 def make_policy(name: str, **params) -> Policy:
     """A new decide-stage object by name, e.g. `make_policy("max_min_fairness_perf")`, `make_policy("FIFO+tune")`;
-    a composed name (`gavel+tune`) keeps its placement in the object's name, which `pipeline_for` reads."""
+    a composed name (`gavel+tune`) keeps its placement in the object's name, which `pipeline_for` reads.
+    `partitions=k` (k > 1) solves the allocation as k partitions (POP, policies/pop.py; `partition_seed` picks
+    another split)."""
     name = resolve_policy_name(name)
+    partitions, split_seed = params.pop("partitions", 1), params.pop("partition_seed", 0)
+    if partitions != 1 or isinstance(partitions, bool):
+        from hetsched.policies.pop import Partitioned
+        return Partitioned(lambda: make_policy(name, **params), partitions, split_seed)
     base, _, arg = name.partition("=")
     if base in POLICIES and arg and base.endswith("_alpha"):
         params.setdefault("alpha", float(arg))

@@ -134,6 +134,7 @@ class Policy:
     fills_idle_gpus: bool = True          # False (FIFO): zero-priority jobs are not back-filled
     stateful: bool = False                # keeps state between calls: one object per simulation
     uses_entities: bool = False           # sees each job's entity and the entities' weights (hierarchical)
+    partitionable: bool = False           # one optimisation over jobs and GPUs that POP may split (policies/pop.py)
 
     def allocate(self, view: PolicyView) -> Allocation:
         raise NotImplementedError
@@ -191,6 +192,8 @@ class VariantPolicy(Policy):
 
     The agnostic variant sees `agnostic_throughput(view)` instead of the measured throughputs.
     """
+
+    partitionable = True
 
     def __init__(self, heterogeneity_aware: bool = True, packing: bool = False, solver: str = "ecos",
                  aggregate: bool | None = None):

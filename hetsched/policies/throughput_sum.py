@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 class MaxSumThroughput(Policy):
     """Max total throughput: maximise sum_i E_i(x) (per $/h of each GPU type with `normalize_by_cost`)."""
 
+    partitionable = True
+
     def __init__(self, normalize_by_cost: bool = False, slos: bool = False, packing: bool = False,
                  solver: str = "ecos", aggregate: bool | None = None):
         self.normalize_by_cost = normalize_by_cost
