@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from hetsched import ClusterSpec
-from hetsched.core import kernels
+from hetsched.core import kernels, ranking
 from hetsched.model.cluster import GAVEL_GCP_PRICES
 from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
@@ -22,7 +22,7 @@ def _keys(rng, n):
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 def test_rank_is_numpys_lexsort(compiled):
-    rank = kernels._rank if compiled else kernels._rank.py_func
+    rank = ranking._rank if compiled else ranking._rank.py_func
     rng = np.random.default_rng(0)
     for n in (0, 1, 2, 3, 7, 64, 301):
         for _ in range(20 if n < 100 else 3):
@@ -276,3 +276,22 @@ def test_proportional_rates_are_numpys_row_sums(compiled):
             T[rng.random((m, n)) < 0.05] = np.nan
             row = rng.random(n)
             assert rates(T, row).tobytes() == (T * row).sum(axis=1).tobytes()
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_the_lazy_rank_pops_in_numpys_lexsort_order(compiled):
+    """select_walk pops many candidates from a heap (kernels.LAZY_RANK_ABOVE): row by row, numpy's order."""
+    heap_of, sift = (ranking._heap_of, ranking._sift) if compiled else (ranking._heap_of.py_func,
+                                                                        ranking._sift.py_func)
+    rng = np.random.default_rng(2)
+    for n in (0, 1, 2, 3, 7, 64, 65, 301):
+        for _ in range(20 if n < 100 else 3):
+            k3, k2, k1 = _keys(rng, n)
+            heap, a, b, c = heap_of(k3, k2, k1)
+            popped, size = [], n
+            while size:
+                popped.append(int(heap[0]))
+                size -= 1
+                heap[0] = heap[size]
+                sift(heap, size, 0, a, b, c)
+            np.testing.assert_array_equal(popped, np.lexsort((k1, k2, k3)))

@@ -14,72 +14,10 @@ both paths. The numpy code stays the reference and the fallback: `HETSCHED_KERNE
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-try:                                    # the numpy path needs no compiler; numba is a dependency, not a must
-    import numba
-except ImportError:                     # pragma: no cover - numba is installed with the project
-    numba = None
-
-ENABLED = numba is not None and os.environ.get("HETSCHED_KERNELS", "1") != "0"
-
-
-def _compiled(func):
-    """numba's no-python mode with numpy's float semantics (x / 0 gives inf or nan, as numpy does)."""
-    return numba.njit(cache=True, error_model="numpy", nogil=True)(func) if ENABLED else func
-
-
-@_compiled
-def _after(x, y):
-    """numpy's sort order of floats: NaN after every number, NaNs equal."""
-    return x > y or (x != x and y == y)
-
-
-@_compiled
-def _compare(x, y):
-    """-1, 0 or 1 as x sorts before, with or after y."""
-    return -1 if _after(y, x) else (1 if _after(x, y) else 0)
-
-
-@_compiled
-def _precedes(k3, k2, k1, i, j):
-    """Row i ranks before row j: keys compared in turn (k3 first), then the row (np.lexsort's order)."""
-    c = _compare(k3[i], k3[j]) or _compare(k2[i], k2[j]) or _compare(k1[i], k1[j])
-    return c < 0 if c else i < j
-
-
-@_compiled
-def _rank(k3, k2, k1):
-    """np.lexsort((k1, k2, k3)): a bottom-up merge sort of the rows under `_precedes`."""
-    n = len(k3)
-    idx = np.arange(n)
-    buf = np.empty(n, np.int64)
-    width = 1
-    while width < n:
-        for lo in range(0, n, 2 * width):
-            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
-            a, b, o = lo, mid, lo
-            while a < mid and b < hi:
-                if _precedes(k3, k2, k1, idx[b], idx[a]):
-                    buf[o] = idx[b]
-                    b += 1
-                else:
-                    buf[o] = idx[a]
-                    a += 1
-                o += 1
-            while a < mid:
-                buf[o] = idx[a]
-                a += 1
-                o += 1
-            while b < hi:
-                buf[o] = idx[b]
-                b += 1
-                o += 1
-        idx, buf = buf, idx
-        width *= 2
-    return idx
+from hetsched.core.jit import ENABLED, compiled as _compiled
+from hetsched.core.ranking import LAZY_RANK_ABOVE, _heap_of, _rank, _sift
 
 
 @_compiled
@@ -123,9 +61,25 @@ def select_walk(t, S, alloc, deficit, in_alloc, ok, need_priority, members, esca
             cand[c] = e
             c += 1
         cand = cand[:c]
-        for j in _rank(-pr[cand, w], -deficit[cand, w], -alloc[cand, w]):
+        k3, k2, k1 = -pr[cand, w], -deficit[cand, w], -alloc[cand, w]
+        lazy = c > LAZY_RANK_ABOVE              # many candidates, few GPUs: rank only as far as the walk goes
+        if lazy:
+            heap, ka, kb, kc = _heap_of(k3, k2, k1)
+            ranked = heap
+        else:
+            ranked = _rank(k3, k2, k1)
+            heap, ka, kb, kc = ranked, np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.uint64)
+        size = c
+        for r in range(c):
             if f <= 0:
                 break
+            if lazy:
+                j = heap[0]
+                size -= 1
+                heap[0] = heap[size]
+                _sift(heap, size, 0, ka, kb, kc)
+            else:
+                j = ranked[r]
             e = cand[j]
             a, b = members[e, 0], members[e, 1]
             if taken[a] or escale[e] > f or (b >= 0 and taken[b]):

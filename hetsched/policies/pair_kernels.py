@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.kernels import _compiled
+from hetsched.core.jit import compiled as _compiled
 
 
 @_compiled
