@@ -247,6 +247,29 @@ def test_the_pairing_kernels_run_as_python_too():
                 assert a.tobytes() == b.tobytes()
 
 
+def test_crossing_merges_what_numpy_sorts(monkeypatch):
+    """pair_kernels.cross merges the two sides' breakpoints and walks to each overlap's owners (the sides come in
+    combo order with positive supplies): formulation._cross's numpy results bit for bit, with zero supplies too
+    (repeated breakpoints) and combos that one side lacks."""
+    from hetsched.policies import formulation as F
+    from hetsched.policies import pair_kernels as P
+
+    rng = np.random.default_rng(13)
+    for trial in range(200):
+        num = int(rng.integers(1, 8))
+        na, nb = int(rng.integers(1, 60)), int(rng.integers(1, 60))
+        ca, cb = np.sort(rng.integers(0, num, na)), np.sort(rng.integers(0, num, nb))
+        ja, jb = rng.permutation(na).astype(np.int64), rng.permutation(nb).astype(np.int64) + na
+        sa = np.round(rng.random(na), 2) * (rng.random(na) < 0.8)
+        sb = np.round(rng.random(nb), 2) * (rng.random(nb) < 0.9)
+        got = P.cross(ca, ja, sa, cb, jb, sb, num, 101.0)
+        monkeypatch.setattr(kernels, "ENABLED", False)
+        want = F._cross((ca, ja, sa), (cb, jb, sb), num, 101.0)
+        monkeypatch.setattr(kernels, "ENABLED", True)
+        for a, b in zip(got, want):
+            assert a.tobytes() == np.asarray(b, a.dtype).tobytes() and len(a) == len(b)
+
+
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 def test_shuffled_draws_as_pythons_random(compiled):
     """kernels.shuffled from random.getstate() gives random.shuffle's orders and leaves the same generator state,

@@ -64,6 +64,13 @@ def _intervals(points_combo, points, limit, shift):
         if i == 0 or vals[i] != vals[i - 1]:
             key[u] = vals[i]
             u += 1
+    return _spans(key[:u], shift)
+
+
+@_compiled
+def _spans(key, shift):
+    """Sorted distinct breakpoints -> the intervals between neighbours of one combo (combo, start, length)."""
+    u = len(key)
     combo = np.empty(u, np.int64)
     for i in range(u):
         combo[i] = np.int64(np.floor(key[i] / shift + 1e-12))
@@ -78,6 +85,45 @@ def _intervals(points_combo, points, limit, shift):
             out_l[r] = key[i + 1] - key[i]
             r += 1
     return out_c[:r], out_s[:r], out_l[:r]
+
+
+@_compiled
+def _ascending(x, strict):
+    for i in range(1, len(x)):
+        if not (x[i - 1] < x[i] if strict else x[i - 1] <= x[i]):
+            return False
+    return True
+
+
+@_compiled
+def _merged_breakpoints(ca, ends_a, sh_a, cb, ends_b, sh_b, limit, shift):
+    """`_intervals`' distinct breakpoints of two sides whose shifted ends ascend, merged combo by combo (0, both
+    sides' ends up to the limit, the limit) instead of sorted; empty if they do not come out strictly ascending,
+    and the caller sorts."""
+    num = len(limit)
+    out = np.empty(len(sh_a) + len(sh_b) + 2 * num)
+    u, i, j = 0, 0, 0
+    for c in range(num):
+        lim = limit[c]
+        vals = (0.0 + c * shift, lim + c * shift)
+        if 0.0 <= lim:
+            out[u] = vals[0]
+            u += 1
+        while (i < len(ca) and ca[i] == c) or (j < len(cb) and cb[j] == c):
+            if i < len(ca) and ca[i] == c and not (j < len(cb) and cb[j] == c and sh_b[j] < sh_a[i]):
+                v, keep = sh_a[i], ends_a[i] <= lim
+                i += 1
+            else:
+                v, keep = sh_b[j], ends_b[j] <= lim
+                j += 1
+            if keep and (u == 0 or v != out[u - 1]):
+                out[u] = v
+                u += 1
+        if lim <= lim and (u == 0 or vals[1] != out[u - 1]):
+            out[u] = vals[1]
+            u += 1
+    ok = i == len(ca) and j == len(cb) and _ascending(out[:u], True)
+    return out[:u] if ok else out[:0]
 
 
 @_compiled
@@ -103,20 +149,39 @@ def _shifted(ends, combo, shift):
 
 @_compiled
 def cross(ca, ja, sa, cb, jb, sb, num, shift):
-    """`formulation._cross`: two sides laid end to end per combo; (job of a, job of b, combo, length) per overlap."""
+    """`formulation._cross`: two sides laid end to end per combo; (job of a, job of b, combo, length) per overlap.
+    Both sides' shifted ends ascend (combos in order, positive supplies): their breakpoints are merged and each
+    overlap's owners found by walking along, which gives the sort's and the binary search's results in linear
+    time; `_intervals` and `_right_of` stay for inputs that do not ascend."""
     ends_a, tot_a = _ends(ca, sa, num)
     ends_b, tot_b = _ends(cb, sb, num)
     limit = np.empty(num)
     for c in range(num):
         limit[c] = tot_a[c] if tot_a[c] <= tot_b[c] or tot_a[c] != tot_a[c] else tot_b[c]    # np.minimum
-    combo, start, length = _intervals(np.concatenate((ca, cb)), np.concatenate((ends_a, ends_b)), limit, shift)
     sh_a, sh_b = _shifted(ends_a, ca, shift), _shifted(ends_b, cb, shift)
+    walk = _ascending(sh_a, False) and _ascending(sh_b, False)
+    key = _merged_breakpoints(ca, ends_a, sh_a, cb, ends_b, sh_b, limit, shift) if walk else np.empty(0)
+    if len(key):
+        combo, start, length = _spans(key, shift)
+    else:
+        walk = False
+        combo, start, length = _intervals(np.concatenate((ca, cb)), np.concatenate((ends_a, ends_b)), limit, shift)
     k = len(combo)
     out_a, out_b = np.empty(k, ja.dtype), np.empty(k, jb.dtype)
+    pa, pb, last = 0, 0, -np.inf
     for r in range(k):
         mid = start[r] + length[r] / 2 + combo[r] * shift
-        out_a[r] = ja[min(_right_of(sh_a, mid), len(ja) - 1)]
-        out_b[r] = jb[min(_right_of(sh_b, mid), len(jb) - 1)]
+        if walk and mid >= last:                       # np.searchsorted(side="right"), walking on from the last
+            last = mid
+            while pa < len(sh_a) and not mid < sh_a[pa]:
+                pa += 1
+            while pb < len(sh_b) and not mid < sh_b[pb]:
+                pb += 1
+            ia, ib = pa, pb
+        else:
+            ia, ib = _right_of(sh_a, mid), _right_of(sh_b, mid)
+        out_a[r] = ja[min(ia, len(ja) - 1)]
+        out_b[r] = jb[min(ib, len(jb) - 1)]
     return out_a, out_b, combo, length
 
 
