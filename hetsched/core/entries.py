@@ -17,6 +17,17 @@ from hetsched.core import kernels
 ROW_ARRAYS = ("members", "t", "deficit", "alloc", "in_alloc", "ok", "escale", "etput")
 
 
+def _pair_codes(want: np.ndarray, have: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One integer per pair of job ids (k, 2), equal for equal pairs: `a x 2^32 + b` for ids below 2^31, else
+    `a x M + b` over the ids' ranks (M distinct ids, so the codes stay small for any ids)."""
+    both = np.concatenate([want.ravel(), have.ravel()])
+    if not len(both) or (both.min() >= 0 and both.max() < 2 ** 31):
+        return (want[:, 0] << 32) | want[:, 1], (have[:, 0] << 32) | have[:, 1]
+    ids, rank = np.unique(both, return_inverse=True)
+    code = rank.reshape(-1, 2) @ np.array([len(ids), 1], np.int64)
+    return code[:len(want)], code[len(want):]
+
+
 class EntryTable:
     """Mixin of `Scheduler`: adds, drops and looks up entries.
 
@@ -103,8 +114,11 @@ class EntryTable:
         self._index = None
         m = len(self.entries)
         for name in ROW_ARRAYS:                    # rows exist, so their buffers do (`_append_rows`)
-            buf = self._row_buffers[name]
-            buf[:m] = getattr(self, name)[keep]
+            buf, rows_now = self._row_buffers[name], getattr(self, name)
+            if kernels.ENABLED:                    # compacted in place: each array is a view of its buffer
+                kernels.compact_rows(rows_now.reshape(len(rows_now), -1), keep)
+            else:
+                buf[:m] = rows_now[keep]
             setattr(self, name, buf[:m])
         self._entries_changed()
 
@@ -159,10 +173,7 @@ class EntryTable:
         want = allocation.job_ids[pairs].astype(np.int64).reshape(-1, 2)
         rows = np.flatnonzero(self.members[:, 1] >= 0) if has_pairs else np.zeros(0, np.int64)
         have = self.job_of_slot[self.members[rows]]
-        ids, rank = np.unique(np.concatenate([want.ravel(), have.ravel()]), return_inverse=True)
-        M = len(ids)                                     # ranks, not ids: codes stay small for any job ids
-        code = rank.reshape(-1, 2) @ np.array([M, 1], np.int64)
-        want_code, have_code = code[:len(want)], code[len(want):]
+        want_code, have_code = _pair_codes(want, have)
         by_code = np.argsort(have_code)
         at = np.minimum(np.searchsorted(have_code, want_code, sorter=by_code), max(len(rows) - 1, 0))
         found = have_code[by_code[at]] == want_code if len(rows) else np.zeros(len(want), bool)
@@ -175,12 +186,13 @@ class EntryTable:
         if fresh.any():
             slots = self._slots_of_rows(allocation.job_ids)
             self._add_entries(list(map(tuple, want[fresh].tolist())), slots[pairs[fresh]])
-        # Rows now: the kept pairs in their old order (shifted up by the drops), then the new ones.
-        codes = np.concatenate([have_code[kept], want_code[fresh]])
+        # Rows now: the kept pairs in their old order (shifted up by the drops), then the new ones in want's order.
         rows_now = np.concatenate([np.flatnonzero(self.members[:base, 1] >= 0),
                                    np.arange(base, len(self.entries), dtype=np.int64)])
-        order = np.argsort(codes, kind="stable")
-        return rows_now[order[np.searchsorted(codes, want_code, sorter=order)]], allocation.x_pairs[used]
+        out = np.empty(len(want), np.int64)
+        out[found] = rows_now[(np.cumsum(kept) - 1)[by_code[at[found]]]]
+        out[fresh] = rows_now[int(kept.sum()) + np.arange(int(fresh.sum()))]
+        return out, allocation.x_pairs[used]
 
     def _slots_of_rows(self, job_ids: np.ndarray) -> np.ndarray:
         """The slot of each job of an allocation's rows: usually the last view's (all active jobs, in id order)."""

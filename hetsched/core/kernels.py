@@ -162,6 +162,19 @@ def account_tasks(entry, gpu_type, members, steps, exec_time, scale, prices, pri
             if priced:
                 acc[slot, 2] += prices[w] * exec_time[i] / 3600.0 * scale[i] / (2.0 if pair else 1.0)
 @_compiled
+def compact_rows(rows, keep):
+    """Move the rows of a 2-D array that `keep` marks up to the front, in order, in place (entries.py
+    `_drop_entries`: the same rows as `rows[keep]`, without a new array)."""
+    w = 0
+    for i in range(len(keep)):
+        if keep[i]:
+            if w != i:
+                rows[w, :] = rows[i, :]
+            w += 1
+    return w
+
+
+@_compiled
 def mark_started(entry, members, acc, now):
     """Jobs planned for the first time start at `now` (the result's start column is NaN until then)."""
     for i in range(len(entry)):
