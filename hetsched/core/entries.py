@@ -115,7 +115,7 @@ class EntryTable:
         m = len(self.entries)
         for name in ROW_ARRAYS:                    # rows exist, so their buffers do (`_append_rows`)
             buf, rows_now = self._row_buffers[name], getattr(self, name)
-            if kernels.ENABLED:                    # compacted in place: each array is a view of its buffer
+            if kernels.ENABLED and rows_now.base is buf:     # compacted in place, in the buffer it views
                 kernels.compact_rows(rows_now.reshape(len(rows_now), -1), keep)
             else:
                 buf[:m] = rows_now[keep]

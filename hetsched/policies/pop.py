@@ -3,9 +3,10 @@
 Each job goes to one of k partitions by a hash of its id, so a job stays in its partition from one recompute to the
 next; every partition gets 1/k of each GPU type and is solved alone by its own copy of the policy (a stateful
 policy keeps each partition's state apart). The allocations are laid side by side: together they use at most the
-cluster's GPUs, and space-sharing pairs form within a partition only. An interior-point solve costs more than
-linearly in the problem's size, so k problems of 1/k the jobs cost less than one; the price is the optimality gap
-(`benchmarks/pop.py` measures both on a run's own views).
+cluster's GPUs, and space-sharing pairs form within a partition only. POP pays when a solve costs more than
+linearly in the number of jobs; the price is the optimality gap. `benchmarks/pop.py` measures both on a run's own
+views: our LPs already solve over classes of identical jobs, so there it did not pay (docs/rules.md#pop), and it
+is off unless asked for.
 """
 
 from __future__ import annotations
