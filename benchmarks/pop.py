@@ -1,12 +1,15 @@
 """POP's price and pay-off on a run's own inputs: each policy view solved whole and as k partitions.
 
 A Gavel stream runs under LAS-perf; every `--every` steps after the first `--skip`, the scheduler's policy view
-(the active jobs and the cluster) is kept, `--views` of them. Each view is then solved by every policy of
-`--policies`, whole and with each k of `--partitions`. Prints one JSON line per (policy, k): CPU seconds of the
-solves and their ratio to the whole problem's, and the optimality gap (how much worse POP's allocation scores on the
-whole policy's own objective, docs/rules.md#pop): mean and worst over the views.
+(the active jobs and the cluster) is kept, up to `--views` of them (fewer if the run ends first). Each view is
+then solved by every policy of `--policies`, whole and with each k of `--partitions`. Prints one JSON line per
+(policy, k): CPU seconds of the solves and their ratio to the whole problem's, and the optimality gap (how much
+worse POP's allocation scores on the whole policy's own objective, docs/rules.md#pop): mean and worst over the
+views.
 
     python benchmarks/pop.py                                    # 100k preset's cluster and arrival rate
+    python benchmarks/pop.py --num-jobs 6000 --cluster 36:36:36 --mean-interarrival 600 --skip 3000 --every 300
+                                                                # saturated: ~175 jobs on 108 GPUs
     python benchmarks/pop.py --policies finish_time_fairness_perf --partitions 2,4,8 --views 5
 """
 
