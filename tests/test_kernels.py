@@ -304,17 +304,12 @@ def test_proportional_rates_are_numpys_row_sums(compiled):
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 def test_the_lazy_rank_pops_in_numpys_lexsort_order(compiled):
     """select_walk pops many candidates from a heap (kernels.LAZY_RANK_ABOVE): row by row, numpy's order."""
-    heap_of, sift = (ranking._heap_of, ranking._sift) if compiled else (ranking._heap_of.py_func,
-                                                                        ranking._sift.py_func)
+    heap_of, pop = (ranking._heap_of, ranking._pop) if compiled else (ranking._heap_of.py_func,
+                                                                      ranking._pop.py_func)
     rng = np.random.default_rng(2)
     for n in (0, 1, 2, 3, 7, 64, 65, 301):
         for _ in range(20 if n < 100 else 3):
             k3, k2, k1 = _keys(rng, n)
             heap, a, b, c = heap_of(k3, k2, k1)
-            popped, size = [], n
-            while size:
-                popped.append(int(heap[0]))
-                size -= 1
-                heap[0] = heap[size]
-                sift(heap, size, 0, a, b, c)
+            popped = [int(pop(heap, size, a, b, c)) for size in range(n, 0, -1)]
             np.testing.assert_array_equal(popped, np.lexsort((k1, k2, k3)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from hetsched.core.jit import ENABLED, compiled as _compiled
-from hetsched.core.ranking import LAZY_RANK_ABOVE, _heap_of, _rank, _sift
+from hetsched.core.ranking import LAZY_RANK_ABOVE, _heap_of, _pop, _rank
 
 
 @_compiled
@@ -64,22 +64,14 @@ def select_walk(t, S, alloc, deficit, in_alloc, ok, need_priority, members, esca
         k3, k2, k1 = -pr[cand, w], -deficit[cand, w], -alloc[cand, w]
         lazy = c > LAZY_RANK_ABOVE              # many candidates, few GPUs: rank only as far as the walk goes
         if lazy:
-            heap, ka, kb, kc = _heap_of(k3, k2, k1)
-            ranked = heap
+            ranked, ka, kb, kc = _heap_of(k3, k2, k1)
         else:
             ranked = _rank(k3, k2, k1)
-            heap, ka, kb, kc = ranked, np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.uint64)
-        size = c
+            ka = kb = kc = np.empty(0, np.uint64)
         for r in range(c):
             if f <= 0:
                 break
-            if lazy:
-                j = heap[0]
-                size -= 1
-                heap[0] = heap[size]
-                _sift(heap, size, 0, ka, kb, kc)
-            else:
-                j = ranked[r]
+            j = _pop(ranked, c - r, ka, kb, kc) if lazy else ranked[r]
             e = cand[j]
             a, b = members[e, 0], members[e, 1]
             if taken[a] or escale[e] > f or (b >= 0 and taken[b]):
@@ -161,6 +153,8 @@ def account_tasks(entry, gpu_type, members, steps, exec_time, scale, prices, pri
             acc[slot, 3 + w] += exec_time[i] * scale[i]
             if priced:
                 acc[slot, 2] += prices[w] * exec_time[i] / 3600.0 * scale[i] / (2.0 if pair else 1.0)
+
+
 @_compiled
 def compact_rows(rows, keep):
     """Move the rows of a 2-D array that `keep` marks up to the front, in order, in place (entries.py

@@ -1,7 +1,7 @@
 """Compiled ranking of select's candidates in np.lexsort's order (docs/rules.md#select).
 
 `_rank` sorts all candidates (a merge sort on the floats, for the few dozen of a Gavel round); `_heap_of` and
-`_sift` pop them one by one from a heap on integer keys, so that a walk over hundreds of candidates (space-sharing
+`_pop` take them one by one from a heap on integer keys, so that a walk over hundreds of candidates (space-sharing
 pairs) that stops when the GPUs are taken pays only for the ones it reached. Both give numpy's order: NaN last,
 -0.0 equal to 0.0, ties by row.
 """
@@ -124,3 +124,12 @@ def _heap_of(k3, k2, k1):
     for pos in range(n // 2 - 1, -1, -1):
         _sift(heap, n, pos, a, b, c)
     return heap, a, b, c
+
+
+@_compiled
+def _pop(heap, size, a, b, c):
+    """The first row of a heap of `size` rows (`_heap_of`); the heap keeps the other size - 1."""
+    top = heap[0]
+    heap[0] = heap[size - 1]
+    _sift(heap, size - 1, 0, a, b, c)
+    return top

@@ -105,12 +105,14 @@ def _merged_breakpoints(ca, ends_a, sh_a, cb, ends_b, sh_b, limit, shift):
     u, i, j = 0, 0, 0
     for c in range(num):
         lim = limit[c]
-        vals = (0.0 + c * shift, lim + c * shift)
         if 0.0 <= lim:
-            out[u] = vals[0]
+            out[u] = 0.0 + c * shift
             u += 1
-        while (i < len(ca) and ca[i] == c) or (j < len(cb) and cb[j] == c):
-            if i < len(ca) and ca[i] == c and not (j < len(cb) and cb[j] == c and sh_b[j] < sh_a[i]):
+        while True:
+            in_a, in_b = i < len(ca) and ca[i] == c, j < len(cb) and cb[j] == c
+            if not (in_a or in_b):
+                break
+            if in_a and not (in_b and sh_b[j] < sh_a[i]):
                 v, keep = sh_a[i], ends_a[i] <= lim
                 i += 1
             else:
@@ -119,8 +121,9 @@ def _merged_breakpoints(ca, ends_a, sh_a, cb, ends_b, sh_b, limit, shift):
             if keep and (u == 0 or v != out[u - 1]):
                 out[u] = v
                 u += 1
-        if lim <= lim and (u == 0 or vals[1] != out[u - 1]):
-            out[u] = vals[1]
+        top = lim + c * shift
+        if lim <= lim and (u == 0 or top != out[u - 1]):
+            out[u] = top
             u += 1
     ok = i == len(ca) and j == len(cb) and _ascending(out[:u], True)
     return out[:u] if ok else out[:0]
