@@ -323,3 +323,44 @@ def test_allox_tie_seed_picks_among_optimal_matchings_only():
         assert 1 in started and len(started) == 2
         picks.add(tuple(started))
     assert picks == {(0, 1), (1, 2)}
+
+
+def _scalar_pair_quality(view, i, k):
+    """The rule as written (docs/rules.md#gandiva): per GPU type in order, stop at 0 if a part is not positive."""
+    total, pair = 0.0, view.pair_throughput(i, k)
+    for j in range(view.num_types):
+        a, b = view.throughput[i, j], view.throughput[k, j]
+        if a <= 0 or b <= 0 or pair[j, 0] <= 0 or pair[j, 1] <= 0:
+            return 0.0
+        total += pair[j, 0] / a + pair[j, 1] / b
+    return total
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_gandiva_pair_quality_is_the_scalar_rule(gavel_table, seed):
+    from dataclasses import replace
+
+    from hetsched.policies.gandiva import Gandiva
+
+    view = instance(gavel_table, seed, 40)
+    rng = np.random.default_rng(seed)
+    colocated = view.colocated * rng.uniform(0.02, 1.0, view.colocated.shape)   # good and bad pairs
+    colocated[rng.random(colocated.shape) < 0.1] = np.nan          # unmeasured pair rates
+    colocated[rng.random(colocated.shape) < 0.05] = 0.0
+    tput = view.throughput.copy()
+    tput[rng.random(tput.shape) < 0.1] = 0.0                       # a type a job cannot use
+    view = replace(view, colocated=colocated, throughput=tput)
+    first, second = np.triu_indices(view.num_jobs, 1)
+    got = Gandiva.pair_quality(view, first, second)
+    want = np.array([_scalar_pair_quality(view, i, k) for i, k in zip(first, second)])
+    assert (got == want).all()                                       # the same sums, bit for bit
+    assert (want == 0).any() and (want >= 1).any() and ((want > 0) & (want < 1)).any()
+    # allocate keeps exactly the remembered pairs whose quality is at least 1 (all scale factors differ, so its
+    # random pass forms no new pair)
+    policy, ids = Gandiva(seed=seed), view.job_ids.tolist()
+    remembered = {(ids[i], ids[k]): q for i, k, q in zip(first[::7], second[::7], want[::7])}
+    policy._pairs = set(remembered)
+    policy.allocate(replace(view, capacity=np.ones(view.num_types),
+                            scale_factor=np.arange(1, view.num_jobs + 1).astype(view.scale_factor.dtype)))
+    assert policy._pairs == {p for p, q in remembered.items() if q >= 1.0}
+    assert 0 < len(policy._pairs) < len(remembered)
