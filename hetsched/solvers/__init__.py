@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from hetsched.solvers import ecos_workspaces
 from hetsched.errors import SolverError
 
 log = logging.getLogger(__name__)
@@ -108,14 +109,18 @@ def solve_lp_csc(c: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: n
     if solver != "ecos":
         G = sp.csc_matrix((data, indices, indptr), shape=(num_rows, len(c)))
         return solve(ConicProblem(c, G, h, l=num_rows), solver, tol)
-    import _ecos
+    reused = ecos_workspaces.solve(c, data, indices, indptr, num_rows, h, tol)   # the same numbers, no setup
+    if reused is not None:
+        sol = {"info": {"exitFlag": reused[0]}, "x": reused[1], "z": reused[2]}
+    else:
+        import _ecos
 
-    try:
-        sol = _ecos.csolve((num_rows, len(c), 0), c, data, indices, indptr, h, {"l": num_rows, "q": [], "e": 0},
-                           verbose=False, feastol=tol, abstol=tol, reltol=tol, max_iters=200)
-    except Exception as exc:
-        log.warning("ecos failed: %s", exc)
-        sol = {"info": {"exitFlag": -99}}
+        try:
+            sol = _ecos.csolve((num_rows, len(c), 0), c, data, indices, indptr, h, {"l": num_rows, "q": [], "e": 0},
+                               verbose=False, feastol=tol, abstol=tol, reltol=tol, max_iters=200)
+        except Exception as exc:
+            log.warning("ecos failed: %s", exc)
+            sol = {"info": {"exitFlag": -99}}
     flag = sol["info"]["exitFlag"]
     status = {0: "optimal", 10: "inaccurate", 1: "infeasible", 2: "unbounded"}.get(flag, "error")
     if status == "error":               # as in solve(): let Clarabel try before a policy falls back
