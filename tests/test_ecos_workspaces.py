@@ -142,3 +142,14 @@ def test_another_layout_switches_reuse_off(monkeypatch):
     monkeypatch.setattr(ew, "_enabled", True)
     monkeypatch.setattr(ew, "VERSION", b"9.9.9")
     assert ew._library() is None and ew._enabled is False
+
+
+def test_malformed_programs_are_left_to_csolve(gavel_table):
+    ew.clear()
+    c, data, indices, indptr, rows, h = _las_lp(gavel_table, 7, 4)
+    assert ew.solve(c, data[:-1], indices, indptr, rows, h, 1e-8) is None               # data shorter than G
+    assert ew.solve(c, data, indices, indptr, rows - 1, h[:-1], 1e-8) is None           # a row index out of range
+    assert not ew._local.workspaces
+    _same(ew.solve(c, data, indices, indptr, rows, h, 1e-8), _fresh(c, data, indices, indptr, rows, h))
+    assert ew.solve(c, data[:1], indices, indptr, rows, h, 1e-8) is None                # no broadcasting
+    assert ew.solve(c[:-1], data, indices, indptr, rows, h, 1e-8) is None

@@ -11,8 +11,8 @@ tests/test_ecos_workspaces.py checks x, z and the exit flag bit for bit against 
 
 The workspace is ECOS's C struct, read through ctypes. Its layout is checked against the one version read here
 (ECOS 2.0.10, as the `ecos` wheels ship it): the dimensions, the data pointers and every default setting must be
-where that layout puts them, or the module switches itself off and `solve_lp_csc` (solvers/__init__.py) keeps `_ecos.csolve`.
-`HETSCHED_ECOS_REUSE=0` switches it off too.
+where that layout puts them, or the module switches itself off and `solve_lp_csc` (solvers/__init__.py) keeps
+`_ecos.csolve`. `HETSCHED_ECOS_REUSE=0` switches it off too. Malformed input is left to `_ecos.csolve` to report.
 """
 
 from __future__ import annotations
@@ -81,6 +81,11 @@ class _Workspace:
         self.lib, self.indices, self.indptr = lib, indices, indptr     # ECOS keeps pointers into these arrays
         self.G, self.c, self.h = (np.array(a, dtype=np.float64, copy=True) for a in (data, c, h))
         n = len(self.c)
+        nnz = len(indices)
+        if (len(indptr) != n + 1 or indptr[0] != 0 or indptr[-1] != nnz or (np.diff(indptr) < 0).any()
+                or len(self.G) != nnz or len(self.h) != num_rows or nnz and not 0 <= indices.min() <= indices.max()
+                < num_rows):
+            raise ValueError("not a CSC matrix of these dimensions")           # _ecos.csolve reports it
         self.work = lib.ECOS_setup(n, num_rows, 0, num_rows, 0, None, 0, self.G.ctypes.data, indptr.ctypes.data,
                                    indices.ctypes.data, None, None, None, self.c.ctypes.data, self.h.ctypes.data,
                                    None)
@@ -98,6 +103,8 @@ class _Workspace:
         self.fresh = True                                         # set up on this LP's data: no update needed
 
     def solve(self, data, c, h, tol: float) -> tuple[int, np.ndarray, np.ndarray]:
+        if (len(data), len(c), len(h)) != (len(self.G), len(self.c), len(self.h)):
+            raise ValueError("the LP's sizes differ from its pattern's")
         if not self.fresh:
             # The same buffers each time: ECOS then skips undoing the last equilibration, which these numbers
             # never had, and equilibrates them afresh. (New buffers would make it undo it, and without equality
@@ -147,13 +154,16 @@ def solve(c: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarr
             log.warning("ECOS workspaces are off: %s", exc)
             _enabled = False
             return None
-        except ValueError:
+        except ValueError:                    # bad input: let _ecos.csolve report it as it always did
             return None
         cache[key] = ws
         while len(cache) > MAX_WORKSPACES:
             cache.popitem(last=False)[1].free()
     cache.move_to_end(key)
-    flag, x, z = ws.solve(data, c, h, tol)
+    try:
+        flag, x, z = ws.solve(data, c, h, tol)
+    except ValueError:
+        return None
     if flag == _SIGINT:
         cache.pop(key).free()
         raise KeyboardInterrupt
