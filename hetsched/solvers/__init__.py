@@ -17,8 +17,8 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from hetsched.solvers import ecos_workspaces
 from hetsched.errors import SolverError
+from hetsched.solvers import ecos_workspaces
 
 log = logging.getLogger(__name__)
 
