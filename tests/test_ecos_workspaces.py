@@ -106,7 +106,7 @@ def test_workspaces_are_bounded_and_freed(gavel_table, monkeypatch):
     assert all(ws.work is None for ws in freed) and not ew._local.workspaces
 
 
-def test_other_index_arrays_with_the_same_id_get_their_own_workspace(gavel_table):
+def test_other_index_arrays_with_the_same_content_get_their_own_workspace(gavel_table):
     ew.clear()
     c, data, indices, indptr, rows, h = _las_lp(gavel_table, 8, 2)
     _same(ew.solve(c, data, indices, indptr, rows, h, 1e-8), _fresh(c, data, indices, indptr, rows, h))

@@ -74,7 +74,6 @@ class Gandiva(Policy):
         return Allocation(view.job_ids, view.gpu_types, cap(x), pairs, cap(x_pairs))
 
 
-
 class _RowsOf:
     """View rows of job ids (any order of the view's ids)."""
 

@@ -93,7 +93,7 @@ class _Workspace:
             raise ValueError("ECOS_setup failed")
         words = _words(self.work, _STGS + 1)
         stgs = int(words[_STGS])
-        self.floats, self.ints = _words(stgs, 9, ctypes.c_double), _words(stgs + 72, 3)
+        self.floats, self.ints = _words(stgs, 9, ctypes.c_double), _words(stgs + 9 * 8, 3)   # 9 doubles, then idxints
         if (tuple(words[[_N, _M, _P, _A, _C, _H]]) != (n, num_rows, 0, 0, self.c.ctypes.data, self.h.ctypes.data)
                 or tuple(self.floats) != _DEFAULTS or tuple(self.ints) != (9, 100, 1)):
             self.free()
@@ -142,11 +142,8 @@ def solve(c: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarr
     cache = getattr(_local, "workspaces", None)
     if cache is None:
         cache = _local.workspaces = OrderedDict()
-    key = (id(indices), id(indptr), num_rows, len(c))
+    key = (id(indices), id(indptr), num_rows, len(c))     # a cached workspace holds its arrays: ids stay unique
     ws = cache.get(key)
-    if ws is not None and (ws.indices is not indices or ws.indptr is not indptr):
-        cache.pop(key).free()
-        ws = None
     if ws is None:
         try:
             ws = _Workspace(lib, indices, indptr, num_rows, data, c, h)
