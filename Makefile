@@ -9,11 +9,12 @@ PRESET ?= quick
 
 .PHONY: install test reproduce data clean chromium
 
-# Re-install only when the project's metadata changed (or the venv is missing).
-$(STAMP): pyproject.toml
+# Re-install only when the project's metadata or pins changed (or the venv is missing). constraints.txt pins the
+# numerical packages, so that a fresh machine gets the numbers the fidelity tests were checked with.
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)

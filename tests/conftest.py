@@ -14,6 +14,43 @@ def _shared() -> Path:
     return Path(os.environ.get("HETSCHED_SHARED", REPO.parent / "shared"))
 
 
+def pinned_versions(text: str) -> dict[str, str]:
+    """`name==version` lines of a pip constraints file (comments and blank lines skipped)."""
+    pins = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            if not sep:
+                raise ValueError(f"constraints.txt: not name==version: {line!r}")
+            pins[name.strip().lower()] = version.strip()
+    return pins
+
+
+def numerics_header(pins: dict[str, str], installed) -> list[str]:
+    """pytest's header lines: the numerical packages' installed versions, and those that differ from the pins
+    (`installed(name)` gives a version or None)."""
+    have = {name: installed(name) for name in pins}
+    lines = ["numerics: " + ", ".join(f"{name} {have[name] or 'missing'}" for name in pins)]
+    differ = [f"{name} {have[name] or 'missing'} (pinned {pins[name]})" for name in pins if have[name] != pins[name]]
+    if differ:
+        lines.append("numerics differ from constraints.txt, so results may move within the fidelity tolerances "
+                     "instead of repeating bit for bit: " + "; ".join(differ))
+    return lines
+
+
+def pytest_report_header(config):
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+    path = REPO / "constraints.txt"
+    return numerics_header(pinned_versions(path.read_text()), installed) if path.exists() else []
+
+
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The artifacts' data and fidelity cases. CI always has them; a missing folder fails there."""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 import hetsched
 
@@ -34,3 +37,22 @@ def test_public_names_import_from_the_package():
     result = simulate([Job(0, 0.0, "ResNet-18 (batch size 64)", 1, 1000)], ClusterSpec.load("1:0:0"),
                       make_policy("fifo"))
     assert result.jobs_frame()["job_id"].tolist() == [0]
+
+
+def test_constraints_pin_declared_numerical_packages_and_the_header_names_a_drift():
+    import tomllib
+
+    from conftest import numerics_header, pinned_versions
+
+    pins = pinned_versions((ROOT.parent / "constraints.txt").read_text())
+    meta = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    declared = {re.split(r"[<>=!~\[ ]", d, maxsplit=1)[0].lower() for d in meta["project"]["dependencies"]}
+    assert {"numpy", "scipy", "ecos", "highspy", "numba"} <= set(pins)
+    assert set(pins) - declared <= {"llvmlite"}, "pin only what the project declares (llvmlite comes with numba)"
+    assert "-c constraints.txt" in (ROOT.parent / "Makefile").read_text()
+    same = numerics_header(pins, pins.get)
+    assert len(same) == 1 and f"numpy {pins['numpy']}" in same[0]
+    drift = numerics_header(pins, lambda name: "0.0" if name == "highspy" else pins[name])
+    assert len(drift) == 2 and f"highspy 0.0 (pinned {pins['highspy']})" in drift[1] and "numpy" not in drift[1]
+    with pytest.raises(ValueError, match="name==version"):
+        pinned_versions("numpy>=2")
