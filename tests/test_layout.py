@@ -49,7 +49,8 @@ def test_constraints_pin_declared_numerical_packages_and_the_header_names_a_drif
     declared = {re.split(r"[<>=!~\[ ]", d, maxsplit=1)[0].lower() for d in meta["project"]["dependencies"]}
     assert {"numpy", "scipy", "ecos", "highspy", "numba"} <= set(pins)
     assert set(pins) - declared <= {"llvmlite"}, "pin only what the project declares (llvmlite comes with numba)"
-    assert "-c constraints.txt" in (ROOT.parent / "Makefile").read_text()
+    for setup in ("Makefile", "environment.yml"):          # make, and conda users
+        assert "-c constraints.txt" in (ROOT.parent / setup).read_text(), setup
     same = numerics_header(pins, pins.get)
     assert len(same) == 1 and f"numpy {pins['numpy']}" in same[0]
     drift = numerics_header(pins, lambda name: "0.0" if name == "highspy" else pins[name])
