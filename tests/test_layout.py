@@ -42,15 +42,15 @@ def test_public_names_import_from_the_package():
 def test_constraints_pin_declared_numerical_packages_and_the_header_names_a_drift():
     import tomllib
 
-    from conftest import numerics_header, pinned_versions
+    from conftest import REPO, numerics_header, pinned_versions
 
-    pins = pinned_versions((ROOT.parent / "constraints.txt").read_text())
-    meta = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    pins = pinned_versions((REPO / "constraints.txt").read_text())
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())
     declared = {re.split(r"[<>=!~\[ ]", d, maxsplit=1)[0].lower() for d in meta["project"]["dependencies"]}
     assert {"numpy", "scipy", "ecos", "highspy", "numba"} <= set(pins)
     assert set(pins) - declared <= {"llvmlite"}, "pin only what the project declares (llvmlite comes with numba)"
     for setup in ("Makefile", "environment.yml"):          # make, and conda users
-        assert "-c constraints.txt" in (ROOT.parent / setup).read_text(), setup
+        assert "-c constraints.txt" in (REPO / setup).read_text(), setup
     same = numerics_header(pins, pins.get)
     assert len(same) == 1 and f"numpy {pins['numpy']}" in same[0]
     drift = numerics_header(pins, lambda name: "0.0" if name == "highspy" else pins[name])
