@@ -1,13 +1,15 @@
 """AlloX baseline (docs/rules.md#allox): min-cost matching of jobs to (GPU, position) slots.
 
-Read as the rule states it, which is also what Shockwave runs (alpha = 0.2) on its multi-GPU streams: a job that
-holds a full allocation keeps it and removes one worker (the policy was written for single-GPU jobs, and its
-single-GPU assertion is the only thing Shockwave dropped); the *remaining* jobs, oldest first, are truncated to
-max(int(alpha x their number), free workers); and the first job on every worker gets 1.0 on its type, with no
-check that a gang fits -- the round mechanism places gangs by priority, as it does for every policy. On Shockwave's
-canonical trace this reading is within 0.5 % of the artifact's makespan and average JCT (an earlier reading that
-held all of a gang's GPUs and checked the fit was 2.3 % off on JCT). For single-GPU jobs and alpha = 1 (Gavel's
-figures) the readings coincide."""
+The rule as the artifacts' code runs it (Gavel's for single-GPU jobs, Shockwave's with alpha = 0.2 on its
+multi-GPU streams). The first job on every free worker gets 1 / scale factor on that worker's type. A job whose
+allocation sums to exactly 1 keeps it and takes one worker of each type where it holds 1; any other job, a gang
+included (it holds 1 / s), is matched again at every call and keeps what it was given until it is given more.
+The matching's cost matrix is laid out as the artifacts lay it out: workers numbered type by type in the order
+of the types' names, columns position-major ([1 P, 2 P, ..., m P] for m waiting jobs), plus each job's time
+since arrival (a per-row constant, so the same optimal cost; it and the layout decide which of several optimal
+matchings the solver returns). On Shockwave's canonical trace this gives the artifact's makespan, worst rho and
+unfair fraction to the printed digits.
+"""
 
 from __future__ import annotations
 
@@ -30,53 +32,48 @@ class AlloX(Policy):
         # first on a GPU with nobody above it): the solver's pick is arbitrary. A tie seed picks another optimal
         # matching at random, to measure how much the outcome rests on that pick (docs/rules.md#allox).
         self._ties = None if tie_seed is None else np.random.default_rng(tie_seed)
-        self._running: dict[int, int] = {}   # job id -> GPU type index
+        self._given: dict[int, np.ndarray] = {}   # job id -> the allocation per GPU type it was last given
 
     def allocate(self, view: PolicyView) -> Allocation:
         m, n = view.num_jobs, view.num_types
         ids = view.job_ids.tolist()
+        by_name = np.argsort(np.array(view.gpu_types), kind="stable")
         x = np.zeros((m, n))
-        free = view.capacity.astype(int).copy()
-        active = set(ids)
-        self._running = {j: t for j, t in self._running.items() if j in active}
+        held = np.zeros(m, bool)
         for i, job in enumerate(ids):
-            if job in self._running:
-                x[i, self._running[job]] = 1.0
-                free[self._running[job]] -= 1                            # one worker per job, as written
-        waiting = [i for i in range(m) if ids[i] not in self._running]
+            row = self._given.get(job)
+            if row is not None:
+                x[i] = row
+                held[i] = sum(row[by_name].tolist()) == 1.0          # summed in the types' name order
+        free = view.capacity.astype(int) - (x[held] == 1.0).sum(axis=0)
+        waiting = np.flatnonzero(~held).tolist()
         waiting.sort(key=lambda i: -view.time_since_arrival[i])           # oldest first
+        workers = np.repeat(by_name, np.maximum(free[by_name], 0))
         # The artifact truncates with max(...) where min(...) was surely meant: with alpha = 1 nothing is cut.
-        waiting = waiting[: max(int(self.alpha * len(waiting)), int(np.maximum(free, 0).sum()))]
-        workers = np.repeat(np.arange(n), np.maximum(free, 0))
-        if not waiting or not len(workers):
-            return Allocation(view.job_ids, view.gpu_types, x)
+        waiting = waiting[: max(int(self.alpha * len(waiting)), len(workers))]
+        if waiting and len(workers):
+            self._match(view, x, waiting, workers)
+        self._given = {job: x[i].copy() for i, job in enumerate(ids)}
+        return Allocation(view.job_ids, view.gpu_types, x)
+
+    def _match(self, view: PolicyView, x: np.ndarray, waiting: list[int], workers: np.ndarray) -> None:
+        """Column q * k + w is position q + 1 from last on worker w (k workers); the job in a worker's highest
+        position runs first there and gets 1 / scale factor on its type."""
         from scipy.optimize import linear_sum_assignment   # imported here: scipy.optimize is slow to import
 
-        # Slot (worker k, position q) costs q * p_ik, q = 1 for the job that runs last on k. Identical workers of
-        # a type share their jobs round-robin in an optimal schedule, so a type with F free GPUs needs at most
-        # ceil(len(waiting) / F) positions per GPU: the matrix has O(jobs x types) columns, not O(jobs x GPUs).
-        slots_w, slots_q = [], []
-        for j in range(n):
-            if free[j] <= 0:
-                continue
-            depth = -(-len(waiting) // int(free[j]))
-            for q in range(1, depth + 1):
-                slots_w.extend(np.flatnonzero(workers == j).tolist())
-                slots_q.extend([q] * int(free[j]))
-        slots_w, slots_q = np.array(slots_w), np.array(slots_q)
-        tput = view.throughput[np.ix_(waiting, workers[slots_w])]
-        p = view.remaining_steps[waiting][:, None] / np.where(tput > 0, tput, 1e-10)
-        cost = p * slots_q[None, :]
+        tput = view.throughput[np.ix_(waiting, workers)]
+        p = view.remaining_steps[waiting][:, None] / np.where(tput == 0.0, 1e-10, tput)
+        blocks = np.arange(1, len(waiting) + 1, dtype=float)
+        cost = (blocks[None, :, None] * p[:, None, :]).reshape(len(waiting), -1)
         if self._ties is not None:
-            cost = cost * (1 + 1e-9 * self._ties.random(cost.shape))
+            cost *= 1 + 1e-9 * self._ties.random(cost.shape)
+        cost += view.time_since_arrival[waiting][:, None]
         rows, cols = linear_sum_assignment(cost)
-        block, worker = slots_q[cols], slots_w[cols]
-        first_on_worker: dict[int, tuple[int, int]] = {}
-        for r, q, w in zip(rows, block, worker):
-            if w not in first_on_worker or q > first_on_worker[w][0]:
-                first_on_worker[w] = (q, r)
-        for w, (_, r) in first_on_worker.items():
-            i, t = waiting[r], workers[w]
-            x[i, t] = 1.0
-            self._running[ids[i]] = int(t)
-        return Allocation(view.job_ids, view.gpu_types, x)
+        position, worker = np.divmod(cols, len(workers))
+        first: dict[int, tuple[int, int]] = {}
+        for r, q, w in zip(rows.tolist(), position.tolist(), worker.tolist()):
+            if w not in first or q > first[w][0]:
+                first[w] = (q, r)
+        for w, (_, r) in first.items():
+            i = waiting[r]
+            x[i, workers[w]] = 1.0 / view.scale_factor[i]
