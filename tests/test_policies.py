@@ -306,6 +306,24 @@ def test_allox_starts_the_first_jobs_of_the_artifacts_matching(gavel_table):
     assert started == expected
 
 
+def test_allox_keeps_the_optimal_cost_above_the_full_matrix_limit(gavel_table, monkeypatch):
+    """Above FULL_MATRIX_MAX the matrix keeps ceil(m / F) positions on a type with F free workers: the optimum
+    a full matrix would reach is still reachable (jobs of a type share its identical workers round-robin)."""
+    from scipy.optimize import linear_sum_assignment
+
+    from hetsched.policies import allox
+
+    view = instance(gavel_table, 2, 40, gpus="4:4:4")
+    policy, waiting = make_policy("allox"), list(range(view.num_jobs))
+    workers = np.repeat(np.arange(view.num_types), view.capacity.astype(int))
+    full = policy.costs(view, waiting, workers)
+    monkeypatch.setattr(allox, "FULL_MATRIX_MAX", 0)
+    cut = policy.costs(view, waiting, workers)
+    assert full.shape == (40, 40 * 12) and cut.shape == (40, 10 * 12)      # 10 = ceil(40 / 4) positions
+    best = [m[linear_sum_assignment(m)].sum() for m in (full, cut)]
+    assert best[1] == pytest.approx(best[0], rel=1e-12)
+
+
 def test_allox_gangs_get_one_over_scale_factor_and_are_matched_again():
     """A single-GPU job given its GPU holds it; a gang first on a worker gets 1 / s of its type, never holds a
     worker (its allocation does not sum to 1) and is matched again at the next call, keeping its share."""

@@ -18,6 +18,12 @@ import numpy as np
 from hetsched.errors import HetschedError
 from hetsched.policies.base import Allocation, Policy, PolicyView
 
+#: Up to this many entries the cost matrix is the artifact's, with m position blocks for m waiting jobs. Above it
+#: (hundreds of waiting jobs and thousands of free GPUs: 200 MB and more) it keeps only the positions an optimum
+#: can use, ceil(m / F) on a type with F free workers: the same optimal cost, but maybe another of the optimal
+#: matchings (docs/rules.md#allox). Shockwave's and Gavel's figures stay below it (13.5 M at most, on 256 GPUs).
+FULL_MATRIX_MAX = 1 << 24
+
 
 class AlloX(Policy):
     """AlloX: jobs keep a full allocation once given; the rest are matched to GPUs to minimise total JCT."""
@@ -57,18 +63,10 @@ class AlloX(Policy):
         return Allocation(view.job_ids, view.gpu_types, x)
 
     def _match(self, view: PolicyView, x: np.ndarray, waiting: list[int], workers: np.ndarray) -> None:
-        """Column q * k + w is position q + 1 from last on worker w (k workers); the job in a worker's highest
-        position runs first there and gets 1 / scale factor on its type."""
+        """The job in each worker's highest position runs first there and gets 1 / scale factor on its type."""
         from scipy.optimize import linear_sum_assignment   # imported here: scipy.optimize is slow to import
 
-        tput = view.throughput[np.ix_(waiting, workers)]
-        p = view.remaining_steps[waiting][:, None] / np.where(tput == 0.0, 1e-10, tput)
-        blocks = np.arange(1, len(waiting) + 1, dtype=float)
-        cost = (blocks[None, :, None] * p[:, None, :]).reshape(len(waiting), -1)
-        if self._ties is not None:
-            cost *= 1 + 1e-9 * self._ties.random(cost.shape)
-        cost += view.time_since_arrival[waiting][:, None]
-        rows, cols = linear_sum_assignment(cost)
+        rows, cols = linear_sum_assignment(self.costs(view, waiting, workers))
         position, worker = np.divmod(cols, len(workers))
         first: dict[int, tuple[int, int]] = {}
         for r, q, w in zip(rows.tolist(), position.tolist(), worker.tolist()):
@@ -77,3 +75,19 @@ class AlloX(Policy):
         for w, (_, r) in first.items():
             i = waiting[r]
             x[i, workers[w]] = 1.0 / view.scale_factor[i]
+
+    def costs(self, view: PolicyView, waiting: list[int], workers: np.ndarray) -> np.ndarray:
+        """The matching's cost matrix: column q * k + w is position q + 1 from last on worker w (k workers) and
+        costs (q + 1) x remaining steps / throughput, plus the job's time since arrival on every column."""
+        m, k = len(waiting), len(workers)
+        blocks = m
+        if m * m * k > FULL_MATRIX_MAX:
+            free = np.bincount(workers)
+            blocks = int(max(-(-m // int(f)) for f in free if f))
+        tput = view.throughput[np.ix_(waiting, workers)]
+        p = view.remaining_steps[waiting][:, None] / np.where(tput == 0.0, 1e-10, tput)
+        cost = (np.arange(1, blocks + 1, dtype=float)[None, :, None] * p[:, None, :]).reshape(m, -1)
+        if self._ties is not None:
+            cost *= 1 + 1e-9 * self._ties.random(cost.shape)
+        cost += view.time_since_arrival[waiting][:, None]
+        return cost
