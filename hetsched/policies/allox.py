@@ -59,7 +59,7 @@ class AlloX(Policy):
         waiting = waiting[: max(int(self.alpha * len(waiting)), len(workers))]
         if waiting and len(workers):
             self._match(view, x, waiting, workers)
-        self._given = {job: x[i].copy() for i, job in enumerate(ids)}
+        self._given = dict(zip(ids, x.copy()))                         # rows of one copy, not m copies
         return Allocation(view.job_ids, view.gpu_types, x)
 
     def _match(self, view: PolicyView, x: np.ndarray, waiting: list[int], workers: np.ndarray) -> None:
