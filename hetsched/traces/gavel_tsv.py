@@ -20,22 +20,25 @@ def parse_gavel_trace(data: bytes | str, source: str = "<trace>",
     for number, line in numbered_lines(decode(data, source)):
         where = Where(source, number)
         f = split_fields(line, "\t", FIELDS, where)
-        slo = as_float(f["SLO"], "SLO", where, minimum=None)
-        if slo < 0 and slo != -1:
-            raise where.error("SLO", f"must be -1 (none) or positive, got {f['SLO'].strip()!r}")
-        jobs.append(build(
-            where, Job,
-            job_id=len(jobs),
-            job_type=as_job_type(f["job_type"], "job_type", where, known_job_types),
-            command=f["command"], working_directory=f["working_directory"], num_steps_arg=f["num_steps_arg"],
-            needs_data_dir=as_flag(f["needs_data_dir"], "needs_data_dir", where),
-            total_steps=as_float(f["total_steps"], "total_steps", where),
-            scale_factor=as_int(f["scale_factor"], "scale_factor", where, minimum=1),
-            priority_weight=as_float(f["priority_weight"], "priority_weight", where),
-            slo_factor=None if slo == -1 else slo,
-            arrival_time_s=as_float(f["arrival_time"], "arrival_time", where),
-        ))
+        jobs.append(build(where, Job, job_id=len(jobs), **gavel_fields(f, where, known_job_types)))
     return jobs
+
+
+def gavel_fields(f: dict[str, str], where: Where, known_job_types: frozenset[str] | None) -> dict:
+    """Job fields from Gavel's ten columns, checked (Shockwave's layout repeats them)."""
+    slo = as_float(f["SLO"], "SLO", where, minimum=None)
+    if slo < 0 and slo != -1:
+        raise where.error("SLO", f"must be -1 (none) or positive, got {f['SLO'].strip()!r}")
+    return dict(
+        job_type=as_job_type(f["job_type"], "job_type", where, known_job_types),
+        command=f["command"], working_directory=f["working_directory"], num_steps_arg=f["num_steps_arg"],
+        needs_data_dir=as_flag(f["needs_data_dir"], "needs_data_dir", where),
+        total_steps=as_float(f["total_steps"], "total_steps", where),
+        scale_factor=as_int(f["scale_factor"], "scale_factor", where, minimum=1),
+        priority_weight=as_float(f["priority_weight"], "priority_weight", where),
+        slo_factor=None if slo == -1 else slo,
+        arrival_time_s=as_float(f["arrival_time"], "arrival_time", where),
+    )
 
 
 def format_gavel_trace(jobs: Iterable[Job]) -> str:

@@ -6,8 +6,8 @@ from typing import Iterable
 
 from hetsched.model.catalog import GAVEL_JOB_TYPES
 from hetsched.model.jobs import AdaptationMode, Job
-from hetsched.traces.fields import (Where, as_flag, as_float, as_int, as_job_type, build, decode, numbered_lines,
-                                    split_fields)
+from hetsched.traces.fields import Where, as_float, build, decode, numbered_lines, split_fields
+from hetsched.traces.gavel_tsv import gavel_fields
 
 FIELDS = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir", "total_steps",
           "scale_factor", "mode", "priority_weight", "SLO", "duration", "arrival_time")
@@ -24,23 +24,9 @@ def parse_shockwave_trace(data: bytes | str, source: str = "<trace>",
         mode = f["mode"].strip()
         if mode not in _MODES:
             raise where.error("mode", f"expected one of {', '.join(_MODES)}, got {mode!r}")
-        slo = as_float(f["SLO"], "SLO", where, minimum=None)
-        if slo < 0 and slo != -1:
-            raise where.error("SLO", f"must be -1 (none) or positive, got {f['SLO'].strip()!r}")
-        jobs.append(build(
-            where, Job,
-            job_id=len(jobs),
-            job_type=as_job_type(f["job_type"], "job_type", where, known_job_types),
-            command=f["command"], working_directory=f["working_directory"], num_steps_arg=f["num_steps_arg"],
-            needs_data_dir=as_flag(f["needs_data_dir"], "needs_data_dir", where),
-            total_steps=as_float(f["total_steps"], "total_steps", where),
-            scale_factor=as_int(f["scale_factor"], "scale_factor", where, minimum=1),
-            mode=_MODES[mode],
-            priority_weight=as_float(f["priority_weight"], "priority_weight", where),
-            slo_factor=None if slo == -1 else slo,
-            duration_s=as_float(f["duration"], "duration", where),
-            arrival_time_s=as_float(f["arrival_time"], "arrival_time", where),
-        ))
+        jobs.append(build(where, Job, job_id=len(jobs), mode=_MODES[mode],
+                          duration_s=as_float(f["duration"], "duration", where),
+                          **gavel_fields(f, where, known_job_types)))
     return jobs
 
 
