@@ -10,7 +10,8 @@ import pytest
 from hetsched.cli.main import main
 from hetsched.policies import policy_names
 
-KEYS = {"avg_jct_s", "makespan_s", "utilization", "num_jobs", "jct_p50_s", "jct_p99_s", "cpu_s"}
+KEYS = {"avg_jct_s", "makespan_s", "utilization", "num_jobs", "jct_p50_s", "jct_p99_s", "cpu_s", "solver_cpu_s",
+        "solver_calls"}
 
 
 @pytest.mark.parametrize("policy", policy_names())
@@ -22,6 +23,7 @@ def test_simulate_json_for_every_policy(policy, capsys):
     assert KEYS <= set(row)
     assert row["num_jobs"] == 25 and row["policy"] == policy
     assert row["avg_jct_s"] > 0 and 0 < row["utilization"] <= 1
+    assert 0 <= row["solver_cpu_s"] <= row["cpu_s"] and "solver_cpu_h" not in row
 
 
 def test_simulate_subprocess_with_window_and_trace(tmp_path, shared_dir):

@@ -24,6 +24,15 @@ def test_dask_and_local_agree_and_cache_hits(tmp_path):
     pd.testing.assert_frame_equal(again[cols], dask[cols])
 
 
+def test_a_row_says_how_much_of_its_cpu_the_solver_took():
+    """One ECOS LP per recompute for LAS; FIFO calls no solver at all."""
+    las, fifo = sweep([BASE, BASE.with_(policy="fifo")], cache_dir=None, use_dask=False,
+                      progress=False).itertuples()
+    assert las.num_recomputes > 0 and las.solver_calls == las.num_recomputes
+    assert 0 < las.solver_cpu_s < las.cpu_s
+    assert fifo.solver_calls == 0 and fifo.solver_cpu_s == 0
+
+
 def test_saturated_run_is_infinite(tmp_path):
     row = sweep([BASE.with_(jobs_per_hour=50.0, window=(100, 200), max_rounds=50)], cache_dir=None,
                 use_dask=False, progress=False).iloc[0]

@@ -119,8 +119,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from hetsched.model.throughputs import load_throughputs
 
     from hetsched.io.gpu_map import apply_gpu_map, check_gpu_types, parse_gpu_map
+    from hetsched.solvers import clock
 
-    start = time.process_time()
+    start, mark = time.process_time(), clock.reading()
     table = apply_gpu_map(load_throughputs(args.throughputs), parse_gpu_map(args.gpu_map))
     cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server,
                                prices_per_hour=_parse_prices(args.prices))
@@ -162,6 +163,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         raise HetschedError(f"simulate: no job finished inside the measured window "
                             f"({args.window or 'all jobs'}); nothing to report")
     row["cpu_s"] = time.process_time() - start
+    row.update(clock.since(mark))
     row = with_hours(row)
     row["config"] = {"policy": args.policy, "resolved_policy": result.policy,
                      "policy_name": display_name(result.policy), "cluster": str(cluster),

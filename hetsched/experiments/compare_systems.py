@@ -26,6 +26,7 @@ from hetsched.experiments.own_cluster import OPENB_GPU_MAP, shared_data_dir
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import GAVEL_GCP_PRICES, ClusterSpec
 from hetsched.sim.invariants import best_rates
+from hetsched.solvers import clock
 
 #: registry name -> (system, label). Shockwave runs on the mixed GPU types of every cluster below.
 POLICIES = {
@@ -170,7 +171,7 @@ def run_case(case: Case) -> dict:
     system, label = POLICIES.get(case.policy, ("other", case.policy))
     row = {**asdict(case), "system": system, "label": label, "key": case.key(), "refused": False, "reason": ""}
     jobs, cluster, table, rules = workload(case)
-    start = time.process_time()
+    start, mark = time.process_time(), clock.reading()
     try:
         result = simulate(jobs, cluster, case.policy, table, SimulationConfig.for_system(rules), seed=case.seed,
                           record_timeline=True, max_rounds=2_000_000)
@@ -178,6 +179,7 @@ def run_case(case: Case) -> dict:
         return {**row, "refused": True, "reason": str(exc)}
     row.update(metrics(result, cluster, table))
     row["cpu_s"] = time.process_time() - start
+    row.update(clock.since(mark))
     return row
 
 

@@ -26,6 +26,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from hetsched.errors import HetschedError
+from hetsched.solvers import clock
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 5      # 2: unit-pair space sharing, CPU timeouts; 3: Synergy runs, rounds start after idle gaps;
@@ -98,7 +99,7 @@ def run_one(config: RunConfig) -> dict:
 
     table = load_throughputs(config.throughputs)
     jobs = _jobs(config, table)
-    start = time.process_time()
+    start, mark = time.process_time(), clock.reading()
     row = {**asdict(config), "key": config.key(), **dict(config.labels), "timed_out": False}
 
     def check_budget(now: float, finished: int) -> None:
@@ -144,6 +145,7 @@ def run_one(config: RunConfig) -> dict:
             sel = [row["jcts"][j] for j, w in weights.items() if keep(w)]
             row[f"avg_jct_{label}_s"] = sum(sel) / len(sel) if sel else math.nan
     row["cpu_s"] = time.process_time() - start
+    row.update(clock.since(mark))
     row["labels"] = dict(config.labels)
     return row
 

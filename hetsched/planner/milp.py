@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hetsched.errors import SolverError
+from hetsched.solvers import clock
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,8 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
         sol.col_value = list(map(float, start))
         sol.value_valid = True
         h.setSolution(sol)
-    h.run()
+    with clock.timed():
+        h.run()
     status = h.getModelStatus()
     ms = highspy.HighsModelStatus
     seconds = h.getRunTime()
@@ -120,7 +122,8 @@ def _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s
         if np.isfinite(row_hi[r]):
             m.addCons(expr <= float(row_hi[r]))
     m.setObjective(quicksum(float(v) * x for v, x in zip(c, xs) if v), "minimize")
-    m.optimize()
+    with clock.timed():
+        m.optimize()
     if m.getNSols() == 0:
         return MilpResult(None, "infeasible" if m.getStatus() in ("infeasible", "timelimit") else "error",
                           m.getSolvingTime())

@@ -17,6 +17,7 @@ import numpy as np
 
 from hetsched.errors import HetschedError
 from hetsched.policies.base import Allocation, Policy, PolicyView
+from hetsched.solvers import clock
 
 #: Up to this many entries the cost matrix is the artifact's, with m position blocks for m waiting jobs. Above it
 #: (hundreds of waiting jobs and thousands of free GPUs: 200 MB and more) it keeps only the positions an optimum
@@ -66,7 +67,9 @@ class AlloX(Policy):
         """The job in each worker's highest position runs first there and gets 1 / scale factor on its type."""
         from scipy.optimize import linear_sum_assignment   # imported here: scipy.optimize is slow to import
 
-        rows, cols = linear_sum_assignment(self.costs(view, waiting, workers))
+        costs = self.costs(view, waiting, workers)
+        with clock.timed():
+            rows, cols = linear_sum_assignment(costs)
         position, worker = np.divmod(cols, len(workers))
         first: dict[int, tuple[int, int]] = {}
         for r, q, w in zip(rows.tolist(), position.tolist(), worker.tolist()):

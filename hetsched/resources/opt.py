@@ -20,7 +20,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from hetsched.errors import SolverError
-from hetsched.solvers import new_highs
+from hetsched.solvers import clock, new_highs
 from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
 
 CPU = np.repeat(np.asarray(CPU_LEVELS, float), len(MEM_LEVELS))       # per grid point (row-major c, m)
@@ -92,7 +92,8 @@ class ProgramOne:
         K = len(counts)
         c = np.asarray(counts, float)
         h.changeRowsBounds(K, np.arange(2, 2 + K, dtype=np.int32), c, c)
-        h.run()
+        with clock.timed():
+            h.run()
         import highspy
 
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
@@ -149,8 +150,9 @@ def spread_over_servers(gpus: np.ndarray, cpus: np.ndarray, mem: np.ndarray, ser
     a_ub = np.vstack([eye_s * np.tile(gpus, S), eye_s * np.tile(cpus, S), eye_s * np.tile(mem, S)])
     b_ub = np.concatenate([np.full(S, server_gpus), np.full(S, server_cpus), np.full(S, server_mem)])
     a_eq = np.kron(np.ones((1, S)), np.eye(J))
-    res = linprog(np.zeros(S * J), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(J), bounds=(0, 1),
-                  method="highs")
+    with clock.timed():
+        res = linprog(np.zeros(S * J), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(J), bounds=(0, 1),
+                      method="highs")
     if res.status != 0:
         raise SolverError(f"Synergy-OPT: program 2 (server assignment) is infeasible ({res.message})")
     return res.x.reshape(S, J)

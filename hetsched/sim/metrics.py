@@ -89,10 +89,10 @@ def _fairness(result: Result) -> dict:
 
 
 def with_hours(row: dict) -> dict:
-    """Every `*_s` duration of a summary row gets an `*_h` twin beside it (`cpu_s` stays seconds only)."""
+    """Every `*_s` duration of a summary row gets an `*_h` twin beside it (CPU times stay seconds only)."""
     out = {}
     for key, value in row.items():
         out[key] = value
-        if key.endswith("_s") and key != "cpu_s" and isinstance(value, (int, float)):
+        if key.endswith("_s") and not key.endswith("cpu_s") and isinstance(value, (int, float)):
             out[key[:-2] + "_h"] = value / 3600.0
     return out

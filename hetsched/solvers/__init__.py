@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hetsched.errors import SolverError
-from hetsched.solvers import ecos_workspaces
+from hetsched.solvers import clock, ecos_workspaces
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +56,11 @@ def _solve_ecos(p: ConicProblem, tol: float) -> Solution:
 
     kwargs = dict(verbose=False, feastol=tol, abstol=tol, reltol=tol, max_iters=200)
     dims = {"l": p.l, "q": list(p.q), "e": 0}
-    if p.A is not None and p.A.shape[0]:
-        sol = ecos.solve(p.c, p.G, p.h, dims, p.A, p.b, **kwargs)
-    else:
-        sol = ecos.solve(p.c, p.G, p.h, dims, **kwargs)
+    with clock.timed():
+        if p.A is not None and p.A.shape[0]:
+            sol = ecos.solve(p.c, p.G, p.h, dims, p.A, p.b, **kwargs)
+        else:
+            sol = ecos.solve(p.c, p.G, p.h, dims, **kwargs)
     flag = sol["info"]["exitFlag"]
     status = {0: "optimal", 10: "inaccurate", 1: "infeasible", 2: "unbounded", 11: "infeasible",
               12: "unbounded"}.get(flag, "error")
@@ -80,7 +81,9 @@ def _solve_clarabel(p: ConicProblem, tol: float) -> Solution:
     settings.verbose = False
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = tol
     n = p.c.shape[0]
-    result = clarabel.DefaultSolver(sp.csc_matrix((n, n)), p.c, G.tocsc(), h, cones, settings).solve()
+    solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), p.c, G.tocsc(), h, cones, settings)
+    with clock.timed():
+        result = solver.solve()
     name = str(result.status)
     status = ("optimal" if name == "Solved" else "inaccurate" if name == "AlmostSolved"
               else "infeasible" if "PrimalInfeasible" in name else "unbounded" if "DualInfeasible" in name
@@ -96,8 +99,9 @@ def _solve_highs(p: ConicProblem, tol: float) -> Solution:
     if not p.is_lp:
         raise SolverError("highs solves linear programs only; use ecos or clarabel for cone programs")
     A_eq = p.A if p.A is not None and p.A.shape[0] else None
-    res = linprog(p.c, A_ub=p.G, b_ub=p.h, A_eq=A_eq, b_eq=p.b if A_eq is not None else None,
-                  bounds=(None, None), method="highs")
+    with clock.timed():
+        res = linprog(p.c, A_ub=p.G, b_ub=p.h, A_eq=A_eq, b_eq=p.b if A_eq is not None else None,
+                      bounds=(None, None), method="highs")
     status = {0: "optimal", 2: "infeasible", 3: "unbounded"}.get(res.status, "error")
     x = res.x if status == "optimal" else None
     return Solution(x, status, float(res.fun) if x is not None else np.nan, "highs")
@@ -109,18 +113,8 @@ def solve_lp_csc(c: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: n
     if solver != "ecos":
         G = sp.csc_matrix((data, indices, indptr), shape=(num_rows, len(c)))
         return solve(ConicProblem(c, G, h, l=num_rows), solver, tol)
-    reused = ecos_workspaces.solve(c, data, indices, indptr, num_rows, h, tol)   # the same numbers, no setup
-    if reused is not None:
-        sol = {"info": {"exitFlag": reused[0]}, "x": reused[1], "z": reused[2]}
-    else:
-        import _ecos
-
-        try:
-            sol = _ecos.csolve((num_rows, len(c), 0), c, data, indices, indptr, h, {"l": num_rows, "q": [], "e": 0},
-                               verbose=False, feastol=tol, abstol=tol, reltol=tol, max_iters=200)
-        except Exception as exc:
-            log.warning("ecos failed: %s", exc)
-            sol = {"info": {"exitFlag": -99}}
+    with clock.timed():
+        sol = _ecos_csc(c, data, indices, indptr, num_rows, h, tol)
     flag = sol["info"]["exitFlag"]
     status = {0: "optimal", 10: "inaccurate", 1: "infeasible", 2: "unbounded"}.get(flag, "error")
     if status == "error":               # as in solve(): let Clarabel try before a policy falls back
@@ -128,6 +122,21 @@ def solve_lp_csc(c: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: n
         return solve(ConicProblem(c, G, h, l=num_rows), "clarabel", tol)
     x = sol["x"] if status in ("optimal", "inaccurate") else None
     return Solution(x, status, float(c @ x) if x is not None else np.nan, "ecos", sol["z"] if x is not None else None)
+
+
+def _ecos_csc(c, data, indices, indptr, num_rows, h, tol) -> dict:
+    """ECOS on `G x <= h`: in a kept workspace when it can (the same numbers, no setup), else a fresh one."""
+    reused = ecos_workspaces.solve(c, data, indices, indptr, num_rows, h, tol)
+    if reused is not None:
+        return {"info": {"exitFlag": reused[0]}, "x": reused[1], "z": reused[2]}
+    import _ecos
+
+    try:
+        return _ecos.csolve((num_rows, len(c), 0), c, data, indices, indptr, h, {"l": num_rows, "q": [], "e": 0},
+                            verbose=False, feastol=tol, abstol=tol, reltol=tol, max_iters=200)
+    except Exception as exc:
+        log.warning("ecos failed: %s", exc)
+        return {"info": {"exitFlag": -99}}
 
 
 BACKENDS: dict[str, Callable[[ConicProblem, float], Solution]] = {

@@ -1,0 +1,39 @@
+"""CPU seconds spent inside the optimisation back ends: the LP/cone solvers (ECOS, Clarabel, HiGHS's LP), the MILP
+solvers (HiGHS, SCIP) and SciPy's matching solver (AlloX).
+
+A run reports them as `solver_cpu_s` beside its `cpu_s`: the part of a run that hetsched's own code does not
+spend, and that no change to it can remove while the solver and the problems it is given stay the same. Only the
+back end's own call is timed (building its model is ours). One counter per process: runs in one process are
+sequential, and sweep workers are processes.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+_seconds = 0.0
+_calls = 0
+
+
+@contextmanager
+def timed():
+    """Count the CPU time of the enclosed back-end call."""
+    global _seconds, _calls
+    start = time.process_time()
+    try:
+        yield
+    finally:
+        _seconds += time.process_time() - start
+        _calls += 1
+
+
+def reading() -> tuple[float, int]:
+    """(CPU seconds, calls) so far in this process; a run reports the difference of two readings."""
+    return _seconds, _calls
+
+
+def since(mark: tuple[float, int]) -> dict:
+    """The row fields of a run that began at `mark` (a `reading()`)."""
+    seconds, calls = reading()
+    return {"solver_cpu_s": seconds - mark[0], "solver_calls": calls - mark[1]}
