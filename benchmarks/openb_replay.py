@@ -5,9 +5,9 @@
     python benchmarks/openb_replay.py --against ../ref --repeat 2       # alternate with another checkout: ratio
 
 Each run is a fresh `python -m hetsched simulate ... --json` started in the checkout's folder (so it imports that
-checkout's package). Prints one JSON line per run (the simulator's CPU seconds, wall seconds, peak RSS, average
-JCT) and, with --against, a last line with both medians and their ratio. The runs alternate, back to back,
-because these machines differ in speed from day to day.
+checkout's package). Prints one JSON line per run (the simulator's CPU seconds and how many of them the solvers
+took, wall seconds, peak RSS, average JCT) and, with --against, a last line with both medians and their ratio.
+The runs alternate, back to back, because these machines differ in speed from day to day.
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def run_once(checkout: Path, args: list[str], timeout_s: float) -> dict:
         raise SystemExit(f"{checkout}: simulate failed ({out.returncode}):\n{out.stderr[-3000:]}")
     row = json.loads([line for line in out.stdout.splitlines() if line.startswith("{")][-1])
     rss = [line.split()[1] for line in out.stderr.splitlines() if line.startswith("PEAK_RSS_KB")]
+    solver = row.get("solver_cpu_s")                    # None from a checkout that does not report it
     return {"checkout": str(checkout), "policy": row["policy"], "cpu_s": round(row["cpu_s"], 2),
+            "solver_cpu_s": None if solver is None else round(solver, 2), "solver_calls": row.get("solver_calls"),
             "wall_s": round(wall, 2), "peak_rss_mb": round(int(rss[-1]) / 1024, 1) if rss else None,
             "avg_jct_s": row["avg_jct_s"], "num_jobs": row["num_jobs"], "num_rounds": row["num_rounds"],
             "num_recomputes": row["num_recomputes"]}
