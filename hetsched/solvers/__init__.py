@@ -81,9 +81,9 @@ def _solve_clarabel(p: ConicProblem, tol: float) -> Solution:
     settings.verbose = False
     settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = tol
     n = p.c.shape[0]
-    solver = clarabel.DefaultSolver(sp.csc_matrix((n, n)), p.c, G.tocsc(), h, cones, settings)
-    with clock.timed():
-        result = solver.solve()
+    P, G = sp.csc_matrix((n, n)), G.tocsc()
+    with clock.timed():                                     # its setup (equilibration, KKT) and the solve
+        result = clarabel.DefaultSolver(P, p.c, G, h, cones, settings).solve()
     name = str(result.status)
     status = ("optimal" if name == "Solved" else "inaccurate" if name == "AlmostSolved"
               else "infeasible" if "PrimalInfeasible" in name else "unbounded" if "DualInfeasible" in name

@@ -3,8 +3,9 @@ solvers (HiGHS, SCIP) and SciPy's matching solver (AlloX).
 
 A run reports them as `solver_cpu_s` beside its `cpu_s`: the part of a run that hetsched's own code does not
 spend, and that no change to it can remove while the solver and the problems it is given stay the same. Only the
-back end's own call is timed (building its model is ours). One counter per process: runs in one process are
-sequential, and sweep workers are processes.
+back end's own calls are timed, with the solver's own setup (ECOS's and Clarabel's factorisation set-up) but
+not our building of the arrays it is given. One counter per process: runs in one process are sequential, and
+sweep workers are processes.
 """
 
 from __future__ import annotations
