@@ -110,7 +110,6 @@ def _system_rules(args: argparse.Namespace, jobs) -> str | None:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     import json
-    import time
 
     from hetsched.model.cluster import ClusterSpec
     from hetsched.sim.metrics import summary, with_hours
@@ -121,7 +120,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from hetsched.io.gpu_map import apply_gpu_map, check_gpu_types, parse_gpu_map
     from hetsched.solvers import clock
 
-    start, mark = time.process_time(), clock.reading()
+    mark = clock.reading()
     table = apply_gpu_map(load_throughputs(args.throughputs), parse_gpu_map(args.gpu_map))
     cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server,
                                prices_per_hour=_parse_prices(args.prices))
@@ -162,7 +161,6 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if not row["num_jobs"]:
         raise HetschedError(f"simulate: no job finished inside the measured window "
                             f"({args.window or 'all jobs'}); nothing to report")
-    row["cpu_s"] = time.process_time() - start
     row.update(clock.since(mark))
     row = with_hours(row)
     row["config"] = {"policy": args.policy, "resolved_policy": result.policy,

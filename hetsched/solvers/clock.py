@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from typing import NamedTuple
 
 _seconds = 0.0
 _calls = 0
@@ -29,12 +30,17 @@ def timed():
         _calls += 1
 
 
-def reading() -> tuple[float, int]:
-    """(CPU seconds, calls) so far in this process; a run reports the difference of two readings."""
-    return _seconds, _calls
+class Mark(NamedTuple):
+    cpu_s: float             # the process's CPU time
+    solver_cpu_s: float      # of which inside back ends
+    solver_calls: int
 
 
-def since(mark: tuple[float, int]) -> dict:
-    """The row fields of a run that began at `mark` (a `reading()`)."""
-    seconds, calls = reading()
-    return {"solver_cpu_s": seconds - mark[0], "solver_calls": calls - mark[1]}
+def reading() -> Mark:
+    """The process's CPU time and the back ends' share of it so far; a run reports the difference of two."""
+    return Mark(time.process_time(), _seconds, _calls)
+
+
+def since(mark: Mark) -> dict:
+    """A run's row fields `cpu_s`, `solver_cpu_s` and `solver_calls` since `mark` (a `reading()`)."""
+    return {k: now - then for k, now, then in zip(Mark._fields, reading(), mark)}
