@@ -68,6 +68,8 @@ def main() -> None:
                "solves": len(solves), "solve_mean_s": round(float(solves["seconds"].mean()), 4),
                "solve_max_s": round(float(solves["seconds"].max()), 4),
                "solve_share": round(float(solves["seconds"].sum()) / best, 3),
+               # of which turning round counts into rounds (the rank program on one GPU type), the rest the window
+               "rank_share": round(float(solves["rank_seconds"].sum()) / best, 3),
                "capped_priorities": int(solves["capped"].sum()),
                **{k: row[k] for k in ("makespan_s", "avg_jct_s", "worst_ftf_rho", "unfair_fraction", "num_rounds")}}
         if setup == "canonical":

@@ -228,6 +228,32 @@ def test_a_failing_solver_never_stops_the_run(monkeypatch, caplog):
     assert "planning by remaining time" in caplog.text
 
 
+def test_the_solve_log_times_the_rank_program_inside_each_solve(monkeypatch):
+    """`rank_seconds` (benchmarks/shockwave.py's rank_share) is the ranking's part of each re-plan's seconds."""
+    import time
+
+    import hetsched.planner.core as core
+    from hetsched.planner.core import ShockwavePolicy
+    from hetsched.sim.simulator import RoundSimulation
+
+    def slowed(solve, seconds):
+        def run(*a, **k):
+            time.sleep(seconds)
+            return solve(*a, **k)
+        return run
+
+    monkeypatch.setattr(core, "rank_program", slowed(core.rank_program, 0.02))
+    monkeypatch.setattr(core, "window_program", slowed(core.window_program, 0.03))
+    jobs = [Job(i, 60.0 * i, "LM (batch size 20)", 1 + (i % 2), 3000.0 * (i + 1), mode=AdaptationMode.GNS)
+            for i in range(6)]
+    sim = RoundSimulation(jobs, ClusterSpec.load("v100=4"), ShockwavePolicy(), "shockwave_tacc",
+                          SimulationConfig.for_system("shockwave"), record_timeline=False)
+    while sim.step():
+        pass
+    log = sim.sched.decide.solve_log
+    assert log and all(0.02 <= e["rank_seconds"] <= e["seconds"] - 0.03 for e in log)
+
+
 def test_the_run_seed_seeds_the_solver_and_overrides_keep_the_config():
     from hetsched.planner.core import ShockwavePolicy
     from hetsched.sim.simulator import policy_for
