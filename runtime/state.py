@@ -399,7 +399,8 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         """One process per part (worker, local GPU); each rank gets the per-GPU CPU and memory share, if any."""
         old = self.leases.get(row.job_id)
         lease = LeaseInfo(secrets.token_hex(6), row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
-                          paired, issued_at=issued_at, share=(cpus, mem_gb), resumed=row.steps_done > 0 or row.job_id in self.running_on,
+                          paired, issued_at=issued_at, share=(cpus, mem_gb),
+                          resumed=row.steps_done > 0 or row.job_id in self.running_on,
                           previous=old if old is None or old.started_at is not None else old.previous)
         recent = self.job_tokens.setdefault(row.job_id, [])
         while len(recent) >= LEASE_TOKENS_KEPT:

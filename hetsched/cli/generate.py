@@ -91,8 +91,9 @@ def _generate_shockwave(args: argparse.Namespace) -> int:
         if interarrival is None or args.num_jobs is None:
             raise HetschedError("generate shockwave: give --name ARTIFACT_TRACE_NAME, or --num-jobs with "
                                 "--mean-interarrival SECONDS (or --jobs-per-hour R)")
-        gen = ShockwaveGenerator(seed=args.seed or 0, mean_interarrival_s=interarrival, min_duration_h=args.min_duration_h,
-                                 max_duration_h=args.max_duration_h, num_durations=args.num_durations,
+        gen = ShockwaveGenerator(seed=args.seed or 0, mean_interarrival_s=interarrival,
+                                 min_duration_h=args.min_duration_h, max_duration_h=args.max_duration_h,
+                                 num_durations=args.num_durations,
                                  mode_mix=_mix(args.mode_mix, 3, "--mode-mix"),
                                  scale_factor_mix=_mix(args.scale_factor_mix, 4, "--scale-factor-mix"),
                                  multi_gpu=args.multi_gpu, dynamic=not args.static_modes, throughputs=table)

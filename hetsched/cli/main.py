@@ -166,9 +166,10 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     row["config"] = {"policy": args.policy, "resolved_policy": result.policy,
                      "policy_name": display_name(result.policy), "cluster": str(cluster),
                      "prices_per_hour": dict(cluster.prices_per_hour), "throughputs": args.throughputs,
-                     "round_s": pipeline.rules.round_s, "stages": pipeline.stages(), "seed": config.seed, "window": args.window,
-                     "rules": system or "gavel", "trace": str(args.trace) if args.trace else None,
-                     "generate": args.generate, "partitions": args.partitions}
+                     "round_s": pipeline.rules.round_s, "stages": pipeline.stages(), "seed": config.seed,
+                     "window": args.window, "rules": system or "gavel",
+                     "trace": str(args.trace) if args.trace else None, "generate": args.generate,
+                     "partitions": args.partitions}
     if args.json:
         print(json.dumps(_json_ready(row), allow_nan=False))
     else:
@@ -277,7 +278,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "(docs/rules.md#lease-start)")
     sim.add_argument("--ideal", action="store_true", help="fluid allocation, no rounds (Fig. 13)")
     sim.add_argument("--partitions", type=int, default=1, metavar="K",
-                     help="POP: solve an LP policy's allocation as K partitions of the jobs and GPUs (docs/rules.md#pop)")
+                     help="POP: solve an LP policy's allocation as K partitions of the jobs and GPUs "
+                          "(docs/rules.md#pop)")
     sim.add_argument("--placement-aware", action="store_true",
                      help="use unconsolidated throughputs for jobs spread over servers")
     add_import_args(sim, with_table=False)

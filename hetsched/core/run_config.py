@@ -20,7 +20,8 @@ class SimulationConfig:
     placement_aware: bool = False
     record_timeline: bool = True
     max_rounds: int = 10_000_000
-    # Throughput estimation for space sharing (docs/rules.md#estimates): (number of reference job types, profiling fraction).
+    # Throughput estimation for space sharing (docs/rules.md#estimates): (number of reference job types,
+    # profiling fraction).
     estimate_colocation: tuple[int, float] | None = None
     # Stop (SimulationError) once this many jobs are active: the queue only grows, i.e. the rate is saturated.
     max_active_jobs: int | None = None
@@ -32,9 +33,10 @@ class SimulationConfig:
     macro_rounds: bool = True
     # Resource core: rounds start at origin + k x round (Synergy's `--static` replays start at t = 1 s).
     round_origin_s: float = 0.0
-    # Shockwave's round rules (docs/rules.md#preemption-penalty, docs/rules.md#replay-reset): a job that did not run in the previous round
-    # loses this many seconds of a full micro-task; batch sizes adapt at runtime (docs/rules.md#batch-size); Gavel's trace-replay
-    # rule (recompute at once when nothing runs and nothing will arrive) is absent.
+    # Shockwave's round rules (docs/rules.md#preemption-penalty, docs/rules.md#replay-reset): a job that did not run
+    # in the previous round loses this many seconds of a full micro-task; batch sizes adapt at runtime
+    # (docs/rules.md#batch-size); Gavel's trace-replay rule (recompute at once when nothing runs and nothing will
+    # arrive) is absent.
     preemption_penalty_s: float = 0.0
     # The runtime's cost of a new lease (docs/rules.md#lease-start, `hetsched calibrate`): an assignment that does
     # not continue the previous round's on the same GPUs starts this many seconds into its round. 0: off.

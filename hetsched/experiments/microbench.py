@@ -22,8 +22,9 @@ def fig11_jobs(table: ThroughputTable, num_jobs: int = 18, steps_per_job: int = 
     rng = random.Random(seed)
     types = sorted({k.job_type for k in table.keys if k.scale_factor == 1})
     base = GavelGenerator(seed=seed, static=True, throughputs=table).jobs(num_jobs)
-    return [j.with_(job_type=rng.choice(types), priority_weight=float(i % 2 + 1), arrival_time_s=float(i * steps_per_job),
-                    entity=f"e{i // jobs_per_entity}") for i, j in enumerate(base)]
+    return [j.with_(job_type=rng.choice(types), priority_weight=float(i % 2 + 1),
+                    arrival_time_s=float(i * steps_per_job), entity=f"e{i // jobs_per_entity}")
+            for i, j in enumerate(base)]
 
 
 def hierarchical_timeline(table: ThroughputTable, jobs=None, entity_weights=None, cluster: str = "3:3:3",
@@ -55,7 +56,8 @@ def hierarchical_timeline(table: ThroughputTable, jobs=None, entity_weights=None
             rows.append({"timestep": step + 1, "job_id": job_id, "entity": core.jobs[job_id].entity,
                          "normalized_throughput": float(value), "policy": policy})
     frame = pd.DataFrame(rows)
-    frame["share"] = frame["normalized_throughput"] / frame.groupby("timestep")["normalized_throughput"].transform("sum")
+    per_step = frame.groupby("timestep")["normalized_throughput"].transform("sum")
+    frame["share"] = frame["normalized_throughput"] / per_step
     return frame
 
 

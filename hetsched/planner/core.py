@@ -202,8 +202,8 @@ class Planner(DecideStage):
                               speed=self._speeds(ids) if sched.n > 1 else None)
         program = artifact_window_program if cfg.formulation == "artifact" and sched.n == 1 else window_program
         solve = dict(capacity=sched.capacity if sched.n > 1 else self.gpus, rounds=R, round_s=delta, k=cfg.k,
-                     bases=cfg.log_bases, log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s, solver=cfg.solver,
-                     seed=cfg.solver_seed)
+                     bases=cfg.log_bases, log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s,
+                     solver=cfg.solver, seed=cfg.solver_seed)
         slack = share * (cfg.rhomax * fair - delta * (self.round_ptr + R))
         n, status, relaxed = None, "infeasible", True
         attempt = bool((slack >= 0).all())           # else some job cannot meet its target whatever we do

@@ -54,7 +54,8 @@ class PlannerJob:
         self.share_values = np.zeros(8)
         self.num_shares = 0
         self.remaining_memo = (-1, 0.0, 0.0)                   # (p, amp, remaining_s): p moves once an epoch
-        self.samples = 0.0               # measured samples, as if running since global round 0 (docs/rules.md#calibration)
+        self.samples = 0.0               # measured samples, as if running since global round 0
+        #                                  (docs/rules.md#calibration)
         self.last_round = 0
         self.amp = 1.0
 

@@ -217,7 +217,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         """Step 1: the runnable jobs (given in arrival order) in the policy's order."""
         ordering = self.policy.ordering
         if ordering.name == "FIFO":
-            return slots                          # FIFO's key ignores the starvation guard (docs/rules.md#starvation-guard)
+            return slots                    # FIFO's key ignores the starvation guard (docs/rules.md#starvation-guard)
         order = slots[ordering.rank(OrderingView(self, slots, now))]
         self._raise_guard(slots, now)        # raised after sorting: it reorders from the next round on
         return order
@@ -310,7 +310,8 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
             self._k_adjust = np.array(self._c_adjust, bool)
             self._k_gpus = np.array([r.gpus for r in self._c_res], np.int64)
             self._k_best = self._best_points() if self.policy.mechanism == "opt" else None
-            self._k_grid = np.array([g.ravel() for g in self._c_grid], float).reshape(-1, len(CPU_LEVELS) * len(MEM_LEVELS))
+            self._k_grid = np.array([g.ravel() for g in self._c_grid], float).reshape(
+                -1, len(CPU_LEVELS) * len(MEM_LEVELS))
             self._k_penalized = bool(any(self._c_penalized))
             # Per class and share (ideal, fair): GPUs, CPUs, GB allocated and CPUs, GB used (capped at demand).
             fair = np.asarray(self.pool.fair)

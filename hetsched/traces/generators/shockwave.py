@@ -91,7 +91,8 @@ class ShockwaveGenerator:
                    multi_gpu=bool(m["multi"]), dynamic=bool(m["dyn"]), throughputs=throughputs)
 
     def __iter__(self) -> Iterator[Job]:
-        job_rng, gap_rng, class_rng = random.Random(self.seed), random.Random(self.seed + 1), random.Random(self.seed + 2)
+        job_rng, gap_rng = random.Random(self.seed), random.Random(self.seed + 1)
+        class_rng = random.Random(self.seed + 2)
         sf_rng, mode_rng = random.Random(self.seed + 3), random.Random(self.seed + 4)
         pick_rng = np.random.RandomState(self.seed)           # the artifact's np.random.seed(seed)
         grid = np.linspace(self.min_duration_h, self.max_duration_h, self.num_durations)
