@@ -4,8 +4,8 @@ Prints JSON lines:
 - `run`: the Shockwave planner on one setup (CPU seconds, best of --repeat), with the artifact's 898 s
   (HiGHS, this kind of machine: fidelity/README.md) and the issue's goal of 60 s, its solve statistics
   (re-solves, mean/max seconds per solve, capped priorities) and the metrics;
-- `figure`: the seven policies of the canonical figure through `hetsched.experiments.sweep` on a 2-worker Dask LocalCluster,
-  no cache, wall seconds against the 120-s goal.
+- `figure`: the seven policies of the canonical figure through `hetsched.experiments.sweep` on a 2-worker Dask
+  LocalCluster, no cache, wall seconds against the 120-s goal.
 `--setups canonical,scale_64,scale_128,scale_256` picks the runs; `--formulation artifact` times the artifact's
 own x[j, r] + SOS2 model instead of hetsched's; `--profile` prints the top cProfile entries of the first run.
 """

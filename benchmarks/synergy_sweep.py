@@ -1,5 +1,6 @@
-"""Synergy's single-GPU load sweep at the paper preset through `hetsched.experiments.sweep` on a 2-worker Dask LocalCluster:
-FIFO/SRTF/LAS/FTF x fair/tune/opt x 16 loads (0.5-8.0 jobs/h), 128 GPUs, seed 42, jobs 4000-4999, no cache.
+"""Synergy's single-GPU load sweep at the paper preset through `hetsched.experiments.sweep` on a 2-worker Dask
+LocalCluster: FIFO/SRTF/LAS/FTF x fair/tune/opt x 16 loads (0.5-8.0 jobs/h), 128 GPUs, seed 42, jobs 4000-4999,
+no cache.
 
 Prints one JSON line: wall seconds, the goal (60 s), summed CPU seconds of the runs and the slowest runs.
 `--mechanisms`/`--orderings`/`--loads` narrow the grid for quick checks.

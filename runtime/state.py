@@ -5,8 +5,8 @@ ran, steps measured), admits submitted jobs, plans the next round and turns the 
 one process per leased GPU (rank r of k); a co-located pair gets a lease per member on the same GPU. A job
 placed on the same GPUs again keeps running (lease extension); otherwise its lease ends with that plan: its
 processes checkpoint and exit at their next lease update, and the job's next lease starts once they are gone.
-Job state lives in SQLite; checkpoints in the scheduler's state directory. The core is built once and follows workers joining and leaving through
-`set_cluster`; the runtime calls only the core's public methods.
+Job state lives in SQLite; checkpoints in the scheduler's state directory. The core is built once and follows
+workers joining and leaving through `set_cluster`; the runtime calls only the core's public methods.
 """
 
 from __future__ import annotations

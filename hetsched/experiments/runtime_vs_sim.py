@@ -11,9 +11,9 @@
   simulator runs at EMULATED_TIME_SCALE x the round and its JCTs are divided by it.
 
 Three simulations per run: the runtime's round rules as the papers' simulators apply them (no reset gate, one plan
-per round; no over-deadline completion, which the runtime does not have); the same on the runtime's wall-clock round grid (docs/rules.md#fixed-rounds); and calibrated, with the
-run's measured lease start as well (docs/rules.md#lease-start), which is what `hetsched calibrate` feeds
-`hetsched simulate --calibration`.
+per round; no over-deadline completion, which the runtime does not have); the same on the runtime's wall-clock
+round grid (docs/rules.md#fixed-rounds); and calibrated, with the run's measured lease start as well
+(docs/rules.md#lease-start), which is what `hetsched calibrate` feeds `hetsched simulate --calibration`.
 """
 
 from __future__ import annotations

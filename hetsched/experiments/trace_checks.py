@@ -1,8 +1,9 @@
 """Every shipped trace under every baseline: the artifacts' stored numbers where they exist, and the invariants
 (docs/rules.md#invariants) checked on every run where they do not.
 
-Shockwave: its six baselines (and, at the paper preset, its planner: 13-53 CPU-s a trace) on the five shipped traces (120 jobs on 32
-GPUs, 220 on 64, 460 on 128, 900 on 256 with the 1,000- and the 100-point duration grids), under Shockwave's rules.
+Shockwave: its six baselines (and, at the paper preset, its planner: 13-53 CPU-s a trace) on the five shipped
+traces (120 jobs on 32 GPUs, 220 on 64, 460 on 128, 900 on 256 with the 1,000- and the 100-point duration grids),
+under Shockwave's rules.
 Synergy: every ordering x mechanism at three loads of its generator, plus the artifact's stored cases.
 """
 

@@ -1,5 +1,5 @@
-"""What the Shockwave planner knows about a job (docs/rules.md#predictor, docs/rules.md#calibration): its oracle epoch profile, the
-Dirichlet predictor of its remaining time, and its momentum-averaged fair-share finish time."""
+"""What the Shockwave planner knows about a job (docs/rules.md#predictor, docs/rules.md#calibration): its oracle
+epoch profile, the Dirichlet predictor of its remaining time, and its momentum-averaged fair-share finish time."""
 
 from __future__ import annotations
 
@@ -74,7 +74,8 @@ class PlannerJob:
         return self.amp * self.prefix[min(p, self.epochs)]
 
     def remaining_s(self, p: int) -> float:
-        """The Dirichlet-posterior remaining time (docs/rules.md#predictor): which batch sizes are known, not when they come."""
+        """The Dirichlet-posterior remaining time (docs/rules.md#predictor): which batch sizes are known, not when
+        they come."""
         E = self.epochs
         if E - p <= 0:
             return 1.0
@@ -122,12 +123,12 @@ class PlannerJob:
 
     def calibrate(self, round_s: float, dataset_size: int) -> None:
         """Rescale the epoch times when the measured samples differ from the profile's prediction for the same
-        window by more than 40 % (docs/rules.md#calibration). Like the artifact, the window runs from global round 0, not from the
-        job's arrival. Past the profile's last epoch the prediction continues at that epoch's rate: docs/rules.md#calibration states
-        that in simulation the calibration fires only when the runtime batch size diverges from the profile's,
-        and a prediction that stopped at the profile's end would fire for every job that arrives later than its
-        own isolated duration (2,085 of 5,338 calibrations on the canonical trace fired that way; now only the 7
-        adaptive jobs whose batch sizes diverge fire)."""
+        window by more than 40 % (docs/rules.md#calibration). Like the artifact, the window runs from global round 0,
+        not from the job's arrival. Past the profile's last epoch the prediction continues at that epoch's rate:
+        docs/rules.md#calibration states that in simulation the calibration fires only when the runtime batch size
+        diverges from the profile's, and a prediction that stopped at the profile's end would fire for every job
+        that arrives later than its own isolated duration (2,085 of 5,338 calibrations on the canonical trace fired
+        that way; now only the 7 adaptive jobs whose batch sizes diverge fire)."""
         window = round_s * self.last_round
         if self.samples <= 0 or window <= 0:
             return

@@ -333,8 +333,9 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
 def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,
                             bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
                             solver: str = "highs", start=None, seed: int = 0) -> tuple[np.ndarray | None, str]:
-    """The artifact's own model (docs/rules.md#planner-programs): x[j, r] binaries per round and an SOS2 lambda formulation of the log.
-    Same optimum as `window_program`, far larger; kept to measure what the reformulation changes."""
+    """The artifact's own model (docs/rules.md#planner-programs): x[j, r] binaries per round and an SOS2 lambda
+    formulation of the log. Same optimum as `window_program`, far larger; kept to measure what the reformulation
+    changes."""
     N, R = len(inp.gpus), rounds
     B = len(bases)
     b = np.asarray(bases, float)

@@ -17,7 +17,8 @@ class BatchSizeSwitching:
         return total - float(self.remaining[self.slot[job_id]])
 
     def flag_batch_sizes(self) -> None:
-        """Evaluate every adaptive job's batch-size flag (after completions, before arrivals; docs/rules.md#batch-size)."""
+        """Evaluate every adaptive job's batch-size flag (after completions, before arrivals;
+        docs/rules.md#batch-size)."""
         if self.adaptation is not None:
             self.adaptation.evaluate(self.steps_done)
 

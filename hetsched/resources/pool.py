@@ -1,6 +1,6 @@
 """Servers with GPUs, CPU cores, DRAM and storage bandwidth, and the placement primitives of Synergy's
-mechanisms (docs/rules.md#cpu-memory, docs/rules.md#tune-demotion): first-fit and least-free-GPU-first placement, and the
-peer demotion of Synergy-TUNE.
+mechanisms (docs/rules.md#cpu-memory, docs/rules.md#tune-demotion): first-fit and least-free-GPU-first placement,
+and the peer demotion of Synergy-TUNE.
 
 A round starts with every server empty (all leases end before a round). Jobs are placed one by one; each
 placement is a per-GPU share `(cpus, GB, MB/s)` on some GPUs of some servers. The per-round state is a few
@@ -174,8 +174,8 @@ class ServerPool:
 
     # ---- TUNE's peer demotion -----------------------------------------------------------------------
     def underutilized(self, g: int) -> list[tuple[int, int]]:
-        """Servers to free resources on for a g-GPU job (docs/rules.md#tune-demotion): the first server with g free GPUs for
-        g > 1, else the servers with the fewest free GPUs (>= 1; ties to the lowest id) covering g."""
+        """Servers to free resources on for a g-GPU job (docs/rules.md#tune-demotion): the first server with g free
+        GPUs for g > 1, else the servers with the fewest free GPUs (>= 1; ties to the lowest id) covering g."""
         fg = self.fg
         if g > 1:
             for k in range(self.num):
@@ -197,7 +197,8 @@ class ServerPool:
         """Jobs on server k to bring back to the fair share so that `need` (cpu, GB, MB/s) frees up.
 
         The server's list is sorted in place (stable) by (servers spanned, -CPUs per GPU, -GB per GPU), as the
-        artifact sorts it (docs/rules.md#tune-demotion); peers are taken until their excess over the fair share covers `need`.
+        artifact sorts it (docs/rules.md#tune-demotion); peers are taken until their excess over the fair share
+        covers `need`.
         """
         lst = self.on[k]
         where, share = self.where, self.share

@@ -205,7 +205,8 @@ class ResultBuilder:
                    credited: np.ndarray | None = None) -> None:
         """Account a finished round: steps (k, 2) per member, combination end times (k,). `credited` (k,) is
         the execution time the cluster's accounting credits when it differs from the wall time (Shockwave's
-        preemption penalty, docs/rules.md#preemption-penalty); utilization counts it, costs and GPU-seconds count the wall time."""
+        preemption penalty, docs/rules.md#preemption-penalty); utilization counts it, costs and GPU-seconds count
+        the wall time."""
         sched = self.sched
         exec_time = ends - start
         if kernels.ENABLED and not (self.core_accounts or self.record_timeline):

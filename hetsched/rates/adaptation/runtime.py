@@ -1,4 +1,5 @@
-"""The simulator's actual batch-size switching (docs/rules.md#batch-size, docs/rules.md#accordion, docs/rules.md#flag-guards).
+"""The simulator's actual batch-size switching (docs/rules.md#batch-size, docs/rules.md#accordion,
+docs/rules.md#flag-guards).
 
 It differs from the planner's profile on purpose, as the artifact does: Accordion has no 30 % rule at runtime,
 Recommendation keeps only its initial critical regime, GNS looks the doubling up with a 760-epoch horizon, and

@@ -50,7 +50,8 @@ def _recommendation_initial(bs0: int) -> int:
 
 
 def is_critical(model: str, bs0: int, epoch: int, runtime: bool = False) -> bool:
-    """Accordion's critical regimes (small batch size). At runtime, Recommendation has only its initial one (docs/rules.md#accordion)."""
+    """Accordion's critical regimes (small batch size). At runtime, Recommendation has only its initial one
+    (docs/rules.md#accordion)."""
     if model == "ResNet-18":
         return epoch < (20 if bs0 == 256 else 10) or 150 <= epoch < 160 or 250 <= epoch < 260
     if model == "ResNet-50":
@@ -80,7 +81,8 @@ class GnsRule:
 
 
 def gns_pattern(model: str, bs0: int, epochs: int, scale_factor: int) -> list[int]:
-    """GNS's schedule with the artifact's loop semantics (docs/rules.md#gns): in later segments the last epoch keeps bs0."""
+    """GNS's schedule with the artifact's loop semantics (docs/rules.md#gns): in later segments the last epoch
+    keeps bs0."""
     out = [bs0] * epochs
     rule = gns_rules().get((model, bs0, scale_factor))
     if rule is None or epochs <= rule.min_epochs:

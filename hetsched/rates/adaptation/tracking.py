@@ -1,5 +1,6 @@
-"""The simulator's side of Shockwave's round rules: the preemption penalty (docs/rules.md#preemption-penalty), batch-size switches after each
-micro-task (docs/rules.md#batch-size), the over-deadline rule, and each job's isolated duration for finish-time fairness."""
+"""The simulator's side of Shockwave's round rules: the preemption penalty (docs/rules.md#preemption-penalty),
+batch-size switches after each micro-task (docs/rules.md#batch-size), the over-deadline rule, and each job's isolated
+duration for finish-time fairness."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ class AdaptationTracker:
         self.run_s[job.job_id] = 0.0
 
     def penalize(self, plan, steps: np.ndarray, exec_time: np.ndarray):
-        """docs/rules.md#preemption-penalty: jobs not placed in the previous round lose `penalty` s of a (nearly) full micro-task; their
-        finish time, and so the round's end, does not move."""
+        """docs/rules.md#preemption-penalty: jobs not placed in the previous round lose `penalty` s of a (nearly)
+        full micro-task; their finish time, and so the round's end, does not move."""
         ids = self.sched.job_of_slot[self.sched.members[plan.entry, 0]]
         prev, self._prev = self._prev, ids
         if prev is None or not self.penalty or (len(ids) == len(prev) and (ids == prev).all()):

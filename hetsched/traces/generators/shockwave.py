@@ -52,7 +52,8 @@ def _pick(r: float, weights) -> int:
 @register_generator("shockwave")
 @dataclass
 class ShockwaveGenerator:
-    """Shockwave's generator (`scripts/utils/generate_trace.py` with its one-line fix, docs/rules.md#shockwave-stream)."""
+    """Shockwave's generator (`scripts/utils/generate_trace.py` with its one-line fix,
+    docs/rules.md#shockwave-stream)."""
 
     seed: int = 0
     mean_interarrival_s: float = 40.0
