@@ -19,14 +19,14 @@ import time
 import numpy as np
 
 import shockwave as bench
-from hetsched.planner import milp
+from hetsched.planner import core, milp
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--setup", default="scale_256")
     args = parser.parse_args()
-    solve_milp, rank_program = milp.solve_milp, milp.rank_program
+    solve_milp, rank_program = milp.solve_milp, core.rank_program
     spent = {"window": 0.0, "rank": 0.0}
     unstarted: list[tuple] = []
     inside = [False]
@@ -34,9 +34,10 @@ def main() -> None:
     def timed_solve(*a, **kw):
         start = time.process_time()
         res = solve_milp(*a, **kw)
-        spent["rank" if inside[0] else "window"] += time.process_time() - start
+        seconds = time.process_time() - start
+        spent["rank" if inside[0] else "window"] += seconds
         if inside[0] and kw.get("start") is None and res.ok:
-            unstarted.append((a, kw, time.process_time() - start, np.rint(res.x)))
+            unstarted.append((a, kw, seconds, np.rint(res.x)))
         return res
 
     def ranking(*a, **kw):
@@ -46,9 +47,7 @@ def main() -> None:
         finally:
             inside[0] = False
 
-    milp.solve_milp = timed_solve
-    import hetsched.planner.core as core
-    core.rank_program = ranking
+    milp.solve_milp, core.rank_program = timed_solve, ranking
     try:
         cpu, result, solves = bench.run(args.setup, "aggregate")
     finally:

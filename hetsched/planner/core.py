@@ -237,7 +237,7 @@ class Planner(DecideStage):
         self.schedule_start = self.round_ptr
         self.resolve = False
         sched.num_recomputes += 1
+        done = time.perf_counter()
         self.solve_log.append({"round": self.round_ptr, "jobs": N, "relaxed": relaxed, "status": status,
                                "capped": int((priority >= cfg.priority_cap).sum()) if relaxed else 0,
-                               "seconds": time.perf_counter() - started,
-                               "rank_seconds": time.perf_counter() - planned})    # ranked rounds and the fill
+                               "seconds": done - started, "rank_seconds": done - planned})  # ranked rounds, fill
