@@ -58,6 +58,10 @@ def main() -> None:
     if not problems:
         raise SystemExit(f"{args.policy} posed no LP on the polytope in this run (per-job LPs are not recorded)")
     reference = [solve(p, "ecos") for p in problems]
+    solved = [i for i, r in enumerate(reference) if r.ok]
+    problems, reference = [problems[i] for i in solved], [reference[i] for i in solved]
+    if not problems:
+        raise SystemExit("ECOS solved none of the kept LPs; there is no reference point to compare with")
     sizes = np.array([p.G.shape for p in problems])
     print(json.dumps({"policy": args.policy, "rate": args.rate, "lps_solved": total, "lps_kept": len(problems),
                       "median_vars": int(np.median(sizes[:, 1])), "median_rows": int(np.median(sizes[:, 0]))}))
