@@ -17,6 +17,7 @@ import argparse
 import json
 import statistics
 import time
+from unittest import mock
 
 import numpy as np
 
@@ -38,12 +39,8 @@ def recorded_lps(policy: str, rate: float, seed: int, every: int) -> tuple[list[
         count[0] += 1
         return posed(problem, solver, tol)
 
-    config = configs("single", "paper", [policy], rates=(rate,), seeds=(seed,))[0]
-    polytope_lp.solve = keep
-    try:
-        run_one(config)
-    finally:
-        polytope_lp.solve = posed
+    with mock.patch.object(polytope_lp, "solve", keep):
+        run_one(configs("single", "paper", [policy], rates=(rate,), seeds=(seed,))[0])
     return kept, count[0]
 
 
