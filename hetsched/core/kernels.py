@@ -169,6 +169,30 @@ def compact_rows(rows, keep):
 
 
 @_compiled
+def coo_to_csc(data, row, col, num_cols, indices, out):
+    """CSC of COO entries without duplicates: fills `indices` and `out` (the data) column by column, rows ascending,
+    and returns the column pointers, as scipy's canonical `csc_matrix((data, (row, col)))`; or an empty array if two
+    entries share a position (scipy then sums them, in an order of its own: policies/rows.py falls back to it)."""
+    indptr = np.zeros(num_cols + 1, np.int64)
+    for k in range(len(data)):
+        indptr[col[k] + 1] += 1
+    for c in range(num_cols):
+        indptr[c + 1] += indptr[c]
+    fill = indptr[:-1].copy()
+    for k in range(len(data)):                  # input order within a column, then insertion-sorted by row
+        at = fill[col[k]]
+        fill[col[k]] += 1
+        start = indptr[col[k]]
+        while at > start and indices[at - 1] > row[k]:
+            indices[at], out[at] = indices[at - 1], out[at - 1]
+            at -= 1
+        if at > start and indices[at - 1] == row[k]:
+            return np.zeros(0, np.int64)
+        indices[at], out[at] = row[k], data[k]
+    return indptr
+
+
+@_compiled
 def mark_started(entry, members, acc, now):
     """Jobs planned for the first time start at `now` (the result's start column is NaN until then)."""
     for i in range(len(entry)):

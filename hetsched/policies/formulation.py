@@ -27,7 +27,7 @@ import scipy.sparse as sp
 
 from hetsched.core import kernels
 from hetsched.errors import HetschedError
-from hetsched.policies import pair_kernels
+from hetsched.policies import pair_kernels, polytope_kernel
 from hetsched.policies.base import Allocation, PolicyView
 from hetsched.policies.rows import Rows
 from hetsched.policies.units import Units
@@ -129,6 +129,9 @@ def build_polytope(view: PolicyView, units: Units, packing: bool = False, pair_f
     m_u, n = units.size, view.num_types
     s = view.scale_factor[units.first].astype(float)
     mult = units.mult
+    unit_pairs = packing and (pair_form == "unit" or pair_form is None and m_u <= 2 * len(np.unique(view.type_code)))
+    if unit_pairs and kernels.ENABLED:                 # the same rows, compiled (polytope_kernel.py)
+        return _unit_pair_polytope(view, units, s)
     n_alone = m_u * n
     ku = np.repeat(np.arange(m_u), n)
     ju = np.tile(np.arange(n), m_u)
@@ -138,7 +141,6 @@ def build_polytope(view: PolicyView, units: Units, packing: bool = False, pair_f
     cap = [(mult[ku] * s[ku], ju, alone)]
     time = [(np.ones(n_alone), ku, alone)]
     eff = [(tput.ravel(), ku, alone)]
-    unit_pairs = packing and (pair_form == "unit" or pair_form is None and m_u <= 2 * len(np.unique(view.type_code)))
     if not packing:
         pv = np.zeros((0, 3), dtype=np.intp)
     elif unit_pairs:
@@ -176,6 +178,16 @@ def build_polytope(view: PolicyView, units: Units, packing: bool = False, pair_f
     ineq = [assemble(cap, view.capacity), assemble(time, np.ones(m_u)), *extra_rows,
             Rows.identity(np.arange(nv), -1.0)]
     return Polytope(view, units, nv, ineq, eq_rows, assemble(eff, np.zeros(m_u)), pv, n_aux, bool(unit_pairs))
+
+
+def _unit_pair_polytope(view: PolicyView, units: Units, s: np.ndarray) -> Polytope:
+    """`build_polytope`'s unit-pair form from the compiled build: the same variables, rows and entries."""
+    key = view.type_code[units.first]
+    pv, cap, time, eff = polytope_kernel.unit_pair_polytope(view.throughput[units.first], s, units.mult, key,
+                                                            view.colocated)
+    m_u, nv = units.size, units.size * view.num_types + len(pv)
+    ineq = [Rows.of(*cap, view.capacity), Rows.of(*time, np.ones(m_u)), Rows.identity(np.arange(nv), -1.0)]
+    return Polytope(view, units, nv, ineq, [], Rows.of(eff, time[1], time[2], np.zeros(m_u)), pv, 0, True)
 
 
 def _unit_key_coupling(view: PolicyView, units: Units, pv: np.ndarray, n_alone: int):
@@ -297,6 +309,9 @@ def decompose_pairs(view: PolicyView, units: Units, pair_vars: np.ndarray, z: np
     if not len(pair_vars) or not keep.any():
         return empty
     shift = float(view.num_jobs) + 2.0
+    if unit_pairs and kernels.ENABLED:              # the parts and the fractions below in one compiled call
+        return pair_kernels.unit_pairs(units.of_job, units.mult, pair_vars[keep], z[keep], shift,
+                                       np.int64(view.num_jobs), n, PAIR_EPS)
     if unit_pairs:
         parts = _unit_pair_parts(units, pair_vars[keep], z[keep], shift)
     else:

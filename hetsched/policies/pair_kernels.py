@@ -226,3 +226,49 @@ def pair_fractions(i, k, gpu, v, m, n, eps):
         pairs[r, 0] = distinct[r] // m
         pairs[r, 1] = distinct[r] % m
     return pairs, x
+
+
+@_compiled
+def _flatten(groups, size, start, order):
+    """`formulation._flatten`: for combo c the jobs `order[start[groups[c]] : ... + size[groups[c]]]`."""
+    total = 0
+    for c in range(len(groups)):
+        total += size[groups[c]]
+    combo, jobs = np.empty(total, np.int64), np.empty(total, order.dtype)
+    r = 0
+    for c in range(len(groups)):
+        g = groups[c]
+        for w in range(size[g]):
+            combo[r], jobs[r] = c, order[start[g] + w]
+            r += 1
+    return combo, jobs
+
+
+@_compiled
+def _unit_pair_side(same, of_order, size, start, mult, pv, y, shift):
+    """One half of `formulation._unit_pair_parts`: the crossed (k != l) or the folded (k == l) pair variables."""
+    sel = np.flatnonzero((pv[:, 0] == pv[:, 1]) == same)
+    k, l, j, total = pv[sel, 0], pv[sel, 1], pv[sel, 2], y[sel]
+    ca, ja = _flatten(k, size, start, of_order)
+    sa = (total * (2.0 if same else 1.0) / mult[k])[ca]
+    if same:
+        i1, i2, combo, length = folded(ca, ja, sa, len(k), shift)
+    else:
+        cb, jb = _flatten(l, size, start, of_order)
+        i1, i2, combo, length = cross(ca, ja, sa, cb, jb, (total / mult[l])[cb], len(k), shift)
+    return i1, i2, j[combo], length
+
+
+@_compiled
+def unit_pairs(of_job, mult, pv, y, shift, m, n, eps):
+    """`formulation.decompose_pairs` in the unit-pair form, kept pair variables `pv` with times `y`: the crossed
+    unit pairs, then the folded ones (`_unit_pair_parts`), then `pair_fractions`; the same arrays throughout."""
+    order = np.argsort(of_job, kind="mergesort")                 # jobs by unit, then id
+    size = np.empty(len(mult), np.int64)
+    for g in range(len(mult)):
+        size[g] = np.int64(mult[g])
+    start = np.cumsum(size) - size
+    a1, a2, aj, av = _unit_pair_side(False, order, size, start, mult, pv, y, shift)
+    b1, b2, bj, bv = _unit_pair_side(True, order, size, start, mult, pv, y, shift)
+    return pair_fractions(np.concatenate((a1, b1)), np.concatenate((a2, b2)), np.concatenate((aj, bj)),
+                          np.concatenate((av, bv)), m, n, eps)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetsched.core import kernels
+from hetsched.core.jit import compiled
 from hetsched.policies.base import PolicyView
 
 
@@ -41,6 +43,10 @@ def make_units(view: PolicyView, extra: list[np.ndarray] | None = None, aggregat
         columns.append(view.type_code[:, None])
     columns += [np.asarray(e, float).reshape(m, -1) for e in (extra or [])]
     rows = np.hstack([np.asarray(c, float) for c in columns])
+    if kernels.ENABLED:                     # the same units, compiled (NaN-free rows; NaN keeps numpy's rule below)
+        of_job, first, counts = _groups_by_first(rows)
+        if len(of_job) == m:
+            return Units(of_job, first, counts)
     first, of_job, counts = identical_rows(rows)
     # Keep units in order of their first job, so results do not depend on the grouping's sort.
     order = np.argsort(first, kind="stable")
@@ -65,3 +71,46 @@ def identical_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     first = order[starts]                          # stable: the earliest row of each group
     counts = np.diff(np.r_[np.flatnonzero(starts), len(rows)])
     return first, of_job, counts
+
+
+@compiled
+def _groups_by_first(rows):
+    """`make_units`' grouping in one pass: a row joins the group of the first earlier row it equals (a hash table
+    on the rows' bits, -0.0 as 0.0), so groups come in order of their first rows, as there. Empty arrays if a row
+    has a NaN (NaN equals nothing; numpy's rule decides then)."""
+    m, d = rows.shape
+    of_job = np.empty(m, np.int64)
+    first = np.empty(m, np.int64)
+    counts = np.zeros(m)
+    size = 1
+    while size < 2 * m:
+        size *= 2
+    table = np.full(size, -1, np.int64)             # slot -> group
+    bits = (rows + 0.0).view(np.int64)              # + 0.0: -0.0 hashes as 0.0, which it equals
+    u = 0
+    for i in range(m):
+        h = 0
+        for c in range(d):
+            if rows[i, c] != rows[i, c]:
+                return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+            b = bits[i, c]
+            h = ((h * 1000003) ^ ((b ^ (b >> 29) ^ (b >> 32)) & 0x7FFFFFFF)) & 0x7FFFFFFF
+        slot = ((h * 0x9E3779B) >> 13) & (size - 1)     # multiplicative mix: integral floats end in zeros
+        while True:
+            g = table[slot]
+            if g < 0:
+                table[slot] = g = u
+                first[u] = i
+                u += 1
+                break
+            same = True
+            for c in range(d):
+                if rows[first[g], c] != rows[i, c]:
+                    same = False
+                    break
+            if same:
+                break
+            slot = (slot + 1) & (size - 1)
+        of_job[i] = g
+        counts[g] += 1.0
+    return of_job, first[:u], counts[:u]
