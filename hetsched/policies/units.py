@@ -94,7 +94,7 @@ def _groups_by_first(rows):
             if rows[i, c] != rows[i, c]:
                 return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
             b = bits[i, c]
-            h = ((h * 1000003) ^ ((b ^ (b >> 29) ^ (b >> 32)) & 0x7FFFFFFF)) & 0x7FFFFFFF
+            h = ((h * 1000003) ^ ((b ^ (b >> 33)) & 0x7FFFFFFF)) & 0x7FFFFFFF   # low and high bits (sign too)
         slot = ((h * 0x9E3779B) >> 13) & (size - 1)     # multiplicative mix: integral floats end in zeros
         while True:
             g = table[slot]
