@@ -245,18 +245,37 @@ def _flatten(groups, size, start, order):
 
 
 @_compiled
-def _unit_pair_side(same, of_order, size, start, mult, pv, y, shift):
-    """One half of `formulation._unit_pair_parts`: the crossed (k != l) or the folded (k == l) pair variables."""
-    sel = np.flatnonzero((pv[:, 0] == pv[:, 1]) == same)
-    k, l, j, total = pv[sel, 0], pv[sel, 1], pv[sel, 2], y[sel]
-    ca, ja = _flatten(k, size, start, of_order)
-    sa = (total * (2.0 if same else 1.0) / mult[k])[ca]
+def _unit_pair_side(same, order, size, start, mult, pv, y, shift):
+    """One half of `formulation._unit_pair_parts`: the crossed (k != l) or the folded (k == l) pair variables.
+    Loops rather than array expressions: no temporary arrays."""
+    count = 0
+    for q in range(len(pv)):
+        count += (pv[q, 0] == pv[q, 1]) == same
+    k, l, j = np.empty(count, np.int64), np.empty(count, np.int64), np.empty(count, np.int64)
+    own, other = np.empty(count), np.empty(count)
+    r = 0
+    for q in range(len(pv)):
+        if (pv[q, 0] == pv[q, 1]) == same:
+            k[r], l[r], j[r] = pv[q, 0], pv[q, 1], pv[q, 2]
+            own[r] = y[q] * (2.0 if same else 1.0) / mult[k[r]]
+            other[r] = y[q] / mult[l[r]]
+            r += 1
+    ca, ja = _flatten(k, size, start, order)
+    sa = np.empty(len(ca))
+    for i in range(len(ca)):
+        sa[i] = own[ca[i]]
     if same:
-        i1, i2, combo, length = folded(ca, ja, sa, len(k), shift)
+        i1, i2, combo, length = folded(ca, ja, sa, count, shift)
     else:
-        cb, jb = _flatten(l, size, start, of_order)
-        i1, i2, combo, length = cross(ca, ja, sa, cb, jb, (total / mult[l])[cb], len(k), shift)
-    return i1, i2, j[combo], length
+        cb, jb = _flatten(l, size, start, order)
+        sb = np.empty(len(cb))
+        for i in range(len(cb)):
+            sb[i] = other[cb[i]]
+        i1, i2, combo, length = cross(ca, ja, sa, cb, jb, sb, count, shift)
+    gpu = np.empty(len(combo), np.int64)
+    for i in range(len(combo)):
+        gpu[i] = j[combo[i]]
+    return i1, i2, gpu, length
 
 
 @_compiled
@@ -264,10 +283,12 @@ def unit_pairs(of_job, mult, pv, y, shift, m, n, eps):
     """`formulation.decompose_pairs` in the unit-pair form, kept pair variables `pv` with times `y`: the crossed
     unit pairs, then the folded ones (`_unit_pair_parts`), then `pair_fractions`; the same arrays throughout."""
     order = np.argsort(of_job, kind="mergesort")                 # jobs by unit, then id
-    size = np.empty(len(mult), np.int64)
+    size, start = np.empty(len(mult), np.int64), np.empty(len(mult), np.int64)
+    total = 0
     for g in range(len(mult)):
         size[g] = np.int64(mult[g])
-    start = np.cumsum(size) - size
+        start[g] = total
+        total += size[g]
     a1, a2, aj, av = _unit_pair_side(False, order, size, start, mult, pv, y, shift)
     b1, b2, bj, bv = _unit_pair_side(True, order, size, start, mult, pv, y, shift)
     return pair_fractions(np.concatenate((a1, b1)), np.concatenate((a2, b2)), np.concatenate((aj, bj)),
