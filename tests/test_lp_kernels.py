@@ -115,10 +115,11 @@ def test_stack_is_scipys_csc(monkeypatch):
 
 
 def test_the_csc_kernel_reports_a_repeated_position():
-    indices, out = np.empty(3, np.int32), np.empty(3)
-    assert len(kernels.coo_to_csc(np.ones(3), np.array([0, 1, 0]), np.array([1, 0, 1]), 2, indices, out)) == 0
-    indptr = kernels.coo_to_csc.py_func(np.array([1.0, 2, 3]), np.array([2, 0, 1]), np.array([1, 1, 0]), 2,
-                                        indices, out)
+    indptr, indices, out = np.zeros(3, np.int32), np.empty(3, np.int32), np.empty(3)
+    assert not kernels.coo_to_csc(np.ones(3), np.array([0, 1, 0]), np.array([1, 0, 1]), indptr, indices, out)
+    indptr[:] = 0
+    assert kernels.coo_to_csc.py_func(np.array([1.0, 2, 3]), np.array([2, 0, 1]), np.array([1, 1, 0]), indptr,
+                                      indices, out)
     assert indptr.tolist() == [0, 1, 3] and indices.tolist() == [1, 0, 2] and out.tolist() == [3.0, 2.0, 1.0]
 
 

@@ -169,11 +169,11 @@ def compact_rows(rows, keep):
 
 
 @_compiled
-def coo_to_csc(data, row, col, num_cols, indices, out):
-    """CSC of COO entries without duplicates: fills `indices` and `out` (the data) column by column, rows ascending,
-    and returns the column pointers, as scipy's canonical `csc_matrix((data, (row, col)))`; or an empty array if two
-    entries share a position (scipy then sums them, in an order of its own: policies/rows.py falls back to it)."""
-    indptr = np.zeros(num_cols + 1, np.int64)
+def coo_to_csc(data, row, col, indptr, indices, out):
+    """CSC of COO entries without duplicates, into `indptr` (zeros, one more than the columns), `indices` and `out`
+    (the data): column by column, rows ascending, as scipy's canonical `csc_matrix((data, (row, col)))`. False if
+    two entries share a position (scipy then sums them, in an order of its own: policies/rows.py falls back to it)."""
+    num_cols = len(indptr) - 1
     for k in range(len(data)):
         indptr[col[k] + 1] += 1
     for c in range(num_cols):
@@ -187,9 +187,9 @@ def coo_to_csc(data, row, col, num_cols, indices, out):
             indices[at], out[at] = indices[at - 1], out[at - 1]
             at -= 1
         if at > start and indices[at - 1] == row[k]:
-            return np.zeros(0, np.int64)
+            return False
         indices[at], out[at] = row[k], data[k]
-    return indptr
+    return True
 
 
 @_compiled

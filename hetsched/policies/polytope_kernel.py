@@ -41,7 +41,7 @@ def unit_pair_polytope(tput, s, mult, key, colocated):
     pv = np.empty((u * (u + 1) // 2 * n, 3), np.int64)
     c0 = np.empty(len(pv))
     c1 = np.empty(len(pv))
-    p = 0
+    p = off = 0                         # candidates, of which crossed (k != l)
     for k in range(u):
         for l in range(k, u):
             if s[k] != s[l] or (k == l and not mult[k] >= 2):
@@ -53,10 +53,8 @@ def unit_pair_polytope(tput, s, mult, key, colocated):
                     pv[p, 0], pv[p, 1], pv[p, 2] = k, l, j
                     c0[p], c1[p] = a, b
                     p += 1
+                    off += k != l
     pv = pv[:p]
-    off = 0
-    for q in range(p):
-        off += pv[q, 0] != pv[q, 1]
     alone = u * n
     cap_d, cap_r, cap_c = np.empty(alone + p), np.empty(alone + p, np.int64), np.empty(alone + p, np.int64)
     size = alone + p + off
@@ -71,14 +69,14 @@ def unit_pair_polytope(tput, s, mult, key, colocated):
     e = alone + p                       # next entry of l's side
     for q in range(p):
         k, l, j = pv[q, 0], pv[q, 1], pv[q, 2]
-        i, var = alone + q, alone + q
-        cap_d[i], cap_r[i], cap_c[i] = s[k], j, var
+        i = alone + q                   # the pair's variable, and its entries' index in the k side
+        cap_d[i], cap_r[i], cap_c[i] = s[k], j, i
         share_k = (2.0 if k == l else 1.0) / mult[k]
-        time_d[i], time_r[i], time_c[i] = share_k, k, var
+        time_d[i], time_r[i], time_c[i] = share_k, k, i
         eff_d[i] = share_k * c0[q]
         if k != l:
             share_l = 1.0 / mult[l]
-            time_d[e], time_r[e], time_c[e] = share_l, l, var
+            time_d[e], time_r[e], time_c[e] = share_l, l, i
             eff_d[e] = share_l * c1[q]
             e += 1
     return pv, (cap_d, cap_r, cap_c), (time_d, time_r, time_c), eff_d

@@ -74,11 +74,9 @@ def stack(blocks: list[Rows], num_cols: int) -> tuple[sp.csc_matrix, np.ndarray]
     row = np.concatenate([b.row + o for b, o in zip(blocks, offsets)])
     col = np.concatenate([b.col for b in blocks])
     shape = (int(sizes.sum()), num_cols)
+    rhs = np.concatenate([b.rhs for b in blocks])
     if kernels.ENABLED and max(shape[0], len(data)) < 2 ** 31:    # the same matrix, without scipy's COO overhead
-        indices, values = np.empty(len(data), np.int32), np.empty(len(data))
-        indptr = kernels.coo_to_csc(data, row, col, num_cols, indices, values)
-        if len(indptr):
-            return sp.csc_matrix((values, indices, indptr.astype(np.int32)), shape=shape), \
-                np.concatenate([b.rhs for b in blocks])
-    M = sp.csc_matrix((data, (row, col)), shape=shape)
-    return M, np.concatenate([b.rhs for b in blocks])
+        indptr, indices, values = np.zeros(num_cols + 1, np.int32), np.empty(len(data), np.int32), np.empty(len(data))
+        if kernels.coo_to_csc(data, row, col, indptr, indices, values):
+            return sp.csc_matrix((values, indices, indptr), shape=shape), rhs
+    return sp.csc_matrix((data, (row, col)), shape=shape), rhs
