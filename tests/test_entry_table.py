@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from hetsched import ClusterSpec, Job, load_throughputs
+from hetsched.core import kernels
 from hetsched.core.entries import ROW_ARRAYS
 from hetsched.core.registry import policy_for
 from hetsched.core.scheduler import Scheduler
@@ -90,11 +91,14 @@ def test_identical_rows_groups_as_numpy_unique_does():
         assert dict(zip(first.tolist(), counts.tolist())) == dict(zip(f2.tolist(), c2.tolist()))
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
 @pytest.mark.parametrize("first_id", [0, 10**15], ids=["small-ids", "huge-ids"])
-def test_pair_entries_follow_the_allocation_in_its_order(first_id):
+def test_pair_entries_follow_the_allocation_in_its_order(first_id, compiled, monkeypatch):
     """Pairs without time leave, the others keep their rows in order, new pairs are appended in the allocation's
-    order, and the rows returned are each wanted pair's (compared with a list-based reference), for any job ids."""
+    order, and the rows returned are each wanted pair's (compared with a list-based reference), for any job ids,
+    on the compiled path (core/pair_entries.py; huge ids fall back to numpy) and on the numpy path."""
     from hetsched.policies.base import Allocation
+    monkeypatch.setattr(kernels, "ENABLED", compiled and kernels.ENABLED)
     table = load_throughputs("gavel_simulation")
     core = Scheduler(ClusterSpec.parse("3:3:3"), policy_for("max_min_fairness_packed", 0), table)
     for j in range(12):
@@ -139,3 +143,65 @@ def test_the_views_pair_rates_are_the_tables_while_the_keys_present_change():
         np.testing.assert_array_equal(view.colocated, want)
         assert not view.colocated.flags.writeable
     assert 0 < reused < 120
+
+
+def test_compiled_pair_entries_are_the_numpy_rows(monkeypatch):
+    """core/pair_entries.py builds, keeps and compacts the same rows as the numpy code: two cores follow the same
+    allocations, one on each path, with every row holding its own values (time, deficits, allocation) and a job
+    type the table does not know (its pairs have no rates)."""
+    from hetsched.policies.base import Allocation
+    if not kernels.ENABLED:
+        pytest.skip("numba is off")
+    table = load_throughputs("gavel_simulation")
+    cores = [Scheduler(ClusterSpec.parse("3:3:3"), policy_for("max_min_fairness_packed", 0), table) for _ in "ab"]
+    for core in cores:
+        for j in range(12):
+            core.add_job(Job(j, 0.0, TYPES[j % len(TYPES)] if j != 5 else "unknown-type", 1, 1e6))
+    view = cores[0].view(0.0)
+    rng = np.random.default_rng(6)
+    all_pairs = [(a, b) for a in range(12) for b in range(a + 1, 12)]
+    for _ in range(60):
+        picked = rng.permutation(len(all_pairs))[: int(rng.integers(0, 30))]
+        pairs = np.array([all_pairs[p] for p in picked], np.intp).reshape(-1, 2)
+        x_pairs = rng.random((len(pairs), 3)) * (rng.random((len(pairs), 1)) < 0.7)
+        alloc = Allocation(view.job_ids, view.gpu_types, np.zeros((12, 3)), pairs, x_pairs)
+        values = rng.random((3, len(cores[0].entries), 3))
+        out = []
+        for core, compiled in zip(cores, (True, False)):
+            monkeypatch.setattr(kernels, "ENABLED", compiled)
+            core.t[:], core.deficit[:], core.alloc[:] = values
+            out.append(core._follow_pairs(alloc)[0])
+        assert np.array_equal(out[0], out[1])
+        assert cores[0].entries == cores[1].entries
+        for name in ROW_ARRAYS:
+            assert np.array_equal(getattr(cores[0], name), getattr(cores[1], name), equal_nan=True), name
+        check(cores[0])
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_pair_rows_are_built_as_add_entries_builds_them(compiled):
+    """`append_pair_rows` on its own, against `_add_entries`'s numpy expressions: NaN and inf rates, and job types
+    without a table row (-1) on either side of a pair, which get no rates."""
+    from hetsched.core.pair_entries import append_pair_rows
+    build = append_pair_rows if compiled else append_pair_rows.py_func
+    rng = np.random.default_rng(7)
+    colocated = rng.choice([0.0, 1.5, 2.25, np.nan, np.inf, -np.inf], size=(4, 4, 5, 2, 2))
+    key_row = np.array([0, 1, 2, 3, -1, 2])
+    scale = np.array([1.0, 2.0, 4.0, 1.0, 8.0, 1.0])
+    cols = np.array([4, 0, 2])
+    new = np.array([[0, 1], [4, 2], [3, 4], [5, 5], [2, 0]])
+    k, n, m = len(new), len(cols), 3
+    bufs = [np.full((8, 2), 9), np.full((8, n), 9.0), np.full((8, n), 9.0), np.full((8, n), 9.0),
+            np.ones(8, bool), np.ones((8, n), bool), np.full(8, 9.0), np.full((8, n, 2), 9.0)]
+    before = [buf.copy() for buf in bufs]
+    build(*bufs, m, new, key_row, colocated, cols, 0.25, scale)
+    rows = key_row[new]
+    etput = np.zeros((k, n, 2))
+    known = (rows >= 0).all(axis=1)
+    a, b = rows[known].T
+    etput[known] = np.nan_to_num(colocated[a[:, None], b[:, None], cols[None, :], 0])
+    want = [new, np.full((k, n), 0.25), np.zeros((k, n)), np.zeros((k, n)), np.zeros(k, bool),
+            (etput > 0).all(axis=2), scale[new[:, 0]], etput]
+    for buf, expect, old in zip(bufs, want, before):
+        assert np.array_equal(buf[m:m + k], expect)
+        assert np.array_equal(buf[:m], old[:m]) and np.array_equal(buf[m + k:], old[m + k:])    # nothing else

@@ -12,6 +12,7 @@ from itertools import compress
 import numpy as np
 
 from hetsched.core import kernels
+from hetsched.core.pair_entries import append_pair_rows, compact_entry_rows, match_pairs
 
 #: The arrays with one row per entry, kept aligned.
 ROW_ARRAYS = ("members", "t", "deficit", "alloc", "in_alloc", "ok", "escale", "etput")
@@ -75,6 +76,15 @@ class EntryTable:
             return
         if self._index is not None:
             self._index.update(zip(new, range(base, base + k)))
+        if members is not None and kernels.ENABLED and self._room_for_pairs(members, m + k):
+            # New pair entries (the allocation's, at a recompute): written in place, compiled (core/pair_entries.py).
+            self.entries.extend(new)
+            append_pair_rows(*(bufs[name] for name in ROW_ARRAYS), m, members, self.key_row, self.table.colocated,
+                             self._cols, self.prior, self.scale)
+            for name in ROW_ARRAYS:
+                setattr(self, name, bufs[name][:m + k])
+            self._entries_changed()
+            return
         if members is None:
             members = np.full((k, 2), -1, np.int64)
             for r, ids in enumerate(new):
@@ -95,6 +105,12 @@ class EntryTable:
                           escale=self.scale[members[:, 0]], etput=etput)
         self._entries_changed()
 
+    def _room_for_pairs(self, members: np.ndarray, end: int) -> bool:
+        """Whether `append_pair_rows` can write these entries: pairs only, and the row buffers reach `end`."""
+        bufs = self._row_buffers
+        return (bool(bufs) and len(bufs["members"]) >= end and len(self._cols) == self.n
+                and bool((members[:, 1] >= 0).all()))
+
     def _drop_entries(self, rows) -> None:
         if len(rows) == 0:
             return
@@ -113,13 +129,16 @@ class EntryTable:
         self.entries = list(compress(self.entries, keep.tolist()))
         self._index = None
         m = len(self.entries)
-        for name in ROW_ARRAYS:                    # rows exist, so their buffers do (`_append_rows`)
-            buf, rows_now = self._row_buffers[name], getattr(self, name)
-            if kernels.ENABLED and rows_now.base is buf:     # compacted in place, in the buffer it views
-                kernels.compact_rows(rows_now.reshape(len(rows_now), -1), keep)
-            else:
-                buf[:m] = rows_now[keep]
-            setattr(self, name, buf[:m])
+        bufs, arrays = self._row_buffers, [getattr(self, name) for name in ROW_ARRAYS]
+        if kernels.ENABLED and all(a.base is bufs[name] for name, a in zip(ROW_ARRAYS, arrays)):
+            compact_entry_rows(*arrays, keep)      # every array compacted in place, in the buffer it views
+            for name in ROW_ARRAYS:
+                setattr(self, name, bufs[name][:m])
+            self._entries_changed()
+            return
+        for name, rows_now in zip(ROW_ARRAYS, arrays):     # rows exist, so their buffers do (`_append_rows`)
+            bufs[name][:m] = rows_now[keep]
+            setattr(self, name, bufs[name][:m])
         self._entries_changed()
 
     def _append_rows(self, **rows: np.ndarray) -> None:
@@ -171,6 +190,14 @@ class EntryTable:
         used = allocation.x_pairs.sum(axis=1) > 0
         pairs = allocation.pairs[used]
         want = allocation.job_ids[pairs].astype(np.int64).reshape(-1, 2)
+        if kernels.ENABLED:
+            ok, out, drop, fresh = match_pairs(self.members, self.job_of_slot, want)
+            if ok:
+                self._drop_entries(drop)
+                if fresh.any():
+                    slots = self._slots_of_rows(allocation.job_ids)
+                    self._add_entries(list(map(tuple, want[fresh].tolist())), slots[pairs[fresh]])
+                return out, allocation.x_pairs[used]
         rows = np.flatnonzero(self.members[:, 1] >= 0) if has_pairs else np.zeros(0, np.int64)
         have = self.job_of_slot[self.members[rows]]
         want_code, have_code = _pair_codes(want, have)

@@ -1,8 +1,8 @@
 """The one switch for compiled loops: numba when it is installed and `HETSCHED_KERNELS` is not 0.
 
-Every compiled kernel (core/kernels.py, core/ranking.py, policies/pair_kernels.py, policies/polytope_kernel.py,
-policies/units.py, resources/placement_kernel.py) is built with `compiled`; without numba each stays the plain
-Python function it decorates.
+Every compiled kernel (core/kernels.py, core/ranking.py, core/pair_entries.py, policies/pair_kernels.py,
+policies/polytope_kernel.py, policies/units.py, resources/placement_kernel.py) is built with `compiled`; without
+numba each stays the plain Python function it decorates.
 """
 
 from __future__ import annotations

@@ -156,19 +156,6 @@ def account_tasks(entry, gpu_type, members, steps, exec_time, scale, prices, pri
 
 
 @_compiled
-def compact_rows(rows, keep):
-    """Move the rows of a 2-D array that `keep` marks up to the front, in order, in place (entries.py
-    `_drop_entries`: the same rows as `rows[keep]`, without a new array)."""
-    w = 0
-    for i in range(len(keep)):
-        if keep[i]:
-            if w != i:
-                rows[w, :] = rows[i, :]
-            w += 1
-    return w
-
-
-@_compiled
 def coo_to_csc(data, row, col, indptr, indices, out):
     """CSC of COO entries without duplicates, into `indptr` (zeros, one more than the columns), `indices` and `out`
     (the data): column by column, rows ascending, as scipy's canonical `csc_matrix((data, (row, col)))`. False if
