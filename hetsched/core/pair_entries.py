@@ -1,8 +1,13 @@
-"""Compiled matching of the allocation's job pairs with the scheduler's pair entries (`EntryTable._follow_pairs`).
+"""Compiled loops for the pair entries that follow each solution (`EntryTable._follow_pairs`, core/entries.py).
 
-The numpy code in core/entries.py is the reference and the fallback (`HETSCHED_KERNELS=0`); tests/test_entry_table.py
-runs both against a list-based reference. With space sharing this runs at every recompute, where the numpy code's
-dozen small calls cost more than the matching itself.
+- `match_pairs`: the solution's job pairs matched with the pair entries (by a hash of their ids), the rows to drop
+  and each pair's row afterwards;
+- `append_pair_rows`: new pair entries' rows written in place into the row buffers;
+- `compact_entry_rows`: the rows left after a drop moved up in all eight row arrays in one call.
+
+With space sharing these run at every recompute, where the numpy code's dozens of small calls cost more than the
+work itself. The numpy code in core/entries.py is the reference and the fallback (`HETSCHED_KERNELS=0`, ids of 2^31
+and more); tests/test_entry_table.py runs both paths against a list-based reference and each other.
 """
 
 from __future__ import annotations
