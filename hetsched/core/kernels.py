@@ -155,6 +155,23 @@ def account_tasks(entry, gpu_type, members, steps, exec_time, scale, prices, pri
                 acc[slot, 2] += prices[w] * exec_time[i] / 3600.0 * scale[i] / (2.0 if pair else 1.0)
 
 
+#: `np.nan_to_num`'s stand-in for +inf (and its negative for -inf).
+_BIG = np.finfo(np.float64).max
+
+
+@_compiled
+def finite(v):
+    """`np.nan_to_num` of one float: NaN -> 0, +-inf -> the largest finite float of that sign (the pair rates'
+    reading in policies/polytope_kernel.py and core/pair_entries.py)."""
+    if v != v:
+        return 0.0
+    if v == np.inf:
+        return _BIG
+    if v == -np.inf:
+        return -_BIG
+    return v
+
+
 @_compiled
 def coo_to_csc(data, row, col, indptr, indices, out):
     """CSC of COO entries without duplicates, into `indptr` (zeros, one more than the columns), `indices` and `out`

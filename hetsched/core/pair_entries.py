@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from hetsched.core.jit import compiled
+from hetsched.core.kernels import finite
 
 _ID_LIMIT = 2 ** 31              # two ids in one int64 code: a x 2^32 + b
 
@@ -90,16 +91,6 @@ def match_pairs(members, job_of_slot, want):
 
 
 @compiled
-def _finite(v):
-    """`np.nan_to_num` of one float: NaN -> 0, +-inf -> the largest finite float of that sign."""
-    if np.isnan(v):
-        return 0.0
-    if np.isinf(v):
-        return np.finfo(np.float64).max if v > 0 else -np.finfo(np.float64).max
-    return v
-
-
-@compiled
 def append_pair_rows(members, t, deficit, alloc, in_alloc, ok, escale, etput, m, new, key_row, colocated, cols,
                      prior, scale):
     """Write the rows of pair entries (slots `new`, (k, 2)) at row m of each row buffer, as `_add_entries` builds
@@ -117,7 +108,7 @@ def append_pair_rows(members, t, deficit, alloc, in_alloc, ok, escale, etput, m,
             deficit[r, w] = 0.0
             alloc[r, w] = 0.0
             for s in range(2):
-                etput[r, w, s] = _finite(colocated[a, b, cols[w], 0, s]) if a >= 0 and b >= 0 else 0.0
+                etput[r, w, s] = finite(colocated[a, b, cols[w], 0, s]) if a >= 0 and b >= 0 else 0.0
             ok[r, w] = etput[r, w, 0] > 0 and etput[r, w, 1] > 0
 
 

@@ -12,20 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hetsched.core.jit import compiled
-
-_BIG = np.finfo(np.float64).max          # np.nan_to_num's stand-in for +inf (and -_BIG for -inf)
-
-
-@compiled
-def _finite(v):
-    """np.nan_to_num of one value."""
-    if v != v:
-        return 0.0
-    if v == np.inf:
-        return _BIG
-    if v == -np.inf:
-        return -_BIG
-    return v
+from hetsched.core.kernels import finite
 
 
 @compiled
@@ -47,8 +34,8 @@ def unit_pair_polytope(tput, s, mult, key, colocated):
             if s[k] != s[l] or (k == l and not mult[k] >= 2):
                 continue
             for j in range(n):
-                a = _finite(colocated[key[k], key[l], j, 0])
-                b = _finite(colocated[key[k], key[l], j, 1])
+                a = finite(colocated[key[k], key[l], j, 0])
+                b = finite(colocated[key[k], key[l], j, 1])
                 if a > 0 and b > 0:
                     pv[p, 0], pv[p, 1], pv[p, 2] = k, l, j
                     c0[p], c1[p] = a, b
