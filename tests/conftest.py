@@ -62,6 +62,15 @@ def shared_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_cache_dir(tmp_path_factory):
+    """Per-user caches (hetsched/ui/html.py) go to the session's temporary folder, not the user's home; the
+    notebooks' kernels inherit it."""
+    if "HETSCHED_CACHE_DIR" not in os.environ:
+        os.environ["HETSCHED_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+
+
 @pytest.fixture(scope="session")
 def gavel_table():
     from hetsched import load_throughputs

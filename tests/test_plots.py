@@ -1,11 +1,13 @@
 """Chart helpers: saturated points drawn as such, the artifact's numbers beside ours, bounded data, offline output."""
 
 import base64
+import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from hetsched.ui import html as page
 from hetsched.ui.plots import CDF_POINTS, VEGA_MIME, _offline_bundle, cdf, lines, publish, seed_strip, with_note
 
 
@@ -54,7 +56,8 @@ def test_reference_numbers_are_drawn_only_for_the_policies_shown():
 def test_concatenated_charts_share_one_colour_scale():
     jobs = pd.DataFrame({"jct": [1.0, 2.0, 3.0], "policy": ["fifo", "fifo", "max_min_fairness"]})
     both = (lines(_frame(), "rate", "jct", "policy", "t", "x", "y") | cdf(jobs, "jct", "policy", "c", "x")).to_dict()
-    scales = [both["hconcat"][0]["layer"][0]["encoding"]["color"]["scale"], both["hconcat"][1]["encoding"]["color"]["scale"]]
+    scales = [both["hconcat"][0]["layer"][0]["encoding"]["color"]["scale"],
+              both["hconcat"][1]["encoding"]["color"]["scale"]]
     assert scales[0] == scales[1]
     fifo = scales[0]["domain"].index("FIFO")
     assert scales[0]["range"][fifo] == "#bcbd22"
@@ -100,3 +103,48 @@ def test_seed_strip_keeps_its_key_under_the_preset_note():
     assert spec["title"]["subtitle"][0] == "quick preset" and "median" in spec["title"]["subtitle"][1]
     marks = [layer["mark"]["type"] for layer in spec["hconcat"][0]["layer"]]
     assert marks == ["circle", "tick", "tick"]
+
+
+def _spec_of(text: str) -> tuple[str, dict, str]:
+    """A figure page cut around its spec: (before, the spec, after)."""
+    start = text.index("const spec = ") + len("const spec = ")
+    end = text.index(";\n", start)
+    return text[:start], json.loads(text[start:end].replace("<\\/", "</")), text[end:]
+
+
+def test_figure_pages_are_vl_converts_and_build_its_shell_once(tmp_path, monkeypatch):
+    import vl_convert as vlc
+
+    monkeypatch.setenv("HETSCHED_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(page, "_shell", None)
+    chart = lines(_frame(), "rate", "jct", "policy", "t", "x", "y").properties(title="JCT é ✓ (h) </script>")
+    spec = chart.to_dict()
+    ours, theirs = _spec_of(page.vegalite_page(spec)), _spec_of(vlc.vegalite_to_html(spec, bundle=True))
+    assert ours[0] == theirs[0] and ours[2] == theirs[2] and ours[1] == spec == theirs[1]
+    assert len(list((tmp_path / "cache").glob("vega-page-*.html"))) == 1
+    # A new process reads the shell from the file: vl-convert's bundler is not called again.
+    monkeypatch.setattr(page, "_shell", None)
+    monkeypatch.setattr(vlc, "vegalite_to_html", lambda *a, **k: pytest.fail("bundled again"))
+    text = page.vegalite_page(spec)
+    assert _spec_of(text)[0] == theirs[0] and text.count("</script>") == theirs[0].count("</script>") + 1
+
+
+def test_a_foreign_or_unwritable_cache_still_gives_the_page(tmp_path, monkeypatch):
+    import vl_convert as vlc
+
+    spec = {"mark": "point", "description": "x"}
+    expected = vlc.vegalite_to_html(spec, bundle=True)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HETSCHED_CACHE_DIR", str(cache))
+    monkeypatch.setattr(page, "_shell", None)
+    page.vegalite_page(spec)
+    (shell_file,) = cache.glob("vega-page-*.html")
+    shell_file.write_text("<!-- another version -->\n<html>truncated")
+    monkeypatch.setattr(page, "_shell", None)
+    assert page.vegalite_page(spec) == expected                      # rebuilt, and written again
+    assert shell_file.read_text().startswith("<!-- vl-convert ")
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("HETSCHED_CACHE_DIR", str(blocked / "cache"))   # a folder that cannot be made
+    monkeypatch.setattr(page, "_shell", None)
+    assert page.vegalite_page(spec) == expected

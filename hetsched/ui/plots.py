@@ -45,14 +45,14 @@ alt.data_transformers.disable_max_rows()       # never raise on size; the helper
 
 def save_figure(chart: alt.TopLevelMixin, out_dir: str | Path, name: str = "figure") -> list[Path]:
     """Write `<name>.png`, `<name>.svg` and `<name>.html` (self-contained, interactive) into `out_dir`."""
-    import vl_convert as vlc
+    from hetsched.ui.html import vegalite_page
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.svg", out / f"{name}.html"]
     chart.save(str(paths[0]), scale_factor=2)
     chart.save(str(paths[1]))
-    paths[2].write_text(vlc.vegalite_to_html(chart.to_dict(), bundle=True))
+    paths[2].write_text(vegalite_page(chart.to_dict()), encoding="utf-8")
     return paths
 
 
