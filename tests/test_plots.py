@@ -139,10 +139,12 @@ def test_a_foreign_or_unwritable_cache_still_gives_the_page(tmp_path, monkeypatc
     monkeypatch.setattr(page, "_shell", None)
     page.vegalite_page(spec)
     (shell_file,) = cache.glob("vega-page-*.html")
-    shell_file.write_text("<!-- another version -->\n<html>truncated")
-    monkeypatch.setattr(page, "_shell", None)
-    assert page.vegalite_page(spec) == expected                      # rebuilt, and written again
-    assert shell_file.read_text().startswith("<!-- vl-convert ")
+    header = shell_file.read_text().split("\n", 1)[0]
+    for stale in ("<!-- another version -->\n<html>", f"{header}\n<html>truncated"):
+        shell_file.write_text(stale)
+        monkeypatch.setattr(page, "_shell", None)
+        assert page.vegalite_page(spec) == expected                  # rebuilt, and written again
+        assert shell_file.read_text().startswith(header) and len(shell_file.read_text()) > len(expected) // 2
     blocked = tmp_path / "file"
     blocked.write_text("")
     monkeypatch.setenv("HETSCHED_CACHE_DIR", str(blocked / "cache"))   # a folder that cannot be made

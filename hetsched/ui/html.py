@@ -13,6 +13,7 @@ vl-convert's own call, as before.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -53,22 +54,23 @@ def _load_shell() -> tuple[str, str] | None:
     versions = f"vl-convert {getattr(vlc, '__version__', '?')}, vega-lite {vlc.get_vegalite_versions()[-1]}"
     path = cache_dir() / f"vega-page-{hashlib.sha1(versions.encode()).hexdigest()[:12]}.html"
     try:
-        text = path.read_text(encoding="utf-8")
-        first, page = text.split("\n", 1)
-        if first == f"<!-- {versions} -->":
-            return _split(page)
+        first, page = path.read_text(encoding="utf-8").split("\n", 1)
+        shell = _split(page) if first == f"<!-- {versions} -->" else None
+        if shell is not None:
+            return shell
     except (OSError, ValueError):
-        pass
+        pass                               # no file yet, or not ours: build it
     page = vlc.vegalite_to_html(_PROBE, bundle=True)
     shell = _split(page)
     if shell is not None:
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
             tmp.write_text(f"<!-- {versions} -->\n{page}", encoding="utf-8")
             os.replace(tmp, path)          # whole or not at all, whichever process writes it
-        except OSError:
-            pass                           # read-only home: this process keeps its shell in memory
+        except OSError:                    # read-only home, full disk: this process keeps its shell in memory
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
     return shell
 
 
