@@ -90,12 +90,12 @@ def test_colocated_pair_runs_both_members_on_the_shared_gpu(tmp_path):
     assert "Traceback" not in log
     leases = re.findall(r"lease job=(\d+) lease=(\w+) .*until=(\S+)", log)
     until = {lease: (int(job), end) for job, lease, end in leases}
-    starts = re.findall(r"start job=\d+ lease=(\w+) worker=(\S+)", log)
-    started = [(until[lease], worker) for lease, worker in starts]
+    held: dict[int, set] = {0: set(), 1: set()}           # per job: (round end, worker) of each lease it started
+    for lease, worker in re.findall(r"start job=\d+ lease=(\w+) worker=(\S+)", log):
+        job, end = until[lease]
+        held[job].add((end, worker))
     # Leases of both jobs that end with the same round and started on the one worker: the GPU ran the pair.
-    shared = {(end, worker) for (job, end), worker in started if job == 0} & \
-        {(end, worker) for (job, end), worker in started if job == 1}
-    assert shared, log
+    assert held[0] & held[1], log
 
 
 def test_chaos_every_job_completes_and_loses_at_most_one_checkpoint_interval(tmp_path):
