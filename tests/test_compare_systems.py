@@ -11,6 +11,7 @@ import pytest
 
 from hetsched import ClusterSpec, load_throughputs
 from hetsched.cli.main import main
+from hetsched.errors import HetschedError
 from hetsched.experiments import compare_systems as S
 from hetsched.sim.simulator import simulate
 from hetsched.traces.generators.gavel import GavelGenerator
@@ -34,6 +35,35 @@ def test_gains_pair_runs_by_seed():
     assert jct["gain"] == pytest.approx(0.1) and jct["gain_ci"] == pytest.approx(0.0, abs=1e-12)
     assert jct["significant"]
     assert set(g["parent"]) == {"gavel"}                 # LAS+tune did not run: no row for it
+
+
+def _rows(values: dict[str, tuple[float, ...]]) -> pd.DataFrame:
+    metrics = {m: 1.0 for m in S.METRICS}
+    return pd.DataFrame([{"stream": "s", "policy": p, "system": "Gavel", "label": p, "seed": k, "refused": False,
+                          **metrics, "avg_jct_h": v} for p, vals in values.items() for k, v in enumerate(vals)])
+
+
+def test_verdicts_with_one_seed_or_one_policy_claim_no_interval():
+    """One seed gives no interval, so no verdict may call the runner-up behind or tied; one policy has no
+    runner-up; a selection without a composition and its parent has no gains (these raised before)."""
+    one_seed = _rows({"gavel": (10.0,), "themis": (12.0,)})
+    g = S.gains(one_seed)
+    assert g.empty and "significant" in g.columns
+    (line, *_) = S.verdicts(S.table(one_seed), g)
+    assert line == "s: lowest average JCT (h) is gavel (10); themis is not compared: no interval from one seed (12)."
+    (line, *_) = S.verdicts(S.table(_rows({"gavel": (10.0, 11.0)})), g)
+    assert line == "s: only gavel has a finite average JCT (h) (10.5 ± 6.4)."
+    two = S.verdicts(S.table(_rows({"gavel": (10.0, 10.2), "themis": (20.0, 20.2)})), g)
+    assert "themis is clearly behind (20.1 ± 1.3)" in two[0]
+
+
+def test_cli_compare_refuses_fewer_than_one_seed(capsys):
+    for bad in ("0", "-2", "x"):
+        with pytest.raises(SystemExit) as exc:
+            main(["compare", "--seeds", bad, "--no-dask"])
+        assert exc.value.code == 2 and "whole number >= 1" in capsys.readouterr().err
+    with pytest.raises(HetschedError, match="at least one"):
+        S.cases(["gavel"], "tiny", ["gavel"], seeds=[])
 
 
 def test_metrics_of_a_real_run():

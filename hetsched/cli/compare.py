@@ -16,7 +16,8 @@ def add_compare_parser(sub) -> None:
                      help="stream length, cluster and seeds (quick: 24 jobs, 24 GPUs, 5 seeds)")
     cmp.add_argument("--policies", nargs="+", metavar="NAME", default=list(POLICIES),
                      help="registry names (default: every system's and the compositions)")
-    cmp.add_argument("--seeds", type=int, default=None, help="number of seeds (default: the preset's)")
+    cmp.add_argument("--seeds", type=_positive_int, default=None, help="number of seeds, seeds 0 to N-1 "
+                     "(default: the preset's; intervals need 2 or more)")
     cmp.add_argument("--openb-dir", default=None, help="folder with openb's node and pod lists (default: "
                                                        "../shared/data/alibaba_openb, or $HETSCHED_SHARED)")
     cmp.add_argument("--out", default="outputs/compare", help="folder for rows/summary/gains/refused CSVs")
@@ -24,6 +25,16 @@ def add_compare_parser(sub) -> None:
     cmp.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")
     cmp.add_argument("--no-dask", action="store_true", help="run in this process")
     cmp.set_defaults(func=_cmd_compare)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -41,7 +52,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                         ("gains", gains), ("refused", refused)):
         frame.to_csv(out / f"{name}.csv", index=False)
     with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 20):
-        shown = summary.assign(**{m: [f"{v:.3g} ± {h:.2g}" for v, h in zip(summary[m], summary[f"{m}_ci"])]
+        shown = summary.assign(**{m: [S.value_ci(row, m) for _, row in summary.iterrows()]
                                   for m in ("avg_jct_h", "p99_jct_h", "makespan_h", "worst_rho", "gpu_util",
                                             "cpu_util")})
         print(shown[["stream", "label", "seeds", "avg_jct_h", "p99_jct_h", "makespan_h", "worst_rho", "gpu_util",

@@ -86,6 +86,9 @@ class Case:
 
 def cases(streams, preset: str, policies=tuple(POLICIES), seeds=None, openb_dir: str | None = None) -> list[Case]:
     seeds = PRESETS[preset].seeds if seeds is None else tuple(seeds)
+    if not (streams and policies and seeds):
+        raise HetschedError(f"compare: nothing to run with streams {list(streams)}, policies {list(policies)} "
+                            f"and seeds {list(seeds)}; each needs at least one")
     return [Case(s, p, int(seed), preset, openb_dir) for s in streams for p in policies for seed in seeds]
 
 
@@ -295,7 +298,8 @@ def gains(rows: pd.DataFrame, metrics=("avg_jct_h", "p99_jct_h", "makespan_h", "
                     out.append({"stream": stream, "composition": comp, "parent": parent, "metric": m,
                                 "gain": mean, "gain_ci": half, "seeds": n,
                                 "significant": bool(n >= 2 and abs(mean) > half)})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=["stream", "composition", "parent", "metric", "gain", "gain_ci", "seeds",
+                                      "significant"])
 
 
 def verdicts(summary: pd.DataFrame, gain_rows: pd.DataFrame) -> list[str]:
@@ -305,17 +309,30 @@ def verdicts(summary: pd.DataFrame, gain_rows: pd.DataFrame) -> list[str]:
     for stream, s in summary.groupby("stream", sort=False):
         for m in ("avg_jct_h", "makespan_h", "worst_rho"):
             title, lower = METRICS[m]
-            ranked = s.sort_values(m, ascending=lower)
-            best, second = ranked.iloc[0], ranked.iloc[1]
-            tie = abs(best[m] - second[m]) <= (best[f"{m}_ci"] or 0) + (second[f"{m}_ci"] or 0)
-            lines.append(f"{stream}: lowest {title} is {best['label']} ({best[m]:.3g} ± {best[f'{m}_ci']:.2g}); "
-                         f"{second['label']} is {'within the intervals' if tie else 'clearly behind'} "
-                         f"({second[m]:.3g} ± {second[f'{m}_ci']:.2g}).")
+            ranked = s.dropna(subset=[m]).sort_values(m, ascending=lower)
+            if len(ranked) == 0:
+                continue
+            best = ranked.iloc[0]
+            if len(ranked) == 1:
+                lines.append(f"{stream}: only {best['label']} has a finite {title} ({value_ci(best, m)}).")
+                continue
+            second = ranked.iloc[1]
+            half = best[f"{m}_ci"] + second[f"{m}_ci"]
+            standing = ("not compared: no interval from one seed" if math.isnan(half) else "within the intervals"
+                        if abs(best[m] - second[m]) <= half else "clearly behind")
+            lines.append(f"{stream}: lowest {title} is {best['label']} ({value_ci(best, m)}); {second['label']} is "
+                         f"{standing} ({value_ci(second, m)}).")
     for _, g in gain_rows[gain_rows["significant"] & (gain_rows["metric"] == "avg_jct_h")].iterrows():
         word = "shortens" if g["gain"] > 0 else "lengthens"
         lines.append(f"{g['stream']}: {g['composition']} {word} average JCT by {abs(g['gain']):.0%} "
                      f"(± {g['gain_ci']:.0%}) against {g['parent']}.")
     return lines
+
+
+def value_ci(row, m: str) -> str:
+    """A summary row's mean of `m` and its 95 % half-width; the mean alone when one seed gives no interval."""
+    half = row[f"{m}_ci"]
+    return f"{row[m]:.3g}" if math.isnan(half) else f"{row[m]:.3g} ± {half:.2g}"
 
 
 def compare(streams=tuple(STREAMS), preset: str = "quick", policies=tuple(POLICIES), seeds=None,
