@@ -28,6 +28,9 @@ def test_version_and_defaults_in_help(capsys):
         main(["simulate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: 36:36:36)" in text and "(default: gavel_simulation)" in text and "(default: auto)" in text
+    # a default the help states itself is not repeated, and there is no "(default: None)" or "(default: False)"
+    assert "(default: None)" not in text and "(default: False)" not in text
+    assert text.count("(default: 20:70:10)") == 1 and "(default 1:1:1) (default" not in text
 
 
 def test_alias_runs_and_the_json_echoes_its_configuration(capsys):
@@ -62,6 +65,17 @@ def test_empty_window_and_bad_round_are_errors(capsys):
     assert "no job finished inside the measured window (10:12)" in capsys.readouterr().err
     assert main([*args, "--num-jobs", "5", "--round", "0"]) == 2
     assert "--round must be positive" in capsys.readouterr().err
+    assert main([*args, "--num-jobs", "5", "--min-reset-interval", "-5"]) == 2      # it was read as 0
+    assert "min_reset_interval_s=-5.0 (seconds >= 0)" in capsys.readouterr().err
+
+
+def test_a_trace_without_jobs_is_an_error_that_says_so(tmp_path, capsys):
+    """An empty trace file, or filters that keep no job, used to end in "no job finished inside the measured
+    window", as if the policy had failed."""
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert main(["simulate", "--policy", "las", "--trace", str(empty)]) == 2
+    assert f"no jobs to simulate in {empty}" in capsys.readouterr().err
 
 
 def test_undefined_metrics_are_null_not_nan():

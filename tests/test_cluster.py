@@ -21,6 +21,9 @@ def test_servers_from_gpus_per_server():
     assert [s.num_gpus for s in spec.servers] == [4, 4, 4, 2]
     assert len(spec.server_shapes()) == 4
     assert len(ClusterSpec.parse("3:3:3").server_shapes()) == 9  # one GPU per server by default
+    assert ClusterSpec.parse("8:0:0", gpus_per_server="4:0:0").num_gpus == 8    # 0 only for absent types
+    with pytest.raises(SpecError, match="servers of 0 GPUs"):       # it was read as 1 GPU per server
+        ClusterSpec.parse("8:0:6", gpus_per_server="4:1:0")
 
 
 def test_prices_and_synergy_servers():
@@ -35,11 +38,12 @@ def test_prices_and_synergy_servers():
     ("a:1:1", "not an integer"),
     ("-1:2:3", "negative"),
     ("0:0:0", "no GPUs"),
+    (("0:0:0", "0:0:0"), "no GPUs"),
     ("v100=1,v100=2", "unique"),
 ])
 def test_parse_errors(text, message):
     with pytest.raises(SpecError, match=message):
-        ClusterSpec.parse(text)
+        ClusterSpec.parse(*((text,) if isinstance(text, str) else text))
 
 
 def test_validation_errors():

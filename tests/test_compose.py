@@ -191,3 +191,16 @@ def test_an_ordering_refuses_job_types_the_table_lacks():
     spec = ClusterSpec.load(CLUSTERS["mixed"])
     with pytest.raises(HetschedError, match="has no rate in the throughput table"):
         simulate(list(jobs(True))[:3], spec, "FIFO+tune", table(), config_for("gavel"))
+
+
+@pytest.mark.parametrize("bad, named", [({"round_s": 0.0}, "round_s=0.0"), ({"round_s": float("nan")}, "round_s=nan"),
+                                        ({"min_reset_interval_s": -5.0}, "min_reset_interval_s=-5.0"),
+                                        ({"preemption_penalty_s": -1.0}, "preemption_penalty_s=-1.0"),
+                                        ({"credit": "step"}, "credit='step'"),
+                                        ({"round_origin_s": float("inf")}, "round_origin_s")])
+def test_round_rules_refuse_values_no_run_can_mean(bad, named):
+    """A zero or NaN round ran until the round budget (10 million rounds by default), a negative reset interval
+    was read as 0 and an unknown credit failed inside the round loop: each is refused when the rules are built,
+    by name. (A negative grid origin is a real grid, tests/test_calibration.py.)"""
+    with pytest.raises(HetschedError, match=re.escape(named)):
+        pipeline_for("gavel", SimulationConfig(**bad))

@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from hetsched.cli import DefaultsHelp
 from hetsched.errors import HetschedError
 from hetsched.ui.names import display_name, vocabulary_frame
 from hetsched.cli.generate import add_generate_parser, mean_interarrival, synergy_generator
@@ -75,7 +76,11 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster):
         from hetsched.traces import infer_format
 
         fmt = args.from_ or infer_format(args.trace)
-        return read_trace(args.trace, fmt, **import_options(args, fmt, table, args.seed or 0))
+        jobs = read_trace(args.trace, fmt, **import_options(args, fmt, table, args.seed or 0))
+        if not jobs:
+            raise HetschedError(f"simulate: no jobs to simulate in {args.trace} (an empty file, or import filters "
+                                f"such as --since-h, --until-h, --vc, --gpus or --status that keep none)")
+        return jobs
     if args.generate == "synergy":
         if args.window is None and args.num_jobs is None:
             raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
@@ -230,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     tp.add_argument("output", type=Path, help=".parquet or .csv")
     tp.set_defaults(func=_cmd_convert_throughputs)
     sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream",
-                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                         formatter_class=DefaultsHelp)
     sim.add_argument("--policy", required=True,
                      help="policy name: Gavel's (max_min_fairness_perf, ...), Synergy's (FIFO+tune, LAS+fair, ...) "
                           "or an alias (gavel, las, themis, ossp, mst, ...)")

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from hetsched.cli import DefaultsHelp
 from hetsched.errors import HetschedError
 
 
@@ -20,7 +21,7 @@ def _ints(text: str | None, flag: str) -> list[int] | None:
 
 def add_profile_parser(sub) -> None:
     p = sub.add_parser("profile", help="measure a throughput table on this machine's CPU or GPUs",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=DefaultsHelp)
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--gpu-type", default=None, help="name of the column (default: cpu, or the CUDA device name)")
     p.add_argument("--models", default=None, help="comma-separated models (default: every model of --like)")

@@ -117,6 +117,22 @@ class RoundRules:
     macro_rounds: bool = True
     ideal: bool = False
 
+    def __post_init__(self):
+        """Values no run can mean (a zero or NaN round ran until its round budget; an unknown credit failed deep
+        inside the round loop)."""
+        bad = []
+        if not (math.isfinite(self.round_s) and self.round_s > 0):
+            bad.append(f"round_s={self.round_s!r} (a positive number of seconds)")
+        if self.credit not in ("task", "round"):
+            bad.append(f"credit={self.credit!r} ('task' or 'round')")
+        for name in ("min_reset_interval_s", "preemption_penalty_s"):
+            if not getattr(self, name) >= 0:
+                bad.append(f"{name}={getattr(self, name)!r} (seconds >= 0)")
+        if not math.isfinite(self.grid_origin_s):
+            bad.append(f"grid origin (round_origin_s) {self.grid_origin_s!r} (finite seconds)")
+        if bad:
+            raise HetschedError(f"round rules: {', '.join(bad)}")
+
     def __str__(self) -> str:
         parts = [f"{self.round_s:g} s rounds", f"credit per {self.credit}"]
         if self.preemption_penalty_s:

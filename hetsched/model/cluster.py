@@ -123,7 +123,12 @@ class ClusterSpec:
                 raise SpecError(f"cluster: GPUs per server {gpus_per_server!r} must have the form V:P:K")
             per_type = {t: _parse_count(p, t, gpus_per_server) for t, p in zip(GAVEL_GPU_ORDER, per)}
             for t, n in zip(types, counts):
-                size = per_type.get(t, 1) or 1
+                size = per_type.get(t, 1)
+                if size == 0:
+                    if n:
+                        raise SpecError(f"cluster: {n} {t} GPUs cannot sit on servers of 0 GPUs "
+                                        f"({gpus_per_server!r})")
+                    continue
                 full, rest = divmod(n, size)
                 servers += [Server(t, size)] * full + ([Server(t, rest)] if rest else [])
         return cls(tuple(types), tuple(counts), tuple(servers), dict(prices_per_hour or {}))
