@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from hetsched.errors import HetschedError
 from hetsched.experiments.sweep import RunConfig, grid, sweep
 
 BASE = RunConfig(policy="max_min_fairness_perf", cluster="4:4:4", jobs_per_hour=1.0, window=(5, 20))
@@ -97,3 +98,34 @@ def test_a_sweep_on_a_dask_cluster_started_from_the_command_line(dask_cli):
     local = sweep(configs, cache_dir=None, use_dask=False, progress=False)
     cols = ["policy", "seed", "avg_jct_s", "makespan_s", "utilization"]
     pd.testing.assert_frame_equal(local[cols], remote[cols])
+
+
+def _other_code(other: bool) -> None:
+    """On a Dask worker: pretend its sources differ from the client's (as after an edit the worker never
+    re-imported), or undo it."""
+    import hetsched.experiments.sweep as module
+    real = getattr(module, "_real_fingerprint", module.code_fingerprint)
+    module._real_fingerprint = real
+    module.code_fingerprint = (lambda: "f" * 16) if other else real
+
+
+def test_a_worker_with_other_code_is_refused(dask_cli, tmp_path):
+    """A long-lived worker that imported other sources returned rows keyed by its own code, and the sweep ended in
+    a KeyError (or, keyed by the client's code, would have cached the other code's results as this code's)."""
+    import sys
+
+    import cloudpickle
+    from dask.distributed import Client
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])     # the workers cannot import this module
+    with Client(dask_cli, timeout=60) as client:
+        one = sorted(client.scheduler_info()["workers"])[0]
+        client.run(_other_code, True, workers=[one])
+        try:
+            with pytest.raises(HetschedError, match=f"worker\\(s\\) {one} run other hetsched sources"):
+                sweep(grid(BASE, seed=[0, 1]), cache_dir=tmp_path, dask_address=dask_cli, progress=False)
+        finally:
+            client.run(_other_code, False, workers=[one])
+            cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert not list(tmp_path.glob("*.json"))                      # refused before anything ran
+    assert len(sweep(grid(BASE, seed=[0, 1]), cache_dir=tmp_path, dask_address=dask_cli, progress=False)) == 2

@@ -195,6 +195,22 @@ def _store(cache_dir: Path | None, row: dict) -> None:
     tmp.replace(cache_dir / f"{row['key']}.json")        # atomic: a killed run leaves no half file
 
 
+_RESTART = ("Restart the workers, or this process, after changing the code, and install the same version on every "
+            "machine.")
+
+
+def _same_code(fingerprints: dict[str, str]) -> None:
+    """Refuse Dask workers that run other sources or tables than this process: a run's key carries the code's
+    fingerprint, so their rows would answer other configs (a long-lived `dask worker` started before an edit,
+    another version installed on another machine, or a notebook kernel that imported the code before it)."""
+    here = code_fingerprint()
+    other = {addr: fp for addr, fp in fingerprints.items() if fp != here}
+    if other:
+        raise HetschedError(f"sweep: the Dask worker(s) {', '.join(sorted(other))} run other hetsched sources or "
+                            f"tables than this process (code fingerprints {sorted(set(other.values()))}, here "
+                            f"{here!r}). {_RESTART}")
+
+
 def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outputs/.cache",
           dask_address: str | None = None, use_dask: bool = True, n_workers: int = 2,
           progress: bool = True, run=None) -> pd.DataFrame:
@@ -231,10 +247,15 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
                                                           dashboard_address="127.0.0.1:0")
         client = Client(dask_address or cluster)
         try:
+            _same_code(client.run(code_fingerprint))
             futures = client.map(run, todo, pure=False)
+            expected = {f.key: c.key() for f, c in zip(futures, todo)}
             for future in as_completed(futures):
                 row = future.result()
                 _store(cache, row)
+                if row["key"] != expected[future.key]:     # the sources changed during the sweep
+                    raise HetschedError(f"sweep: a Dask worker answered the run {expected[future.key]} with run "
+                                        f"{row['key']}: it ran other hetsched sources or tables. {_RESTART}")
                 rows[row["key"]] = row
                 bar.update()
         finally:
