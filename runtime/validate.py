@@ -68,14 +68,20 @@ def job_fields(table: ThroughputTable, *, job_id: int, job_type: str, scale_fact
 
 def worker_fields(table: ThroughputTable, *, gpu_type: str, num_gpus: int, name: str, cpu_cores: int = 0,
                   mem_gb: float = 0.0) -> None:
+    worker_resources(num_gpus=num_gpus, name=name, cpu_cores=cpu_cores, mem_gb=mem_gb)
+    if gpu_type not in table.gpu_types:
+        raise InvalidInput(f"gpu_type: {gpu_type!r} is not in the throughput table {table.name!r}; "
+                           f"allowed: {list(table.gpu_types)}")
+
+
+def worker_resources(*, num_gpus: int, name: str, cpu_cores: int = 0, mem_gb: float = 0.0) -> None:
+    """What a worker reports that no table decides: checked by the worker before it dials (a worker started
+    with --num-gpus 0 retried for a minute against an unreachable scheduler) and by the scheduler."""
     _string("name", name, MAX_NAME, empty_ok=True)
     if not 0 <= cpu_cores <= MAX_CPU_CORES:
         raise InvalidInput(f"cpu_cores: 0 (not reported) .. {MAX_CPU_CORES}, got {cpu_cores}")
     if not (math.isfinite(mem_gb) and 0 <= mem_gb <= MAX_MEM_GB):
         raise InvalidInput(f"mem_gb: 0 (not reported) .. {MAX_MEM_GB}, got {mem_gb}")
-    if gpu_type not in table.gpu_types:
-        raise InvalidInput(f"gpu_type: {gpu_type!r} is not in the throughput table {table.name!r}; "
-                           f"allowed: {list(table.gpu_types)}")
     if not 1 <= num_gpus <= MAX_GPUS_PER_WORKER:
         raise InvalidInput(f"num_gpus: 1..{MAX_GPUS_PER_WORKER}, got {num_gpus}")
 

@@ -24,6 +24,7 @@ import grpc
 from .auth import HEADER, channel
 from .isolation import JobUids, job_env, prepare_job_dir
 from .stubs import pb2, pb2_grpc
+from .validate import worker_resources
 
 log = logging.getLogger(__name__)
 EMULATED_STEPS_PER_S = 200.0
@@ -53,11 +54,12 @@ class Worker:
                  tls_ca: str | None = None, tls_server_name: str | None = None, advertise_host: str = "127.0.0.1",
                  job_uids: str = "auto", cpu_cores: int | None = None, mem_gb: float | None = None):
         self.address, self.gpu_type, self.num_gpus = address, gpu_type, num_gpus
-        self.work_dir = Path(work_dir).resolve()
-        self.work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         detected = detect_resources()
         self.cpu_cores = detected[0] if cpu_cores is None else cpu_cores
         self.mem_gb = detected[1] if mem_gb is None else mem_gb
+        worker_resources(num_gpus=num_gpus, name=name, cpu_cores=self.cpu_cores, mem_gb=self.mem_gb)
+        self.work_dir = Path(work_dir).resolve()
+        self.work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.uids = JobUids("same" if emulate else job_uids)
         self.heartbeat_s, self.emulate, self.name, self.report_s = heartbeat_s, emulate, name, report_s
         self.tls_ca = str(Path(tls_ca).resolve()) if tls_ca else None

@@ -66,6 +66,25 @@ def test_duplicate_ids_unknown_types_and_bad_workers(tmp_path):
         assert server.state.workers == {}
 
 
+def test_a_worker_checks_what_it_reports_before_it_dials(tmp_path):
+    """`hetsched worker --num-gpus 0` against a scheduler that is not up yet retried for a minute before the
+    scheduler could refuse it; now it stops at once, naming the field, and makes no work directory."""
+    from hetsched.runtime.validate import InvalidInput
+
+    token = tmp_path / "worker.token"
+    token.write_text("t")
+    out = subprocess.run([sys.executable, "-m", "hetsched", "worker", "--scheduler", "127.0.0.1:1", "--gpu-type",
+                          "v100", "--token-file", str(token), "--work-dir", str(tmp_path / "work"), "--num-gpus",
+                          "0"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.strip() == "error: num_gpus: 1..64, got 0"
+    assert not (tmp_path / "work").exists()
+    for kwargs, field in ((dict(num_gpus=65), "num_gpus"), (dict(cpu_cores=-2), "cpu_cores"),
+                          (dict(mem_gb=math.nan), "mem_gb"), (dict(name="x" * 500), "name")):
+        with pytest.raises(InvalidInput, match=f"^{field}"):
+            Worker("127.0.0.1:1", WORKER, "v100", work_dir=str(tmp_path / "w"), emulate=True, **kwargs)
+    assert not (tmp_path / "w").exists()
+
+
 def test_invalid_stored_row_is_failed_at_recovery_not_scheduled(tmp_path):
     with scheduler(tmp_path) as (server, address):
         submit(stub(address, CLIENT), job_id=0, total_steps=30, command="emulated")
