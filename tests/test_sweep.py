@@ -129,3 +129,16 @@ def test_a_worker_with_other_code_is_refused(dask_cli, tmp_path):
             cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
     assert not list(tmp_path.glob("*.json"))                      # refused before anything ran
     assert len(sweep(grid(BASE, seed=[0, 1]), cache_dir=tmp_path, dask_address=dask_cli, progress=False)) == 2
+
+
+@pytest.mark.parametrize("bad, message", [(dict(policy="las_prefr"), "unknown policy"),
+                                          (dict(cluster="36:36"), "V100:P100:K80"),
+                                          (dict(throughputs="gavel_simulaton"), "no throughput dataset"),
+                                          (dict(trace="missing.csv"), "no such file"),
+                                          (dict(policy="shockwave", planner="tacc_32gpu"), "presets")])
+def test_a_misspelt_config_stops_the_sweep_before_any_run(tmp_path, bad, message):
+    """A typo in the last config of a grid surfaced only when its turn came, after the runs before it."""
+    configs = [*grid(BASE, seed=[0, 1]), BASE.with_(seed=2, **bad)]
+    with pytest.raises(HetschedError, match=message):
+        sweep(configs, cache_dir=tmp_path, use_dask=False, progress=False)
+    assert not list(tmp_path.glob("*.json"))

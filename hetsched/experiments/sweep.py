@@ -94,7 +94,7 @@ def run_one(config: RunConfig) -> dict:
     """Simulate one config; returns its summary row (JSON-ready)."""
     from hetsched.model.cluster import ClusterSpec
     from hetsched.sim.metrics import summary
-    from hetsched.sim.simulator import SimulationConfig, SimulationError, policy_for, simulate
+    from hetsched.sim.simulator import SimulationConfig, SimulationError, simulate
     from hetsched.model.throughputs import load_throughputs
 
     table = load_throughputs(config.throughputs)
@@ -114,8 +114,7 @@ def run_one(config: RunConfig) -> dict:
         if prices:
             cluster = ClusterSpec.load(config.cluster, prices_per_hour={g: prices[g] for g in cluster.gpu_types})
         draws = config.seed if config.draw_seed is None else config.draw_seed
-        policy = policy_for(config.policy, draws, system=config.rules,
-                            **({"config": config.planner} if config.planner else {}), **dict(config.policy_params))
+        policy = _policy(config, draws)
         base = SimulationConfig.for_system(config.rules) if config.rules else None
         rounds = {"round_s": config.round_s} if config.round_s is not None or base is None else {}
         result = simulate(jobs, cluster, policy, table, base, **rounds,
@@ -147,6 +146,30 @@ def run_one(config: RunConfig) -> dict:
     row.update(clock.since(mark))
     row["labels"] = dict(config.labels)
     return row
+
+
+def _policy(config: RunConfig, seed: int):
+    from hetsched.sim.simulator import policy_for
+
+    return policy_for(config.policy, seed, system=config.rules,
+                      **({"config": config.planner} if config.planner else {}), **dict(config.policy_params))
+
+
+def _preflight(configs: list[RunConfig]) -> None:
+    """Raise now what a config would raise when its turn comes (a misspelt policy, cluster, table or trace, an
+    unreadable planner preset), not after the runs before it: a paper sweep runs for many minutes."""
+    from hetsched.model.cluster import ClusterSpec
+    from hetsched.model.throughputs import load_throughputs
+
+    for key in {(c.policy, c.rules, c.planner, c.policy_params) for c in configs}:
+        _policy(RunConfig(key[0], rules=key[1], planner=key[2], policy_params=key[3]), 0)
+    for spec in {c.cluster for c in configs}:
+        ClusterSpec.load(spec)
+    for table in {c.throughputs for c in configs}:
+        load_throughputs(table)
+    for trace in {c.trace for c in configs if c.trace}:
+        if not Path(trace).is_file():
+            raise HetschedError(f"sweep: trace {trace}: no such file")
 
 
 def _jobs(config: RunConfig, table):
@@ -232,6 +255,7 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
     # (Gavel's Fig. 8: AlloX and Gandiva at 6.0 jobs/h run 60-120 CPU-s, every other point 1-27 s; Synergy's merged
     # rounds make its highest rates the longest too). Started last, they were the sweep's tail.
     if all(isinstance(c, RunConfig) for c in todo):
+        _preflight(todo)
         todo.sort(key=lambda c: -(c.jobs_per_hour or 0.0))
     # Under `hetsched reproduce` (HETSCHED_BATCH=1) a saved notebook would keep a widget bar's first frame
     # ("0/50"); there, one line at the end says what ran.
