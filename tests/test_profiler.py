@@ -84,6 +84,11 @@ def test_bad_profile_requests_are_clear_errors(tmp_path, capsys):
     assert "unknown model 'GPT-5'" in capsys.readouterr().err
     assert main(["profile", "--models", "A3C", "--out", str(tmp_path / "x.json")]) == 2
     assert "--out must end in .parquet or .csv" in capsys.readouterr().err
+    for flags, message in ((["--batch-sizes", "0"], "batch sizes must be >= 1"),       # measured a batch of 0
+                           (["--threads", "0"], "--width and --threads must be >= 1"),  # torch's RuntimeError
+                           (["--width", "0"], "--width and --threads must be >= 1")):
+        assert main(["profile", "--models", "A3C", *flags, "--out", str(tmp_path / "b.csv")]) == 2
+        assert message in capsys.readouterr().err and not (tmp_path / "b.csv").exists()
     import torch
 
     if not torch.cuda.is_available():

@@ -60,6 +60,8 @@ class ProfileSpec:
             raise HetschedError("profile: --steps must be >= 1 and --warmup >= 0")
         if any(s < 1 for s in self.scale_factors):
             raise HetschedError("profile: scale factors must be positive")
+        if self.width < 1 or self.threads < 1:        # torch failed deep inside the first measurement
+            raise HetschedError(f"profile: --width and --threads must be >= 1, got {self.width} and {self.threads}")
 
 
 def job_types_for(models: list[str] | None, batch_sizes: list[int] | None, like: str = "gavel_simulation",
@@ -71,6 +73,8 @@ def job_types_for(models: list[str] | None, batch_sizes: list[int] | None, like:
     from hetsched.model.throughputs import load_throughputs
 
     known = load_throughputs(like).job_types
+    if batch_sizes and min(batch_sizes) < 1:
+        raise HetschedError(f"profile: batch sizes must be >= 1, got {batch_sizes}")
     if models is None:
         models = sorted({split_job_type(t)[0] for t in known})
     out = []
