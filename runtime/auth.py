@@ -13,6 +13,8 @@ from pathlib import Path
 
 import grpc
 
+from hetsched.errors import HetschedError
+
 HEADER = "authorization"
 CLIENT, WORKER, JOB = "client", "worker", "job"
 
@@ -82,6 +84,10 @@ def channel(address: str, token: str | None, tls_ca: str | None = None, scheme: 
             server_name: str | None = None) -> grpc.Channel:
     """A channel whose every call carries `<scheme> <token>` (none when `token` is None: callers pass
     per-call metadata); TLS when `tls_ca` (a PEM CA file) is given."""
+    port = address.rpartition(":")[2]
+    if port.isdigit() and not 1 <= int(port) <= 65535:
+        # gRPC dials the port modulo 2^16 (":99999" reached :34463) and would hand the token to whatever is there
+        raise HetschedError(f"scheduler address {address!r}: the port must be 1..65535")
     value = f"{scheme} {token}"
     options = [("grpc.max_receive_message_length", 16 << 20)]
     if tls_ca:

@@ -253,8 +253,13 @@ class SchedulerServer:
                 raise HetschedError(f"binding {host} without TLS sends tokens, commands and checkpoints in clear: "
                                     f"give --tls-key/--tls-cert, or --insecure on a trusted network")
             log.warning("serving %s without TLS (--insecure): credentials cross the network in clear", host)
-        if round_s <= 0:
+        if not round_s > 0:
             raise HetschedError(f"round length must be > 0 s, got {round_s}")
+        if not 0 <= port <= 65535:             # gRPC bound 99999 as 34463 (mod 2^16) without a word
+            raise HetschedError(f"port must be 0 (any free port) .. 65535, got {port}")
+        if not (worker_timeout_s > 0 and max_attempts >= 1):
+            raise HetschedError(f"worker timeout must be > 0 s and max attempts >= 1, got {worker_timeout_s} and "
+                                f"{max_attempts}")
         self.state_dir = Path(state_dir)
         self._lock_fd = lock_state_dir(self.state_dir)
         try:

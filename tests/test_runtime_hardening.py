@@ -207,7 +207,23 @@ def test_non_loopback_without_tls_needs_insecure(tmp_path):
         SchedulerServer(str(tmp_path), Credentials(CLIENT, WORKER), host="0.0.0.0")
     with pytest.raises(HetschedError):
         SchedulerServer(str(tmp_path), Credentials(CLIENT, WORKER), policy="no_such_policy")
+    for bad, message in ((dict(port=99999), "port must be 0"), (dict(port=-1), "port must be 0"),   # 99999: 34463
+                         (dict(round_s=math.nan), "round length"), (dict(worker_timeout_s=0.0), "worker timeout"),
+                         (dict(max_attempts=0), "max attempts")):
+        with pytest.raises(HetschedError, match=message):
+            SchedulerServer(str(tmp_path), Credentials(CLIENT, WORKER), **bad)
     SchedulerServer(str(tmp_path), Credentials(CLIENT, WORKER)).stop()      # the failed one left no lock behind
+
+
+def test_a_port_out_of_range_is_refused_not_wrapped():
+    """gRPC takes ports modulo 2^16: a scheduler asked for 99999 listened on 34463, and a client dialing
+    host:99999 sent its token to whatever listened on 34463."""
+    from hetsched.errors import HetschedError
+    from hetsched.runtime.auth import channel
+    for address in ("127.0.0.1:99999", "127.0.0.1:0", "[::1]:70000"):
+        with pytest.raises(HetschedError, match="the port must be 1..65535"):
+            channel(address, CLIENT)
+    channel("127.0.0.1:65535", CLIENT).close()
 
 
 def test_status_pages_and_filters(tmp_path):
