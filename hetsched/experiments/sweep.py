@@ -161,8 +161,8 @@ def _preflight(configs: list[RunConfig]) -> None:
     from hetsched.model.cluster import ClusterSpec
     from hetsched.model.throughputs import load_throughputs
 
-    for key in {(c.policy, c.rules, c.planner, c.policy_params) for c in configs}:
-        _policy(RunConfig(key[0], rules=key[1], planner=key[2], policy_params=key[3]), 0)
+    for config in {(c.policy, c.rules, c.planner, c.policy_params): c for c in configs}.values():
+        _policy(config, 0)
     for spec in {c.cluster for c in configs}:
         ClusterSpec.load(spec)
     for table in {c.throughputs for c in configs}:
