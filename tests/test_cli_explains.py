@@ -78,6 +78,27 @@ def test_a_trace_without_jobs_is_an_error_that_says_so(tmp_path, capsys):
     assert f"no jobs to simulate in {empty}" in capsys.readouterr().err
 
 
+def test_an_output_path_that_cannot_be_written_is_an_error_before_the_work(tmp_path, capsys, monkeypatch):
+    """Every command that writes ended in a traceback when its output folder could not be made, and `simulate
+    --jobs-out` found out only after the simulation (its result lost)."""
+    import hetsched.sim.simulator as simulator
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    out = blocker / "sub"
+    commands = (["simulate", "--policy", "las", *SMALL, "--jobs-out", str(out / "jobs.csv")],
+                ["generate", "gavel", "--static", "--num-jobs", "3", "--out", str(out / "jobs.csv")],
+                ["compare", "--preset", "tiny", "--streams", "gavel", "--policies", "las", "--seeds", "1", "--no-dask",
+                 "--out", str(out)],
+                ["reproduce", "--preset", "tiny", "--only", "motivation", "--out", str(blocker)])
+    monkeypatch.setattr(simulator, "simulate", lambda *a, **k: pytest.fail("simulated before the folder check"))
+    for argv in commands:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"hetsched: error: {blocker}") and "Traceback" not in err, (argv, err)
+    assert err == f"hetsched: error: {blocker}: exists and is not a folder"
+
+
 def test_undefined_metrics_are_null_not_nan():
     row = _json_ready({"a": float("nan"), "b": float("inf"), "c": {"d": -float("inf")}, "e": 1.5})
     assert json.dumps(row, allow_nan=False) == '{"a": null, "b": null, "c": {"d": null}, "e": 1.5}'

@@ -41,13 +41,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     import pandas as pd
     from hetsched.experiments import compare_systems as S
 
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)          # before the runs: a folder that cannot be made loses nothing
     rows = S.compare(args.streams, args.preset, args.policies,
                      seeds=range(args.seeds) if args.seeds is not None else None, openb_dir=args.openb_dir,
                      cache_dir=args.cache_dir, dask_address=args.dask_address, use_dask=not args.no_dask,
                      progress=False)
     summary, gains, refused = S.table(rows), S.gains(rows), S.refusals(rows)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     for name, frame in (("rows", rows.drop(columns=["jcts"], errors="ignore")), ("summary", summary),
                         ("gains", gains), ("refused", refused)):
         frame.to_csv(out / f"{name}.csv", index=False)

@@ -125,6 +125,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from hetsched.io.gpu_map import apply_gpu_map, check_gpu_types, parse_gpu_map
     from hetsched.solvers import clock
 
+    if args.jobs_out:               # before the run, not after it: a folder that cannot be made loses nothing
+        Path(args.jobs_out).parent.mkdir(parents=True, exist_ok=True)
     mark = clock.reading()
     table = apply_gpu_map(load_throughputs(args.throughputs), parse_gpu_map(args.gpu_map))
     cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server,
@@ -340,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except HetschedError as exc:
         print(f"hetsched: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:          # an output folder that cannot be made, a file that cannot be written
+        reason = "exists and is not a folder" if isinstance(exc, FileExistsError) else exc.strerror
+        where = f"{exc.filename}: {reason}" if exc.filename else str(exc)
+        print(f"hetsched: error: {where}", file=sys.stderr)
         return 2
 
 
