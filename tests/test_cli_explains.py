@@ -31,6 +31,11 @@ def test_version_and_defaults_in_help(capsys):
     # a default the help states itself is not repeated, and there is no "(default: None)" or "(default: False)"
     assert "(default: None)" not in text and "(default: False)" not in text
     assert text.count("(default: 20:70:10)") == 1 and "(default 1:1:1) (default" not in text
+    import argparse
+    from hetsched.cli import DefaultsHelp
+    zero = argparse.ArgumentParser(formatter_class=DefaultsHelp)
+    zero.add_argument("--warmup", type=int, default=0, help="untimed steps")
+    assert "(default: 0)" in zero.format_help()                  # 0 == False: it was left out
 
 
 def test_alias_runs_and_the_json_echoes_its_configuration(capsys):
