@@ -204,3 +204,20 @@ def test_round_rules_refuse_values_no_run_can_mean(bad, named):
     by name. (A negative grid origin is a real grid, tests/test_calibration.py.)"""
     with pytest.raises(HetschedError, match=re.escape(named)):
         pipeline_for("gavel", SimulationConfig(**bad))
+
+
+@pytest.mark.parametrize("bad, named", [({"window": (4, 2)}, "window=(4, 2)"),
+                                        ({"window": (-5, 10)}, "window=(-5, 10)"),
+                                        ({"window": (3, 3)}, "window=(3, 3)"),
+                                        ({"window": (0.5, 10.2)}, "window=(0.5, 10.2)"),
+                                        ({"max_rounds": 0}, "max_rounds=0"),
+                                        ({"max_active_jobs": 0}, "max_active_jobs=0")])
+def test_a_simulation_config_refuses_windows_no_stream_completes(bad, named):
+    """A reversed, empty or negative window never counts down to its end, so simulate() on a continuous stream
+    ran until the round budget (10 million rounds by default): refused with the value named, before any round.
+    (On the old code this stops at the 2,000-round budget given here, a SimulationError without the name.)"""
+    stream = iter(make_generator("gavel", mean_interarrival_s=3600.0))
+    with pytest.raises(HetschedError, match=re.escape(named)):
+        simulate(stream, ClusterSpec.load("4:4:4"), "max_min_fairness_perf", record_timeline=False,
+                 **{"max_rounds": 2000, **bad})
+    assert SimulationConfig(window=[600, 800]).window == (600, 800)          # a JSON list is the same window

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Mapping
 
 from hetsched.errors import HetschedError
@@ -53,6 +54,23 @@ class SimulationConfig:
     # (every lease ends with the round, Synergy's server rounds); None: the decide stage's own (round for orderings).
     credit: str | None = None
 
+    def __post_init__(self):
+        """Values no run can mean, refused where they enter: a window that no stream completes (reversed, empty
+        or starting below 0) ran until the round budget, 10 million rounds by default."""
+        bad = []
+        if self.window is not None:
+            if _whole_numbers(self.window, 2) and 0 <= self.window[0] < self.window[1]:
+                object.__setattr__(self, "window", (int(self.window[0]), int(self.window[1])))
+            else:
+                bad.append(f"window={self.window!r} (job ids (START, END) with 0 <= START < END)")
+        if not (_whole_numbers((self.max_rounds,), 1) and self.max_rounds >= 1):
+            bad.append(f"max_rounds={self.max_rounds!r} (a whole number >= 1)")
+        if self.max_active_jobs is not None and not (_whole_numbers((self.max_active_jobs,), 1)
+                                                     and self.max_active_jobs >= 1):
+            bad.append(f"max_active_jobs={self.max_active_jobs!r} (None or a whole number >= 1)")
+        if bad:
+            raise HetschedError(f"simulation config: {', '.join(bad)}")
+
     @classmethod
     def for_system(cls, system: str, **overrides) -> "SimulationConfig":
         """The round rules of an artifact: `gavel` (360 s), `synergy` (300 s) or `shockwave` (120 s)."""
@@ -61,6 +79,14 @@ class SimulationConfig:
         except KeyError:
             raise HetschedError(f"unknown system {system!r}; known: {', '.join(SYSTEM_RULES)}") from None
         return cls(**{**preset, **overrides})
+
+
+def _whole_numbers(values, length: int) -> bool:
+    """`values` is a sequence of `length` integers (numpy's too; not bools, not floats such as 600.0)."""
+    try:
+        return len(values) == length and all(isinstance(v, Integral) and not isinstance(v, bool) for v in values)
+    except TypeError:
+        return False
 
 
 SYSTEM_RULES: dict[str, dict] = {
