@@ -46,6 +46,13 @@ def test_parse_errors(text, message):
         ClusterSpec.parse(*((text,) if isinstance(text, str) else text))
 
 
+@pytest.mark.parametrize("text", ["2x8/-24/500", "2x8/24/500@", "4:4"])
+def test_a_malformed_cluster_names_every_form(text):
+    """A server group with a typo was told only of the V100:P100:K80 form."""
+    with pytest.raises(SpecError, match=r"SERVERSxGPUS/CPUS/GB.*TYPE=COUNT|TYPE=COUNT.*SERVERSxGPUS/CPUS/GB"):
+        ClusterSpec.load(text)
+
+
 def test_validation_errors():
     with pytest.raises(SpecError, match="servers hold"):
         ClusterSpec(("v100",), (4,), (Server("v100", 2),))

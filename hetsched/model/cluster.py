@@ -20,6 +20,10 @@ CLUSTER_FILE_READERS: dict[str, Callable[..., "ClusterSpec"]] = {}
 GAVEL_GCP_PRICES: Mapping[str, float] = MappingProxyType({"v100": 0.74, "p100": 0.43, "k80": 0.135})
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+#: What `ClusterSpec.load` reads, for error messages.
+FORMS = ("V100:P100:K80 ('36:36:36'), TYPE=COUNT,... ('v100=36,k80=4'), server groups "
+         "SERVERSxGPUS/CPUS/GB[/MBps][@TYPE] joined by '+' ('16x8/24/500', '2x8/24/500@v100+4x4/32/256@k80'), "
+         "or a .ini or .json cluster file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +114,7 @@ class ClusterSpec:
         else:
             parts = text.split(":")
             if len(parts) != len(GAVEL_GPU_ORDER):
-                raise SpecError(f"cluster: {text!r} must have the form V100:P100:K80, e.g. '36:36:36'")
+                raise SpecError(f"cluster: {text!r} is none of the forms {FORMS}")
             types = list(GAVEL_GPU_ORDER)
             counts = [_parse_count(p, t, text) for p, t in zip(parts, types)]
         keep = [i for i, c in enumerate(counts) if c > 0] or list(range(len(counts)))

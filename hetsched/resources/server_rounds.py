@@ -20,7 +20,7 @@ import numpy as np
 
 from hetsched.model.cluster import ClusterSpec
 from hetsched.core.scheduler import RoundPlan
-from hetsched.errors import HetschedError
+from hetsched.errors import HetschedError, SpecError
 from hetsched.model.jobs import Job
 from hetsched.core.pipeline import RoundStage, grid_start
 from hetsched.core import kernels
@@ -120,7 +120,14 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         code = self._class.get(key)
         if code is not None:
             return code
-        p = self.table[model]
+        try:
+            p = self.table[model]
+        except SpecError as e:
+            raise SpecError(f"{e}. Synergy's server rounds time a job by its model's profile; a job type of a "
+                            "throughput table (Gavel's generator, a Gavel or Shockwave trace) runs an ordering "
+                            "under Gavel's round rules, where '+tune' and '+fair' map it through "
+                            "data/resources/gavel_models.csv: SimulationConfig.for_system('gavel'), or "
+                            "--rules gavel") from None
         res = self.table.demands(model, g, self.pool.size)
         share = (res.cpus / g, res.mem_gb / g, res.storage_mbps / g)
         fair = self.pool.fair
