@@ -1,5 +1,7 @@
 """hetsched.experiments.sweep: the same rows with and without Dask, and a cache keyed by the config hash."""
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -131,11 +133,25 @@ def test_a_worker_with_other_code_is_refused(dask_cli, tmp_path):
     assert len(sweep(grid(BASE, seed=[0, 1]), cache_dir=tmp_path, dask_address=dask_cli, progress=False)) == 2
 
 
+@pytest.mark.parametrize("bad, named", [(dict(jobs_per_hour=0.0), "jobs_per_hour=0.0"),
+                                        (dict(jobs_per_hour=float("nan")), "jobs_per_hour=nan"),
+                                        (dict(num_jobs=0), "num_jobs=0"), (dict(num_jobs=-3), "num_jobs=-3"),
+                                        (dict(max_active_per_gpu=0.0), "max_active_per_gpu=0.0"),
+                                        (dict(timeout_s=-1.0), "timeout_s=-1.0")])
+def test_a_run_config_refuses_streams_no_run_can_mean(bad, named):
+    """A rate of 0 ended in a ZeroDivisionError when its run's turn came, a cap of 0 jobs was read as no cap and
+    a negative one ended in islice's ValueError: each is refused, by name, when the config is made."""
+    with pytest.raises(HetschedError, match=re.escape(named)):
+        BASE.with_(**bad)
+    assert BASE.with_(timeout_s=0.0).timeout_s == 0.0          # a zero budget is a real one (test above)
+
+
 @pytest.mark.parametrize("bad, message", [(dict(policy="las_prefr"), "unknown policy"),
                                           (dict(cluster="36:36"), "V100:P100:K80"),
                                           (dict(throughputs="gavel_simulaton"), "no throughput dataset"),
                                           (dict(trace="missing.csv"), "no such file"),
-                                          (dict(policy="shockwave", planner="tacc_32gpu"), "presets")])
+                                          (dict(policy="shockwave", planner="tacc_32gpu"), "presets"),
+                                          (dict(window=(20, 10)), "window=")])
 def test_a_misspelt_config_stops_the_sweep_before_any_run(tmp_path, bad, message):
     """A typo in the last config of a grid surfaced only when its turn came, after the runs before it."""
     configs = [*grid(BASE, seed=[0, 1]), BASE.with_(seed=2, **bad)]

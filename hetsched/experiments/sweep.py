@@ -81,6 +81,21 @@ class RunConfig:
     policy_params: tuple[tuple[str, object], ...] = ()   # keyword arguments of the policy (e.g. AlloX's tie_seed)
     labels: tuple[tuple[str, object], ...] = field(default=())   # free-form tags carried into the results
 
+    def __post_init__(self):
+        """Streams no run can mean, refused when the config is made: a rate of 0 ended in a ZeroDivisionError
+        when its turn came, a cap of 0 jobs was read as no cap, and a negative one ended in islice's ValueError."""
+        bad = []
+        if self.jobs_per_hour is not None and not (math.isfinite(self.jobs_per_hour) and self.jobs_per_hour > 0):
+            bad.append(f"jobs_per_hour={self.jobs_per_hour!r} (positive; None for a static stream)")
+        if self.num_jobs is not None and not (float(self.num_jobs).is_integer() and self.num_jobs >= 1):
+            bad.append(f"num_jobs={self.num_jobs!r} (a whole number >= 1, or None)")
+        if not self.max_active_per_gpu > 0:
+            bad.append(f"max_active_per_gpu={self.max_active_per_gpu!r} (positive)")
+        if self.timeout_s is not None and not self.timeout_s >= 0:
+            bad.append(f"timeout_s={self.timeout_s!r} (CPU seconds >= 0, or None)")
+        if bad:
+            raise HetschedError(f"run config: {', '.join(bad)}")
+
     def key(self) -> str:
         payload = json.dumps({"v": CACHE_VERSION, "code": code_fingerprint(), **asdict(self)}, sort_keys=True,
                              default=str)
@@ -157,7 +172,8 @@ def _policy(config: RunConfig, seed: int):
 
 def _preflight(configs: list[RunConfig]) -> None:
     """Raise now what a config would raise when its turn comes (a misspelt policy, cluster, table or trace, an
-    unreadable planner preset), not after the runs before it: a paper sweep runs for many minutes."""
+    unreadable planner preset, a reversed window), not after the runs before it: a paper sweep runs for many
+    minutes."""
     from hetsched.model.cluster import ClusterSpec
     from hetsched.model.throughputs import load_throughputs
 
@@ -170,6 +186,9 @@ def _preflight(configs: list[RunConfig]) -> None:
     for trace in {c.trace for c in configs if c.trace}:
         if not Path(trace).is_file():
             raise HetschedError(f"sweep: trace {trace}: no such file")
+    from hetsched.sim.simulator import SimulationConfig
+    for window, max_rounds in {(c.window and tuple(c.window), c.max_rounds) for c in configs}:
+        SimulationConfig(window=window, max_rounds=max_rounds)
 
 
 def _jobs(config: RunConfig, table):
