@@ -151,7 +151,11 @@ def test_a_run_config_refuses_streams_no_run_can_mean(bad, named):
                                           (dict(throughputs="gavel_simulaton"), "no throughput dataset"),
                                           (dict(trace="missing.csv"), "no such file"),
                                           (dict(policy="shockwave", planner="tacc_32gpu"), "presets"),
-                                          (dict(window=(20, 10)), "window=")])
+                                          (dict(window=(20, 10)), "window="),
+                                          (dict(generator="synergy", cluster="2x8/24/500", split=(10, 10)),
+                                           "class split"),
+                                          (dict(generator="synergy", cluster="2x8/24/500", profiles_ratio=7),
+                                           "ratio must be one of")])
 def test_a_misspelt_config_stops_the_sweep_before_any_run(tmp_path, bad, message):
     """A typo in the last config of a grid surfaced only when its turn came, after the runs before it."""
     configs = [*grid(BASE, seed=[0, 1]), BASE.with_(seed=2, **bad)]

@@ -172,23 +172,26 @@ def _policy(config: RunConfig, seed: int):
 
 def _preflight(configs: list[RunConfig]) -> None:
     """Raise now what a config would raise when its turn comes (a misspelt policy, cluster, table or trace, an
-    unreadable planner preset, a reversed window), not after the runs before it: a paper sweep runs for many
-    minutes."""
+    unreadable planner preset, a reversed window, a class split or profiles ratio that a generator refuses), not
+    after the runs before it: a paper sweep runs for many minutes."""
     from hetsched.model.cluster import ClusterSpec
     from hetsched.model.throughputs import load_throughputs
+    from hetsched.sim.simulator import SimulationConfig
 
     for config in {(c.policy, c.rules, c.planner, c.policy_params): c for c in configs}.values():
         _policy(config, 0)
     for spec in {c.cluster for c in configs}:
         ClusterSpec.load(spec)
-    for table in {c.throughputs for c in configs}:
-        load_throughputs(table)
+    tables = {name: load_throughputs(name) for name in {c.throughputs for c in configs}}
     for trace in {c.trace for c in configs if c.trace}:
         if not Path(trace).is_file():
             raise HetschedError(f"sweep: trace {trace}: no such file")
-    from hetsched.sim.simulator import SimulationConfig
     for window, max_rounds in {(c.window and tuple(c.window), c.max_rounds) for c in configs}:
         SimulationConfig(window=window, max_rounds=max_rounds)
+    streams = {(c.generator, c.jobs_per_hour, c.num_jobs, tuple(c.split), c.multi_gpu, c.multi_priority, c.slos,
+                c.profiles_ratio, c.cluster, c.throughputs): c for c in configs if not c.trace}
+    for config in streams.values():              # a generator's class split and profiles draw with the first job
+        next(iter(_jobs(config, tables[config.throughputs])), None)
 
 
 def _jobs(config: RunConfig, table):
