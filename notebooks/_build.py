@@ -39,6 +39,9 @@ out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
 run = lambda cfgs: sweep(cfgs, cache_dir=cache_dir, dask_address=dask_address, use_dask=use_dask)'''
 
 
+CHECK_PRESET = "from hetsched.experiments import check_preset\ncheck_preset(preset)\n"
+
+
 def notebook(name: str, title: str, params: str, cells: list[tuple[str, str]], repoint: bool = True) -> None:
     """A figure notebook; `repoint`: its sweep takes the cluster/window/throughputs/round_s parameters."""
     nb = nbf.v4.new_notebook()
@@ -46,6 +49,8 @@ def notebook(name: str, title: str, params: str, cells: list[tuple[str, str]], r
     p = nbf.v4.new_code_cell(head + ("\n" + params if params else ""))
     p.metadata["tags"] = ["parameters"]
     nb.cells = [nbf.v4.new_markdown_cell(title), p]
+    first = next(i for i, (kind, _) in enumerate(cells) if kind == "code")
+    cells = [*cells[:first], ("code", CHECK_PRESET + cells[first][1]), *cells[first + 1:]]
     for kind, text in cells:
         if kind == "code" and repoint:
             text = text.replace(RUN_PLAIN, RUN_REPOINTED)

@@ -86,6 +86,20 @@ def test_every_notebook_is_covered():
     assert set(NOTEBOOKS) == set(EXPECTED)
 
 
+def test_a_misspelt_preset_is_named_before_any_work():
+    """`papermill ... -p preset quik` ended in a bare KeyError in whichever lookup came first; every figure
+    notebook now checks its preset in the first cell after the parameters."""
+    from hetsched.errors import HetschedError
+    from hetsched.experiments import check_preset
+
+    with pytest.raises(HetschedError, match="preset 'quik': expected one of tiny, quick, paper"):
+        check_preset("quik")
+    for path in figure_notebooks():
+        cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        assert "parameters" in cells[0].metadata.get("tags", []), path.name
+        assert "check_preset(preset)" in cells[1].source, path.name
+
+
 def test_index_lists_every_notebook(runs):
     out, by_name = runs
     index = (out / "index.html").read_text()

@@ -6,3 +6,12 @@ minutes, smaller clusters and windows), `paper` (the artifact's parameters).
 """
 
 PRESETS = ("tiny", "quick", "paper")
+
+
+def check_preset(preset) -> str:
+    """A notebook's `preset` parameter, or a clear error (a misspelt one was a bare KeyError in whichever lookup
+    came first)."""
+    if preset not in PRESETS:
+        from hetsched.errors import HetschedError
+        raise HetschedError(f"preset {preset!r}: expected one of {', '.join(PRESETS)}")
+    return preset
