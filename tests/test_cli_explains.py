@@ -74,6 +74,20 @@ def test_empty_window_and_bad_round_are_errors(capsys):
     assert "min_reset_interval_s=-5.0 (seconds >= 0)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["simulate", "generate"])
+def test_a_job_count_below_one_is_refused(command, tmp_path, capsys):
+    """`simulate --num-jobs -4` ended in islice's ValueError (a traceback), `--num-jobs 0` in 'no job finished
+    inside the measured window', and `generate --num-jobs 0` wrote an empty trace."""
+    args = {"simulate": ["simulate", "--policy", "las", "--cluster", "4:4:4", "--generate", "gavel"],
+            "generate": ["generate", "gavel", "--out", str(tmp_path / "never.csv")]}[command]
+    for bad in ("0", "-4"):
+        with pytest.raises(SystemExit) as exc:
+            main([*args, "--jobs-per-hour", "2", "--num-jobs", bad])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and f"--num-jobs: expected a whole number >= 1, got '{bad}'" in err, err
+    assert not (tmp_path / "never.csv").exists()
+
+
 def test_a_trace_without_jobs_is_an_error_that_says_so(tmp_path, capsys):
     """An empty trace file, or filters that keep no job, used to end in "no job finished inside the measured
     window", as if the policy had failed."""

@@ -11,3 +11,15 @@ class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
         if action.default is None or action.default is False or "(default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
+
+
+def positive_int(text: str) -> int:
+    """argparse type of a count: a whole number >= 1 (a negative --num-jobs ended in islice's ValueError, and 0 jobs
+    in 'no job finished inside the measured window')."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hetsched.cli import positive_int
+
 
 def add_compare_parser(sub) -> None:
     from hetsched.experiments.compare_systems import POLICIES, PRESETS, STREAMS
@@ -16,7 +18,7 @@ def add_compare_parser(sub) -> None:
                      help="stream length, cluster and seeds (quick: 24 jobs, 24 GPUs, 5 seeds)")
     cmp.add_argument("--policies", nargs="+", metavar="NAME", default=list(POLICIES),
                      help="registry names (default: every system's and the compositions)")
-    cmp.add_argument("--seeds", type=_positive_int, default=None, help="number of seeds, seeds 0 to N-1 "
+    cmp.add_argument("--seeds", type=positive_int, default=None, help="number of seeds, seeds 0 to N-1 "
                      "(default: the preset's; intervals need 2 or more)")
     cmp.add_argument("--openb-dir", default=None, help="folder with openb's node and pod lists (default: "
                                                        "../shared/data/alibaba_openb, or $HETSCHED_SHARED)")
@@ -25,16 +27,6 @@ def add_compare_parser(sub) -> None:
     cmp.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")
     cmp.add_argument("--no-dask", action="store_true", help="run in this process")
     cmp.set_defaults(func=_cmd_compare)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from hetsched.cli import positive_int
 from hetsched.errors import HetschedError
 
 
@@ -114,7 +115,8 @@ def add_generate_parser(sub) -> None:
     gen.add_argument("--mean-interarrival", type=float, metavar="SECONDS",
                      help="mean inter-arrival time in seconds (3600 / jobs per hour)")
     gen.add_argument("--jobs-per-hour", type=float, metavar="R", help="Poisson arrival rate (jobs per hour)")
-    gen.add_argument("--num-jobs", type=int, default=None, help="jobs to generate (shockwave --name: from the name)")
+    gen.add_argument("--num-jobs", type=positive_int, default=None,
+                     help="jobs to generate (shockwave --name: from the name)")
     gen.add_argument("--multi-gpu", action="store_true", help="draw scale factors 1/2/4/8")
     gen.add_argument("--split", default="20:70:10", help="synergy: image:language:speech class split (%%)")
     gen.add_argument("--philly-trace", type=Path, help="synergy: Philly cluster_job_log for --multi-gpu GPU counts")

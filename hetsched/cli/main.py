@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from hetsched.cli import DefaultsHelp
+from hetsched.cli import DefaultsHelp, positive_int
 from hetsched.errors import HetschedError
 from hetsched.ui.names import display_name, vocabulary_frame
 from hetsched.cli.generate import add_generate_parser, mean_interarrival, synergy_generator
@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--philly-trace", type=Path, help="synergy: Philly cluster_job_log for --multi-gpu GPU counts")
     sim.add_argument("--profiles-ratio", type=int, choices=(3, 4, 5, 6), default=None,
                      help="CPU:GPU ratio of Synergy's profiles (default: the cluster's)")
-    sim.add_argument("--num-jobs", type=int)
+    sim.add_argument("--num-jobs", type=positive_int)
     sim.add_argument("--static", action="store_true")
     sim.add_argument("--multi-gpu", action="store_true")
     sim.add_argument("--multi-priority", action="store_true")
