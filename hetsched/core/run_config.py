@@ -59,13 +59,13 @@ class SimulationConfig:
         or starting below 0) ran until the round budget, 10 million rounds by default."""
         bad = []
         if self.window is not None:
-            if _whole_numbers(self.window, 2) and 0 <= self.window[0] < self.window[1]:
+            if whole_numbers(self.window, 2) and 0 <= self.window[0] < self.window[1]:
                 object.__setattr__(self, "window", (int(self.window[0]), int(self.window[1])))
             else:
                 bad.append(f"window={self.window!r} (job ids (START, END) with 0 <= START < END)")
-        if not (_whole_numbers((self.max_rounds,), 1) and self.max_rounds >= 1):
+        if not (whole_numbers((self.max_rounds,), 1) and self.max_rounds >= 1):
             bad.append(f"max_rounds={self.max_rounds!r} (a whole number >= 1)")
-        if self.max_active_jobs is not None and not (_whole_numbers((self.max_active_jobs,), 1)
+        if self.max_active_jobs is not None and not (whole_numbers((self.max_active_jobs,), 1)
                                                      and self.max_active_jobs >= 1):
             bad.append(f"max_active_jobs={self.max_active_jobs!r} (None or a whole number >= 1)")
         if bad:
@@ -81,7 +81,7 @@ class SimulationConfig:
         return cls(**{**preset, **overrides})
 
 
-def _whole_numbers(values, length: int) -> bool:
+def whole_numbers(values, length: int) -> bool:
     """`values` is a sequence of `length` integers (numpy's too; not bools, not floats such as 600.0)."""
     try:
         return len(values) == length and all(isinstance(v, Integral) and not isinstance(v, bool) for v in values)

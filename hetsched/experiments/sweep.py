@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 from tqdm.auto import tqdm
 
+from hetsched.core.run_config import whole_numbers
 from hetsched.errors import HetschedError
 from hetsched.solvers import clock
 
@@ -87,7 +88,7 @@ class RunConfig:
         bad = []
         if self.jobs_per_hour is not None and not (math.isfinite(self.jobs_per_hour) and self.jobs_per_hour > 0):
             bad.append(f"jobs_per_hour={self.jobs_per_hour!r} (positive; None for a static stream)")
-        if self.num_jobs is not None and not (float(self.num_jobs).is_integer() and self.num_jobs >= 1):
+        if self.num_jobs is not None and not (whole_numbers((self.num_jobs,), 1) and self.num_jobs >= 1):
             bad.append(f"num_jobs={self.num_jobs!r} (a whole number >= 1, or None)")
         if not self.max_active_per_gpu > 0:
             bad.append(f"max_active_per_gpu={self.max_active_per_gpu!r} (positive)")
