@@ -26,7 +26,8 @@ from .auth import channel, new_token, write_secret
 from .isolation import DEFAULT_JOB_UIDS, python_closed_to_jobs
 from .stubs import pb2, pb2_grpc
 
-#: Codes that mean "the scheduler is restarting"; `wait()` rides them out, any other error is raised.
+#: Codes that mean "the scheduler is restarting or busy"; `wait()` and `submit()` ride them out (bounded), any other
+#: error is raised.
 TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 #: Default emulated speed of each GPU type relative to a V100 (roughly Gavel's ResNet-18 ratios).
@@ -217,10 +218,27 @@ class LocalCluster:
         self.start_scheduler()
 
     # ---- jobs -------------------------------------------------------------------------------------------
-    def submit(self, jobs: Iterable[Job] | Job) -> list[int]:
-        """Submit jobs now (their arrival times are ignored; use `replay` to honour them)."""
+    def submit(self, jobs: Iterable[Job] | Job, timeout_s: float = 120.0) -> list[int]:
+        """Submit jobs now (their arrival times are ignored; use `replay` to honour them). A scheduler that is
+        restarting or busy (TRANSIENT codes) is retried until `timeout_s` per job, as `wait` rides it out."""
         jobs = [jobs] if isinstance(jobs, Job) else jobs
-        return [self.stub.SubmitJob(submit_request(job, job.job_id), timeout=10).job_id for job in jobs]
+        return [self._submit_one(job, timeout_s) for job in jobs]
+
+    def _submit_one(self, job: Job, timeout_s: float) -> int:
+        """One job, retried on TRANSIENT codes. After an attempt whose answer was lost (DEADLINE_EXCEEDED,
+        UNAVAILABLE: it may have been stored), ALREADY_EXISTS for the job's id (a Job always has one) means that
+        attempt landed."""
+        request, deadline, maybe_stored = submit_request(job, job.job_id), time.monotonic() + timeout_s, False
+        while True:
+            try:
+                return self.stub.SubmitJob(request, timeout=min(10.0, max(0.1, deadline - time.monotonic()))).job_id
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.ALREADY_EXISTS and maybe_stored:
+                    return job.job_id
+                if exc.code() not in TRANSIENT or time.monotonic() > deadline:
+                    raise
+                maybe_stored |= exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED
+            time.sleep(0.2)
 
     def status(self, states: Iterable[str] = (), page_size: int = 1000) -> pd.DataFrame:
         """Every job (or those in `states`), fetched page by page."""

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sqlite3
 import sys
+import threading
 import time
 
 import grpc
@@ -80,8 +81,45 @@ def test_scheduler_restart_recovers_from_sqlite(tmp_path):
         after = cluster.status().set_index("job_id")["steps_done"]
         assert len(after) == 6                                        # nothing lost
         assert all(after[j] >= durable[j] for j in durable), (durable, after.to_dict())
+        # A submit while the scheduler is down rides out the restart (it was UNAVAILABLE at once).
+        cluster.kill_scheduler()
+        restart = threading.Timer(1.0, cluster.start_scheduler)
+        restart.start()
+        try:
+            assert cluster.submit(Job(6, 0.0, RESNET, 1, 200)) == [6]
+        finally:
+            restart.join(60)
+        # An attempt that was stored but whose answer was lost: the retry's ALREADY_EXISTS means it landed.
+        real, lost = cluster.stub, []
+
+        class LostAnswer:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def SubmitJob(self, request, timeout):
+                answer = real.SubmitJob(request, timeout=timeout)
+                if not lost:
+                    lost.append(request.job_id)
+                    raise _Lost()
+                return answer
+        cluster.stub = LostAnswer()
+        try:
+            assert cluster.submit(Job(7, 0.0, RESNET, 1, 200)) == [7] and lost == [7]
+            with pytest.raises(grpc.RpcError) as info:                # a true duplicate is still refused
+                cluster.submit(Job(7, 0.0, RESNET, 1, 200))
+            assert info.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        finally:
+            cluster.stub = real
         final = cluster.wait(120)
-    assert (final["state"] == "completed").all(), final
+    assert (final["state"] == "completed").all() and len(final) == 8, final
+
+
+class _Lost(grpc.RpcError):
+    def code(self):
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+
+    def details(self):
+        return "the answer was lost"
 
 
 def test_crashing_job_is_retried_then_failed(tmp_path):
