@@ -166,3 +166,19 @@ def test_a_saved_run_is_compared_with_the_simulator_as_it_is_now():
     assert out["calibrated_avg_jct_gap"] == pytest.approx(1.0)
     assert out["calibrated_p90_abs_ratio_minus_1"] == pytest.approx(1.0)
     assert out["sim_avg_jct_gap"] != pytest.approx(1.0)             # the papers' rules predict otherwise
+
+
+def test_a_failed_runtime_run_keeps_its_state_and_logs(tmp_path, caplog):
+    """A run on the local runtime that fails (here: not done within its 1-s budget) keeps its state directory,
+    with the scheduler's and workers' logs, and says where; a malformed cluster is refused before anything starts."""
+    from hetsched.errors import SpecError
+    from hetsched.experiments.runtime_vs_sim import compare
+
+    with pytest.raises(SpecError, match="no-such-cluster"):
+        compare("gavel", 2, 2.0, cluster="no-such-cluster", state_parent=str(tmp_path))
+    assert not any(tmp_path.iterdir())
+    with caplog.at_level("WARNING", "hetsched.experiments.runtime_vs_sim"), pytest.raises(TimeoutError):
+        compare("gavel", 2, 2.0, state_parent=str(tmp_path), timeout_s=1.0)
+    kept = list(tmp_path.iterdir())
+    assert len(kept) == 1 and kept[0].name.startswith("gavel-") and (kept[0] / "scheduler.log").exists()
+    assert str(kept[0]) in caplog.text

@@ -18,6 +18,8 @@ round grid (docs/rules.md#fixed-rounds); and calibrated, with the run's measured
 
 from __future__ import annotations
 
+import logging
+import shutil
 import tempfile
 import time
 
@@ -33,6 +35,8 @@ from hetsched.runtime.replay import emulated_throughputs, job_types_of, run_on_l
 from hetsched.runtime.worker import EMULATED_STEPS_PER_S, EMULATED_TIME_SCALE
 from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
+
+log = logging.getLogger(__name__)
 
 SYSTEMS = {"gavel": ("max_min_fairness_perf", "2:1:1"), "shockwave": ("shockwave", "4:0:0"),
            "synergy": ("FIFO+tune", "1x4/24/500@v100")}
@@ -107,9 +111,15 @@ def compare(system: str, num_jobs: int, round_s: float, gap_s: float | None = No
     cluster = cluster or SYSTEMS[system][1]
     gap_s = round_s / 2 if gap_s is None else gap_s
     jobs = trace(system, num_jobs, round_s, gap_s, seed)
+    ClusterSpec.load(cluster)                       # a malformed cluster is named before anything starts
     start = time.time()
-    with tempfile.TemporaryDirectory(dir=state_parent) as state:
+    state = tempfile.mkdtemp(prefix=f"{system}-", dir=state_parent)
+    try:
         real = run_on_local_cluster(jobs, cluster, state, policy=policy, round_s=round_s, timeout_s=timeout_s)
+    except BaseException:               # the scheduler's and workers' logs say why: keep them
+        log.warning("%s: the run on the local runtime failed; its state and logs are kept in %s", system, state)
+        raise
+    shutil.rmtree(state, ignore_errors=True)
     wall = time.time() - start
     info = real.attrs["info"]
     origin, lease_start = info["round_origin_s"], info["mean_lease_start_s"]
