@@ -220,32 +220,44 @@ class LocalCluster:
     # ---- jobs -------------------------------------------------------------------------------------------
     def submit(self, jobs: Iterable[Job] | Job, timeout_s: float = 120.0) -> list[int]:
         """Submit jobs now (their arrival times are ignored; use `replay` to honour them). A scheduler that is
-        restarting or busy (TRANSIENT codes) is retried until `timeout_s` per job, as `wait` rides it out."""
+        restarting or busy is waited for, up to `timeout_s` per job (`_ride_out`)."""
         jobs = [jobs] if isinstance(jobs, Job) else jobs
         return [self._submit_one(job, timeout_s) for job in jobs]
 
     def _submit_one(self, job: Job, timeout_s: float) -> int:
-        """One job, retried on TRANSIENT codes. After an attempt whose answer was lost (DEADLINE_EXCEEDED,
-        UNAVAILABLE: it may have been stored), ALREADY_EXISTS for the job's id (a Job always has one) means that
-        attempt landed."""
-        request, deadline, maybe_stored = submit_request(job, job.job_id), time.monotonic() + timeout_s, False
+        """After an attempt whose answer was lost (DEADLINE_EXCEEDED, UNAVAILABLE: it may have been stored),
+        ALREADY_EXISTS for the job's id (a Job always has one) means that attempt landed."""
+        request, lost = submit_request(job, job.job_id), []
+
+        def call(stub, timeout):
+            try:
+                return stub.SubmitJob(request, timeout=timeout).job_id
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.ALREADY_EXISTS and lost:
+                    return job.job_id
+                if exc.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+                    lost.append(exc.code())
+                raise
+        return self._ride_out(call, timeout_s)
+
+    def _ride_out(self, call, timeout_s: float = 60.0):
+        """`call(stub, timeout)`, retried on TRANSIENT codes until `timeout_s`; each attempt waits at most 10 s.
+        The stub is looked up on every attempt: a restarted scheduler has a new one."""
+        deadline = time.monotonic() + timeout_s
         while True:
             try:
-                return self.stub.SubmitJob(request, timeout=min(10.0, max(0.1, deadline - time.monotonic()))).job_id
+                return call(self.stub, min(10.0, max(0.1, deadline - time.monotonic())))
             except grpc.RpcError as exc:
-                if exc.code() == grpc.StatusCode.ALREADY_EXISTS and maybe_stored:
-                    return job.job_id
                 if exc.code() not in TRANSIENT or time.monotonic() > deadline:
                     raise
-                maybe_stored |= exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED
             time.sleep(0.2)
 
     def status(self, states: Iterable[str] = (), page_size: int = 1000) -> pd.DataFrame:
         """Every job (or those in `states`), fetched page by page."""
         rows, token = [], 0
         for _ in range(1_000_000):
-            resp = self.stub.GetStatus(pb2.StatusRequest(page_size=page_size, page_token=token,
-                                                         states=list(states)), timeout=10)
+            request = pb2.StatusRequest(page_size=page_size, page_token=token, states=list(states))
+            resp = self._ride_out(lambda stub, timeout: stub.GetStatus(request, timeout=timeout))
             rows += [{"job_id": j.job_id, "state": j.state, "steps_done": j.steps_done,
                       "total_steps": j.total_steps, "attempts": j.attempts, "submitted_s": j.submitted_s,
                       "finished_s": j.finished_s or None, "log_tail": j.log_tail, "batch_size": j.batch_size}
@@ -256,12 +268,16 @@ class LocalCluster:
         return pd.DataFrame(rows, columns=["job_id", "state", "steps_done", "total_steps", "attempts",
                                            "submitted_s", "finished_s", "log_tail", "batch_size"])
 
+    def _summary(self, timeout_s: float = 60.0):
+        return self._ride_out(lambda stub, timeout: stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=timeout),
+                              timeout_s)
+
     def counts(self) -> dict[str, int]:
         """Jobs per state (one small call, however many jobs)."""
-        return dict(self.stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10).counts)
+        return dict(self._summary().counts)
 
     def info(self) -> dict:
-        return status_figures(self.stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10))
+        return status_figures(self._summary())
 
     def wait(self, timeout_s: float, poll_s: float = 0.5) -> pd.DataFrame:
         """Block until every job is completed or failed (bounded); returns the final status."""
@@ -269,7 +285,7 @@ class LocalCluster:
         last_error = None
         while True:
             try:
-                counts = self.counts()
+                counts = dict(self._summary(max(0.1, deadline - time.monotonic())).counts)
                 if counts and counts.keys() <= {"completed", "failed"}:
                     return self.status()
                 last_error = None

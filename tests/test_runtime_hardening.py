@@ -246,12 +246,10 @@ def test_status_pages_and_filters(tmp_path):
 
 
 def test_wait_raises_rpc_errors_at_once(tmp_path):
-    from types import SimpleNamespace
-
     from hetsched.runtime.launch import LocalCluster
     with scheduler(tmp_path) as (server, address):
-        handle = SimpleNamespace(stub=stub(address, "a-wrong-token"))
-        handle.counts = lambda: LocalCluster.counts(handle)
+        handle = object.__new__(LocalCluster)             # a handle on a running scheduler, with the wrong token
+        handle.stub = stub(address, "a-wrong-token")
         start = time.monotonic()
         with pytest.raises(grpc.RpcError) as info:
             LocalCluster.wait(handle, timeout_s=60, poll_s=0.1)
