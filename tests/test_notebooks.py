@@ -100,6 +100,24 @@ def test_a_misspelt_preset_is_named_before_any_work():
         assert "check_preset(preset)" in cells[1].source, path.name
 
 
+@pytest.mark.parametrize("build, args, message", [
+    ("continuous.configs", ("singel", "paper", ["fifo"]), "figure kind 'singel': expected one of single, multi"),
+    ("continuous.configs", ("single", "papr", ["fifo"]), "single preset 'papr': expected one of paper, quick, tiny"),
+    ("shockwave.configs", ("canonicall",), "Shockwave setup 'canonicall': expected one of canonical, scale_64"),
+    ("synergy.single_gpu_configs", ("quik", ["FIFO"]), "preset 'quik': expected one of paper, quick, tiny"),
+    ("compare_systems.cases", (["gavel"], "quik"), "preset 'quik': expected one of tiny, quick, paper"),
+])
+def test_the_experiment_builders_name_a_misspelt_choice(build, args, message):
+    """The builders that notebooks call with their arguments: each was a bare KeyError ('singel')."""
+    import importlib
+
+    from hetsched.errors import HetschedError
+
+    module, name = build.split(".")
+    with pytest.raises(HetschedError, match=re.escape(message)):
+        getattr(importlib.import_module(f"hetsched.experiments.{module}"), name)(*args)
+
+
 def test_index_lists_every_notebook(runs):
     out, by_name = runs
     index = (out / "index.html").read_text()

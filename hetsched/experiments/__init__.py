@@ -8,10 +8,17 @@ minutes, smaller clusters and windows), `paper` (the artifact's parameters).
 PRESETS = ("tiny", "quick", "paper")
 
 
-def check_preset(preset) -> str:
-    """A notebook's `preset` parameter, or a clear error (a misspelt one was a bare KeyError in whichever lookup
-    came first)."""
-    if preset not in PRESETS:
+def choose(table, key, what: str):
+    """`table[key]`, or an error that names the choices: a misspelt preset, figure kind or setup was a bare
+    KeyError from whichever lookup came first."""
+    try:
+        return table[key]
+    except (KeyError, TypeError):
         from hetsched.errors import HetschedError
-        raise HetschedError(f"preset {preset!r}: expected one of {', '.join(PRESETS)}")
+        raise HetschedError(f"{what} {key!r}: expected one of {', '.join(map(str, table))}") from None
+
+
+def check_preset(preset) -> str:
+    """A notebook's `preset` parameter, or a clear error before any work."""
+    choose(dict.fromkeys(PRESETS), preset, "preset")
     return preset

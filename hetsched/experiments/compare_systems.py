@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from hetsched.core.pipeline import CompositionError
+from hetsched.experiments import choose
 from hetsched.experiments.own_cluster import OPENB_GPU_MAP, shared_data_dir
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import GAVEL_GCP_PRICES, ClusterSpec
@@ -85,7 +86,7 @@ class Case:
 
 
 def cases(streams, preset: str, policies=tuple(POLICIES), seeds=None, openb_dir: str | None = None) -> list[Case]:
-    seeds = PRESETS[preset].seeds if seeds is None else tuple(seeds)
+    seeds = choose(PRESETS, preset, "preset").seeds if seeds is None else tuple(seeds)
     if not (streams and policies and seeds):
         raise HetschedError(f"compare: nothing to run with streams {list(streams)}, policies {list(policies)} "
                             f"and seeds {list(seeds)}; each needs at least one")

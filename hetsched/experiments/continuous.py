@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hetsched.experiments import choose
 from hetsched.experiments.sweep import RunConfig, repoint
 
 
@@ -58,7 +59,7 @@ def configs(kind: str, preset: str, policies: list[str], *, rates: tuple[float, 
             throughputs: str | None = None, round_s: float | None = None, **fields) -> list[RunConfig]:
     """Runs for each policy x paper-equivalent rate x seed; extra RunConfig fields apply to all. `cluster`,
     `window`, `throughputs` and `round_s` replace the preset's (rates scale with the cluster, see `repoint`)."""
-    p = PRESETS[kind][preset]
+    p = choose(choose(PRESETS, kind, "figure kind"), preset, f"{kind} preset")
     out = []
     for policy in policies:
         for rate in rates or p.rates:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from hetsched.rates.adaptation.profile import epoch_profile
 from hetsched.ui.names import display_name
+from hetsched.experiments import choose
 from hetsched.experiments.sweep import RunConfig
 from hetsched.model.throughputs import data_dir, load_throughputs
 
@@ -53,7 +54,7 @@ def trace_path(setup: Setup) -> str:
 
 def configs(setup_name: str, policies=tuple(POLICIES), cluster: str | None = None, **labels) -> list[RunConfig]:
     """One run per policy on a setup, under Shockwave's round rules."""
-    s = SETUPS[setup_name]
+    s = choose(SETUPS, setup_name, "Shockwave setup")
     return [RunConfig(policy=p, cluster=cluster or f"v100={s.gpus}", trace=trace_path(s), num_jobs=s.num_jobs,
                       throughputs=s.throughputs, rules="shockwave",
                       planner=s.planner if p == "shockwave" else None, max_rounds=100_000,

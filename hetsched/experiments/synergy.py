@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, load_sensitivity
+from hetsched.experiments import choose
 from hetsched.experiments.sweep import RunConfig
 from hetsched.model.throughputs import data_dir
 
@@ -48,7 +49,7 @@ def single_gpu_configs(preset: str, policies: list[str], *, loads: tuple[float, 
                        split: tuple[float, float, float] = (20, 70, 10), multi_gpu: bool = False,
                        cpus: int = 24, **labels) -> list[RunConfig]:
     """One run per policy and load on the preset's cluster (multi-GPU: the synthetic 1/2/4/8 GPU mix)."""
-    p = PRESETS[preset]
+    p = choose(PRESETS, preset, "preset")
     rates = loads or (p.multi_loads if multi_gpu else p.loads)
     tags = (("paper_rate", None), ("preset", preset), ("split", ":".join(f"{v:g}" for v in split)),
             ("cpus_per_gpu", cpus // 8)) + tuple(labels.items())
