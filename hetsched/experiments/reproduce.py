@@ -15,9 +15,9 @@ from typing import Sequence
 from tqdm.auto import tqdm
 
 from hetsched.errors import HetschedError
+from hetsched.experiments import check_preset
 
 log = logging.getLogger(__name__)
-PRESETS = ("tiny", "quick", "paper")
 INTERACTIVE = {"explore"}  # notebooks that are not figures
 
 
@@ -124,8 +124,7 @@ def write_index(out_root: Path, runs: Sequence[NotebookRun]) -> Path:
 def reproduce(preset: str = "quick", only: Sequence[str] | None = None, out: str | Path = "outputs",
               parameters: dict | None = None) -> list[NotebookRun]:
     """Run the figure notebooks (all, or those named in `only`) and write `out/index.html`."""
-    if preset not in PRESETS:
-        raise HetschedError(f"reproduce: preset must be one of {', '.join(PRESETS)}, got {preset!r}")
+    check_preset(preset)
     notebooks = figure_notebooks()
     if only:
         known = {p.stem: p for p in notebooks}
