@@ -39,9 +39,8 @@ class LeaseCalls:
             if req.steps_run > 0 and not lease.stepped:
                 self.first_steps(lease, now, req.seconds)
             same_unit = not req.batch_size or req.batch_size == self.batch_size_of(row)
-            if current and same_unit and not lease.paired and req.seconds > 0 and req.steps_run > 0 \
-                    and self.core is not None:
-                self.core.observe_rate(req.job_id, lease.gpu_type, req.steps_run / req.seconds)
+            if current and same_unit and req.seconds > 0 and req.steps_run > 0 and self.core is not None:
+                self._measure(lease, req.steps_run, req.seconds)
             if req.finished:
                 self.finished_flag.add(req.job_id)
             units = dict(batch_size=self.batch_size_of(row), total_steps=row.total_steps, steps_done=done)
@@ -49,6 +48,21 @@ class LeaseCalls:
                 return pb2.UpdateLeaseResponse(keep_running=True, deadline_s=lease.deadline, now_s=now, **units)
             lease.told_stop = True
             return pb2.UpdateLeaseResponse(keep_running=False, deadline_s=now, now_s=now, **units)
+
+    def _measure(self, lease, steps_run: int, seconds: float) -> None:
+        """The lease's steps/s since it started, or since it joined or left a pair (then from its next update on),
+        move its job's rate alone or beside its partner (docs/rules.md#measured-rates)."""
+        base = lease.rate_from
+        if base is None or steps_run < base[0] or seconds < base[1]:      # or the process counts afresh
+            lease.rate_from = (steps_run, seconds)
+            return
+        steps, seconds = steps_run - base[0], seconds - base[1]
+        if steps <= 0 or seconds <= 0:
+            return
+        if lease.paired:
+            self.core.observe_pair_rate(lease.job_id, lease.partner, lease.gpu_type, steps / seconds)
+        else:
+            self.core.observe_rate(lease.job_id, lease.gpu_type, steps / seconds)
 
     def rendezvous(self, req, token: str) -> str:
         with self.lock:

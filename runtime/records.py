@@ -40,7 +40,9 @@ class LeaseInfo:
     parts: tuple[tuple[str, int], ...]                # (worker id, local GPU) of each rank
     gpu_type: str
     deadline: float
-    paired: bool = False
+    partner: int = -1                                # a co-located pair's other member (-1: none)
+    rate_from: tuple[int, float] | None = (0, 0.0)   # (steps run, seconds) its measured rate counts from; None:
+                                                     # from its next update (it joined or left a pair)
     started_at: float | None = None                  # scheduler clock when its first process was handed out
     issued_at: float = 0.0                           # scheduler clock of the round's plan that issued it
     told_stop: bool = False
@@ -51,6 +53,10 @@ class LeaseInfo:
     stepped: bool = False                            # it has reported steps run
     previous: "LeaseInfo | None" = None              # the job's lease before it that ran: it may still store its
                                                      # last checkpoint until this one starts
+
+    @property
+    def paired(self) -> bool:
+        return self.partner >= 0
 
     @property
     def workers(self) -> set[str]:

@@ -365,8 +365,13 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
             for job_id in a.job_ids:                                    # a pair: both members on the same GPUs
                 planned.add(job_id)
                 old = self.leases.get(job_id)
+                partner = next((j for j in a.job_ids if j != job_id), -1)
                 if old is not None and old.parts == parts and old.share == (a.cpus, a.mem_gb):
-                    old.deadline = deadline                              # extension: the processes keep running
+                    if old.partner != partner:                           # extension: the processes keep running
+                        old.partner, old.rate_from = partner, None
+                        if self.events.on:
+                            self.events.add(f"pair job={job_id} lease={old.lease_id} partner={partner}")
+                    old.deadline = deadline
                     issued = True
                     continue
                 if old is not None and old.started_at is None:
@@ -374,7 +379,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                         pending = self.workers[w].to_start
                         pending[:] = [m for m in pending if m.lease_id != old.lease_id]
                 self._lease(self.active[job_id], parts, gpu_type_names[a.gpu_type], deadline, now,
-                            paired=len(a.job_ids) > 1, cpus=a.cpus, mem_gb=a.mem_gb)
+                            partner=partner, cpus=a.cpus, mem_gb=a.mem_gb)
                 issued = True
             if issued:
                 running.append((a.job_ids, a.gpu_type, now))
@@ -394,12 +399,12 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         self.store.set_states(forgotten, "queued")
         return running
 
-    def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, issued_at: float, paired: bool,
+    def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, issued_at: float, partner: int,
                cpus: float = 0.0, mem_gb: float = 0.0) -> None:
         """One process per part (worker, local GPU); each rank gets the per-GPU CPU and memory share, if any."""
         old = self.leases.get(row.job_id)
         lease = LeaseInfo(secrets.token_hex(6), row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
-                          paired, issued_at=issued_at, share=(cpus, mem_gb),
+                          partner, issued_at=issued_at, share=(cpus, mem_gb),
                           resumed=row.steps_done > 0 or row.job_id in self.running_on,
                           previous=old if old is None or old.started_at is not None else old.previous)
         recent = self.job_tokens.setdefault(row.job_id, [])
@@ -415,7 +420,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                 lease_token=lease.token, cpu_cores=cpus, mem_gb=mem_gb, batch_size=self.batch_size_of(row)))
         if self.events.on:
             self.events.add(f"lease job={row.job_id} lease={lease.lease_id} gpu={gpu_type} ranks={len(parts)} "
-                            f"cpus={cpus:g} mem_gb={mem_gb:g} until={deadline:.1f}")
+                            f"cpus={cpus:g} mem_gb={mem_gb:g} until={deadline:.1f} partner={partner}")
         if row.state != "running":
             row.state = "running"
             self._started.append(row.job_id)

@@ -78,24 +78,44 @@ def test_multi_gpu_job_trains_with_ddp(tmp_path, gpus_per_worker):
     assert text.count("steps 60 of 60; done") == 2            # both ranks stopped at the same step
 
 
+def _ran_as_a_pair(log: str) -> bool:
+    """Whether the scheduler's events show two jobs' leases, each naming the other as partner, started at once."""
+    lease_of: dict[str, list] = {}           # job -> [lease id, partner, started]
+    for kind, job, lease, rest in re.findall(r"events: (lease|pair|start|finish) job=(\d+) lease=(\w+)(.*)", log):
+        named = re.search(r"partner=(-?\d+)", rest)
+        partner = named.group(1) if named else "-1"
+        if kind == "lease":
+            lease_of[job] = [lease, partner, False]
+        elif kind == "pair" and lease_of.get(job, [None])[0] == lease:
+            lease_of[job][1] = partner
+        elif kind == "start" and lease_of.get(job, [None])[0] == lease:
+            lease_of[job][2] = True
+        elif kind == "finish":
+            lease_of.pop(job, None)
+        for a, (_, b, started) in lease_of.items():
+            if started and b in lease_of and lease_of[b][1] == a and lease_of[b][2]:
+                return True
+    return False
+
+
 def test_colocated_pair_runs_both_members_on_the_shared_gpu(tmp_path):
-    # One GPU and two jobs under the packing policy: the planner pairs them; both members run at once. The
-    # scheduler's log is the evidence (a status poll can miss the few seconds that short emulated jobs share).
+    # One GPU and two jobs under the packing policy; the second arrives once the first has run alone, so the first
+    # has a measured isolated rate (emulated: 200 steps/s, far above the table's). Pair rates follow that
+    # measurement (docs/rules.md#measured-rates), so the planner still pairs them and both members run at once.
     with launch_local_cluster("1:0:0", tmp_path, policy="max_min_fairness_packed", round_s=1.0,
                               emulate=True) as cluster:
-        cluster.submit([Job(i, 0.0, t, 1, 600) for i, t in enumerate([RESNET, "LM (batch size 20)"])])
+        first, second = (Job(i, 0.0, t, 1, 2000) for i, t in enumerate([RESNET, "LM (batch size 20)"]))
+        cluster.submit(first)
+        deadline = time.monotonic() + 60
+        while cluster.status()["steps_done"].iloc[0] < 200:
+            assert time.monotonic() < deadline, "job 0 made no progress"
+            time.sleep(0.2)
+        cluster.submit(second)
         final = cluster.wait(120)
     assert (final["state"] == "completed").all(), final
     log = (tmp_path / "scheduler.log").read_text()
     assert "Traceback" not in log
-    leases = re.findall(r"lease job=(\d+) lease=(\w+) .*until=(\S+)", log)
-    until = {lease: (int(job), end) for job, lease, end in leases}
-    held: dict[int, set] = {0: set(), 1: set()}           # per job: (round end, worker) of each lease it started
-    for lease, worker in re.findall(r"start job=\d+ lease=(\w+) worker=(\S+)", log):
-        job, end = until[lease]
-        held[job].add((end, worker))
-    # Leases of both jobs that end with the same round and started on the one worker: the GPU ran the pair.
-    assert held[0] & held[1], log
+    assert _ran_as_a_pair(log), log
 
 
 def test_chaos_every_job_completes_and_loses_at_most_one_checkpoint_interval(tmp_path):

@@ -47,6 +47,50 @@ def test_observe_rate_moves_the_entry_throughput():
     assert core.tput[core.slot[0], w] == 1.5 * table_rate
 
 
+LM = "LM (batch size 20)"
+
+
+def _packed_core():
+    core = Scheduler(ClusterSpec.parse("v100=1"), policy_for("max_min_fairness_packed", 0), TABLE, round_s=1.0,
+                     min_reset_interval_s=0.0)
+    core.add_job(Job(0, 0.0, RESNET, 1, 10_000))
+    core.add_job(Job(1, 0.0, LM, 1, 10_000))
+    return core, core.gpu_types.index("v100")
+
+
+def test_pair_rates_follow_a_measured_isolated_rate_until_the_pair_is_measured():
+    core, w = _packed_core()
+    v = core.view(0.0)
+    table = v.colocated[v.type_code[0], v.type_code[1], w].copy()  # job 0 beside job 1: (0's rate, 1's rate)
+    iso = core.tput[core.slot[0], w]
+    core.observe_rate(0, "v100", 5 * iso)                        # exponential average: 3 x the table's
+    view = core.view(0.0)
+    assert view.type_code.tolist() == [0, 1]                     # one key per job from now on
+    np.testing.assert_allclose(view.colocated[0, 1, w], [3 * table[0], table[1]])
+    np.testing.assert_allclose(view.colocated[1, 0, w], [table[1], 3 * table[0]])
+    core.observe_pair_rate(0, 1, "v100", table[0])               # measured beside job 1: averaged from 3 x
+    np.testing.assert_allclose(core.view(0.0).colocated[0, 1, w], [2 * table[0], table[1]])
+    np.testing.assert_allclose(core.view(0.0).colocated[1, 0, w, 1], 2 * table[0])
+    core.observe_pair_rate(0, 1, "v100", 2.05 * table[0])        # within 5 %: kept, no recompute
+    assert core.view(0.0).colocated[0, 1, w, 0] == 2 * table[0]
+    core.remove_job(1)
+    assert not core._pair_rate                                   # its pair's measurements left with it
+
+
+def test_a_pair_is_still_planned_after_one_member_ran_alone_at_a_measured_rate():
+    # The second job arrives after the first ran alone at 10 x its table rate. With pair rates that did not follow
+    # that measurement, the pair would look slow and the jobs would take turns on the GPU.
+    core, w = _packed_core()
+    core.remove_job(1)
+    core.plan(0.0)
+    measured = 10 * core.tput[core.slot[0], w]
+    for _ in range(10):                                          # reports while it runs: the average gets there
+        core.observe_rate(0, "v100", measured)
+    core.add_job(Job(1, 1.0, LM, 1, 10_000))
+    plans = [core.plan(float(t)) for t in range(1, 5)]
+    assert any(a.job_ids == (0, 1) for p in plans for a in p.assignments)
+
+
 def _state(tmp_path, policy="max_min_fairness_perf", seed=0):
     return RuntimeState(Store(tmp_path / "s.sqlite"), policy, 10.0, TABLE, seed=seed)
 
@@ -141,3 +185,31 @@ def test_a_moved_job_is_leased_in_the_same_round_and_starts_once_its_old_process
     # the new one's including the wait for the old process.
     assert status.lease_starts == 2 and started - new.issued_at <= 2 * status.mean_lease_start_s
     assert status.mean_lease_start_s <= state.now() - state.leases[0].previous.issued_at
+
+
+def test_a_lease_extended_into_a_pair_measures_the_pair_from_its_next_update(tmp_path):
+    state = _state(tmp_path, "max_min_fairness_packed")
+    worker_id, session = state.register("v100", 1, "a")
+    _submit(state, 0)
+    state.round(state.now() + 10)
+    lease = state.heartbeat(pb2.HeartbeatRequest(worker_id=worker_id, session=session)).start[0]
+    core, w = state.core, state.core.gpu_types.index("v100")
+    alone = 10 * core.tput[core.slot[0], w]
+
+    def report(steps_run, seconds):
+        state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=lease.lease_id, steps_done=steps_run,
+                                                  steps_checkpointed=0, seconds=seconds, steps_run=steps_run),
+                           lease.lease_token)
+    for second in range(1, 9):                                   # alone at 10 x its table rate
+        report(int(alone * second), float(second))
+    _submit(state, 1)
+    state.round(state.now() + 10)
+    info = state.leases[0]
+    assert info.lease_id == lease.lease_id and info.partner == 1 and info.rate_from is None   # extended
+    assert state.leases[1].partner == 0
+    report(int(alone * 8) + 100, 9.0)                            # measures from here on
+    assert not core._pair_rate and info.rate_from == (int(alone * 8) + 100, 9.0)
+    before, isolated = core._scaled_pair_rate(0, 1, w), core.tput[core.slot[0], w]
+    report(int(alone * 8) + 300, 11.0)                           # 100 steps/s beside job 1
+    assert core._pair_rate[(0, 1)][w] == 0.5 * 100.0 + 0.5 * before
+    assert core.tput[core.slot[0], w] == isolated                # not taken as its rate alone

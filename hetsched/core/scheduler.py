@@ -17,6 +17,7 @@ import numpy as np
 
 from hetsched.core import kernels
 from hetsched.core.entries import EntryTable
+from hetsched.core.measured import MeasuredRates
 from hetsched.core.placement import Placer
 from hetsched.core.select import PrioritySelect
 from hetsched.core.slots import JobSlots
@@ -67,7 +68,7 @@ class RoundPlan:
     round_steps: np.ndarray | None = None     # a whole-round stage's iterations per job in one full round
 
 
-class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwitching):
+class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwitching, MeasuredRates):
     """The one scheduler: Gavel's mechanism around an allocation policy (priorities = allocation / share
     received, then placement), or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
     planner, an ordering) or plans, places and credits whole rounds (`RoundStage`: Synergy's server rounds)."""
@@ -98,6 +99,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
+        self._init_measured()
         # Column order, as the policies see them. The runtime passes every type workers may bring, so that
         # workers can join and leave (`set_cluster`) without reshaping the arrays.
         self.gpu_types = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)
@@ -256,6 +258,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         if self.adaptation is not None:
             self.adaptation.remove_job(job_id)
         self._drop_entries(np.flatnonzero((self.members[:, 0] == s) | (self.members[:, 1] == s)))
+        if self._pair_rate:
+            self._forget_rates(job_id)
         self.need_update = True
         if self.decide is not None:
             self.decide.job_removed(job_id)
@@ -263,28 +267,6 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
     def set_remaining(self, job_id: int, steps: float) -> None:
         """Resynchronise a job's remaining steps with progress measured outside the core (the runtime)."""
         self.remaining[self.slot[job_id]] = float(steps)
-
-    RATE_CHANGE = 0.05      # a measured rate this far (relative) from the one in use triggers a recompute
-
-    def observe_rate(self, job_id: int, gpu_type: str, steps_per_s: float, weight: float = 0.5) -> None:
-        """A measured isolated rate on `gpu_type` moves the job's throughput toward it (exponential average).
-        The allocation is recomputed at the next plan when the rate moved by more than RATE_CHANGE: steady
-        measurements do not re-solve the policy every round."""
-        if gpu_type not in self.gpu_types or not np.isfinite(steps_per_s) or steps_per_s <= 0:
-            return
-        s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
-        old = self.tput[s, w]
-        new = steps_per_s if old <= 0 or self.key_row[s] < 0 and old == 1.0 else \
-            weight * steps_per_s + (1 - weight) * old
-        if old > 0 and abs(new - old) <= self.RATE_CHANGE * old:
-            return
-        self.tput[s, w] = self.tput_spread[s, w] = new
-        e = self._entry_index.get((job_id,))
-        if e is not None:
-            self.etput[e, w, 0] = new
-            self.ok[e, w] = True
-            self._entries_changed()
-        self.need_update = True
 
     # ---- allocation -------------------------------------------------------------------------------
     def _reset_and_recompute(self, now: float) -> None:

@@ -1,7 +1,8 @@
 """What the core shows its policy: the `PolicyView` of the active jobs (a mixin of `Scheduler`).
 
 Throughputs come from the core's per-slot arrays; space-sharing pairs from the table (or the estimator, for
-pairs never run); entities and their weights only for policies that share among entities (`uses_entities`).
+pairs never run; on the runtime, per job from measured rates: core/measured.py); entities and their weights only
+for policies that share among entities (`uses_entities`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class PolicyViews:
             colocated = self._colocated_block(distinct)
             if self.estimator is not None:
                 colocated = self._estimated(distinct, colocated.copy())
+            if self.rates_measured:         # the runtime measured rates: one key per job (docs/rules.md#measured-rates)
+                colocated, code = self.measured_colocated(slots, colocated, code.ravel()), np.arange(len(slots))
         return PolicyView(                                # every array below is new: no copies (copy=False)
             job_ids=ids, gpu_types=self.gpu_types, capacity=self.capacity.copy(),
             throughput=self.tput[slots], scale_factor=self.scale[slots], unconsolidated=self.tput_spread[slots],
