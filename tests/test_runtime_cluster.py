@@ -104,7 +104,7 @@ def test_colocated_pair_runs_both_members_on_the_shared_gpu(tmp_path):
     # measurement (docs/rules.md#measured-rates), so the planner still pairs them and both members run at once.
     with launch_local_cluster("1:0:0", tmp_path, policy="max_min_fairness_packed", round_s=1.0,
                               emulate=True) as cluster:
-        first, second = (Job(i, 0.0, t, 1, 2000) for i, t in enumerate([RESNET, "LM (batch size 20)"]))
+        first, second = (Job(i, 0.0, t, 1, 1000) for i, t in enumerate([RESNET, "LM (batch size 20)"]))
         cluster.submit(first)
         deadline = time.monotonic() + 60
         while cluster.status()["steps_done"].iloc[0] < 200:

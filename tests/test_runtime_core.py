@@ -60,21 +60,41 @@ def _packed_core():
 
 def test_pair_rates_follow_a_measured_isolated_rate_until_the_pair_is_measured():
     core, w = _packed_core()
-    v = core.view(0.0)
-    table = v.colocated[v.type_code[0], v.type_code[1], w].copy()  # job 0 beside job 1: (0's rate, 1's rate)
+    core.add_job(Job(2, 0.0, RESNET, 1, 10_000))
+
+    def beside(resnet=0, lm=1):                                  # (ResNet's rate, LM's rate) when they share
+        v = core.view(0.0)
+        code = dict(zip(v.job_ids.tolist(), v.type_code.tolist()))
+        return v.colocated[code[resnet], code[lm], w]
+    table = beside().copy()
     iso = core.tput[core.slot[0], w]
-    core.observe_rate(0, "v100", 5 * iso)                        # exponential average: 3 x the table's
-    view = core.view(0.0)
-    assert view.type_code.tolist() == [0, 1]                     # one key per job from now on
-    np.testing.assert_allclose(view.colocated[0, 1, w], [3 * table[0], table[1]])
-    np.testing.assert_allclose(view.colocated[1, 0, w], [table[1], 3 * table[0]])
-    core.observe_pair_rate(0, 1, "v100", table[0])               # measured beside job 1: averaged from 3 x
-    np.testing.assert_allclose(core.view(0.0).colocated[0, 1, w], [2 * table[0], table[1]])
-    np.testing.assert_allclose(core.view(0.0).colocated[1, 0, w, 1], 2 * table[0])
-    core.observe_pair_rate(0, 1, "v100", 2.05 * table[0])        # within 5 %: kept, no recompute
-    assert core.view(0.0).colocated[0, 1, w, 0] == 2 * table[0]
-    core.remove_job(1)
-    assert not core._pair_rate                                   # its pair's measurements left with it
+    core.observe_rate(0, "v100", 9 * iso)                        # exponential average: 5 x the table's
+    np.testing.assert_allclose(beside(), [5 * table[0], table[1]])          # the table's efficiency x 5
+    np.testing.assert_allclose(beside(2), table)                 # the other ResNet job: not measured
+    core.observe_pair_rate(0, 1, "v100", table[0])               # efficiency 1/5 the table's; averaged: 0.6
+    np.testing.assert_allclose(beside(), [3 * table[0], table[1]])
+    np.testing.assert_allclose(beside(2), [0.6 * table[0], table[1]])       # per job type: ResNet beside LM
+    v = core.view(0.0)
+    code = dict(zip(v.job_ids.tolist(), v.type_code.tolist()))
+    np.testing.assert_allclose(v.colocated[code[1], code[0], w, 1], 3 * table[0])    # seen from LM's row
+    core.observe_pair_rate(2, 1, "v100", 0.612 * table[0])       # within 5 %: kept, no recompute
+    np.testing.assert_allclose(beside(2), [0.6 * table[0], table[1]])
+    core.remove_job(0)
+    core.remove_job(2)
+    core.add_job(Job(3, 0.0, RESNET, 1, 10_000))                 # a measurement outlives the jobs it came from
+    np.testing.assert_allclose(beside(3), [0.6 * table[0], table[1]])
+
+
+def test_jobs_of_a_type_measured_alike_share_a_key():
+    core, w = _packed_core()
+    for i in (2, 3):
+        core.add_job(Job(i, 0.0, RESNET, 1, 10_000))
+    iso = core.tput[core.slot[0], w]
+    core.observe_rate(0, "v100", 3 * iso)
+    core.observe_rate(2, "v100", 3.02 * iso)                     # within the same 5 % band
+    v = core.view(0.0)
+    code = v.type_code.tolist()
+    assert code[0] == code[2] != code[3] != code[1] and len(set(code)) == 3
 
 
 def test_a_pair_is_still_planned_after_one_member_ran_alone_at_a_measured_rate():
@@ -208,8 +228,9 @@ def test_a_lease_extended_into_a_pair_measures_the_pair_from_its_next_update(tmp
     assert info.lease_id == lease.lease_id and info.partner == 1 and info.rate_from is None   # extended
     assert state.leases[1].partner == 0
     report(int(alone * 8) + 100, 9.0)                            # measures from here on
-    assert not core._pair_rate and info.rate_from == (int(alone * 8) + 100, 9.0)
-    before, isolated = core._scaled_pair_rate(0, 1, w), core.tput[core.slot[0], w]
+    assert not core._pair_efficiency and info.rate_from == (int(alone * 8) + 100, 9.0)
+    row, isolated = int(core.key_row[core.slot[0]]), core.tput[core.slot[0], w]
     report(int(alone * 8) + 300, 11.0)                           # 100 steps/s beside job 1
-    assert core._pair_rate[(0, 1)][w] == 0.5 * 100.0 + 0.5 * before
+    table = core._table_efficiency(row, row, w)
+    assert core._pair_efficiency[(row, row)][w] == 0.5 * 100.0 / isolated + 0.5 * table
     assert core.tput[core.slot[0], w] == isolated                # not taken as its rate alone

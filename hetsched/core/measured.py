@@ -1,11 +1,12 @@
 """Rates the runtime measures (a mixin of `Scheduler`; docs/rules.md#measured-rates).
 
 A lease's steps per second move the rate in use by an exponential average: a job's isolated rate when it ran
-alone, its rate beside its partner when it ran as a pair (both members, as Gavel's physical mode does). Until a
-pair has run, each member's pair rate is the table's scaled by that member's measured isolated rate over the
-rate it started from, so the table's co-location slowdown stays what policies weigh: measured isolated rates
-and unscaled table pair rates would make every pair look slow to a policy once its members have run alone.
-The simulator measures nothing, so none of this runs there.
+alone, and, when it ran as a pair, its type's co-location efficiency beside the partner's type (its rate there
+over its isolated rate in use; both members, as Gavel's physical mode measures both). Policies then see a pair
+rate of efficiency x isolated rate in use, the efficiency being the table's until measured: measured isolated rates
+beside the table's pair rates would make every pair look slow once its members had run alone. Pair rates stay per
+key, as policies hold them: a key is a job type and a band of isolated rates 5 % wide (RATE_CHANGE), so jobs of one
+type measured alike share one. The simulator measures nothing, so none of this runs there.
 """
 
 from __future__ import annotations
@@ -14,19 +15,20 @@ import numpy as np
 
 
 class MeasuredRates:
-    """`observe_rate`, `observe_pair_rate` and the per-job co-location block that the policy view uses once the
-    runtime has measured anything."""
+    """`observe_rate`, `observe_pair_rate`, and the keys and pair rates the policy view shows once the runtime
+    has moved a rate."""
 
     RATE_CHANGE = 0.05      # a measured rate this far (relative) from the one in use triggers a recompute
-    rates_measured = False  # set once a measurement moved a rate: from then on the view's pair rates are per job
+    rates_measured = False  # set once a measurement moved a rate: from then on the view's pair rates follow them
 
     def _init_measured(self) -> None:
-        self._pair_rate: dict[tuple[int, int], np.ndarray] = {}     # (job, partner) -> the job's steps/s per type
+        # (table row a, table row b) -> a's rate beside b over its isolated rate, per type column (NaN: unmeasured)
+        self._pair_efficiency: dict[tuple[int, int], np.ndarray] = {}
 
-    def _moved(self, old: float, steps_per_s: float, weight: float, replace: bool = False) -> float | None:
+    def _moved(self, old: float, value: float, weight: float, replace: bool = False) -> float | None:
         """The exponential average of `old` toward a measurement (the measurement itself when `old` is none or
         `replace`); None when that is within RATE_CHANGE of `old`."""
-        new = steps_per_s if replace or not old > 0 else weight * steps_per_s + (1 - weight) * old
+        new = value if replace or not old > 0 else weight * value + (1 - weight) * old
         return None if old > 0 and abs(new - old) <= self.RATE_CHANGE * old else new
 
     def _measurable(self, gpu_type: str, steps_per_s: float) -> bool:
@@ -54,55 +56,63 @@ class MeasuredRates:
 
     def observe_pair_rate(self, job_id: int, partner_id: int, gpu_type: str, steps_per_s: float,
                           weight: float = 0.5) -> None:
-        """A measured rate of `job_id` co-located with `partner_id` on `gpu_type`: replaces the scaled table
-        rate of that member of the pair (exponential average from it), recompute as `observe_rate`."""
+        """A measured rate of `job_id` co-located with `partner_id` on `gpu_type` moves its type's efficiency
+        beside the partner's type (exponential average from the one in use); recompute as `observe_rate`."""
         if not self._measurable(gpu_type, steps_per_s) or partner_id not in self.slot:
             return
-        w = self.gpu_types.index(gpu_type)
-        rates = self._pair_rate.setdefault((job_id, partner_id), np.full(self.n, np.nan))
-        old = rates[w] if np.isfinite(rates[w]) else self._scaled_pair_rate(job_id, partner_id, w)
-        new = self._moved(old, steps_per_s, weight)
+        s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
+        a, b = int(self.key_row[s]), int(self.key_row[self.slot[partner_id]])
+        alone = self.tput[s, w]
+        if a < 0 or b < 0 or not alone > 0:      # a type the table does not know has no pair rates to follow
+            return
+        efficiency = self._pair_efficiency.setdefault((a, b), np.full(self.n, np.nan))
+        old = efficiency[w] if np.isfinite(efficiency[w]) else self._table_efficiency(a, b, w)
+        new = self._moved(old, steps_per_s / alone, weight)
         if new is not None:
-            rates[w] = new
+            efficiency[w] = new
             self.rates_measured = self.need_update = True
 
-    def _scaled_pair_rate(self, job_id: int, partner_id: int, w: int) -> float:
-        a, b = self.slot[job_id], self.slot[partner_id]
-        ra, rb = int(self.key_row[a]), int(self.key_row[b])
-        if ra < 0 or rb < 0:
-            return 0.0
-        rate = float(np.nan_to_num(self.table.colocated[ra, rb, self._cols[w], 0, 0]))
-        return rate * float(self._isolated_scale(np.array([a]))[0, w])
+    def _table_efficiency(self, a: int, b: int, w: int) -> float:
+        col = self._cols[w]
+        alone = self.table.isolated[a, col, 0]
+        return float(np.nan_to_num(self.table.colocated[a, b, col, 0, 0] / alone)) if alone > 0 else 0.0
 
-    def _isolated_scale(self, slots: np.ndarray) -> np.ndarray:
-        """Per job and type: the rate in use over the table's (1 where the table has none)."""
-        table = np.array([self._row_rates[r][0] if r >= 0 else np.zeros(self.n)
-                          for r in self.key_row[slots].tolist()]).reshape(len(slots), self.n)
-        pins = [self._pins.get(s) for s in slots.tolist()]
-        table *= np.array([np.ones(self.n) if p is None else p for p in pins]).reshape(len(slots), self.n)
+    def measured_keys(self, slots: np.ndarray, rows: np.ndarray, by_row: np.ndarray,
+                      row_code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The view's key of each job in `slots` (table rows `rows`) and the pair rates among the keys, from
+        `by_row`, the pair rates among the distinct rows that `row_code` gives each job (module docstring)."""
+        m, n = len(slots), self.n
+        tput = self.tput[slots]
+        table = np.zeros((m, n))
+        known = rows >= 0
+        table[known] = np.nan_to_num(self.table.isolated[rows[known][:, None], self._cols[None, :], 0])
+        with np.errstate(divide="ignore"):
+            band = np.where((table > 0) & (tput > 0), np.rint(np.log(tput / np.where(table > 0, table, 1.0))
+                                                              / np.log1p(self.RATE_CHANGE)), -(2 ** 40))
+        keys, code = np.unique(np.column_stack([rows, band]), axis=0, return_inverse=True)
+        code = code.ravel()
+        k = len(keys)
+        count = np.bincount(code, minlength=k).astype(float)
+        alone = np.zeros((k, n))
+        np.add.at(alone, code, tput)
+        alone /= count[:, None]                                   # each key's isolated rates: its jobs' mean
+        first = np.zeros(k, np.int64)
+        first[code[::-1]] = np.arange(m)[::-1]                    # a job of each key
+        at = row_code[first]                                      # each key's row in `by_row`
+        table_alone = table[first]
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(table > 0, self.tput[slots] / table, 1.0)
-
-    def measured_colocated(self, slots: np.ndarray, by_key: np.ndarray, code: np.ndarray) -> np.ndarray:
-        """The pair rates per job (jobs, jobs, types, 2): the per-key block `by_key` expanded, each member's rate
-        scaled by its isolated one (module docstring), then the pairs' own measurements."""
-        block = by_key[code[:, None], code[None, :]].copy()
-        scale = self._isolated_scale(slots)                       # (m, n)
-        block[..., 0] *= scale[:, None, :]
-        block[..., 1] *= scale[None, :, :]
-        if self._pair_rate:
-            ids = self.job_of_slot[slots].tolist()
-            where = {j: i for i, j in enumerate(ids)}
-            for (a, b), rates in self._pair_rate.items():
-                i, k = where.get(a), where.get(b)
-                if i is None or k is None:
-                    continue
-                seen = np.isfinite(rates)
-                block[i, k, seen, 0] = rates[seen]             # a beside b
-                block[k, i, seen, 1] = rates[seen]             # the same rate, seen from b's row
-        return block
-
-    def _forget_rates(self, job_id: int) -> None:
-        """A job left: its pairs' measurements go with it."""
-        for key in [k for k in self._pair_rate if job_id in k]:
-            del self._pair_rate[key]
+            own = by_row[at[:, None], at[None, :], :, 0] / table_alone[:, None, :]
+            other = by_row[at[:, None], at[None, :], :, 1] / table_alone[None, :, :]
+        key_row = rows[first]
+        index = {}
+        for i, r in enumerate(key_row.tolist()):
+            index.setdefault(r, []).append(i)
+        for (a, b), eff in self._pair_efficiency.items():
+            seen = np.isfinite(eff)
+            for i in index.get(a, ()):
+                for j in index.get(b, ()):
+                    own[i, j, seen] = eff[seen]               # a's efficiency beside b
+                    other[j, i, seen] = eff[seen]             # the same, as b's partner
+        block = np.stack([own * alone[:, None, :], other * alone[None, :, :]], axis=-1)
+        block[~np.isfinite(block)] = np.nan                       # no rate: as the table's NaN
+        return code, block

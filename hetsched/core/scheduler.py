@@ -258,8 +258,6 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         if self.adaptation is not None:
             self.adaptation.remove_job(job_id)
         self._drop_entries(np.flatnonzero((self.members[:, 0] == s) | (self.members[:, 1] == s)))
-        if self._pair_rate:
-            self._forget_rates(job_id)
         self.need_update = True
         if self.decide is not None:
             self.decide.job_removed(job_id)

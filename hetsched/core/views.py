@@ -1,7 +1,7 @@
 """What the core shows its policy: the `PolicyView` of the active jobs (a mixin of `Scheduler`).
 
 Throughputs come from the core's per-slot arrays; space-sharing pairs from the table (or the estimator, for
-pairs never run; on the runtime, per job from measured rates: core/measured.py); entities and their weights only
+pairs never run; on the runtime, following measured rates: core/measured.py); entities and their weights only
 for policies that share among entities (`uses_entities`).
 """
 
@@ -28,8 +28,8 @@ class PolicyViews:
             colocated = self._colocated_block(distinct)
             if self.estimator is not None:
                 colocated = self._estimated(distinct, colocated.copy())
-            if self.rates_measured:         # the runtime measured rates: one key per job (docs/rules.md#measured-rates)
-                colocated, code = self.measured_colocated(slots, colocated, code.ravel()), np.arange(len(slots))
+        if self.rates_measured and colocated is not None:   # the runtime's (docs/rules.md#measured-rates)
+            code, colocated = self.measured_keys(slots, rows, colocated, code.ravel())
         return PolicyView(                                # every array below is new: no copies (copy=False)
             job_ids=ids, gpu_types=self.gpu_types, capacity=self.capacity.copy(),
             throughput=self.tput[slots], scale_factor=self.scale[slots], unconsolidated=self.tput_spread[slots],
