@@ -89,23 +89,20 @@ class MeasuredRates:
         with np.errstate(divide="ignore"):
             band = np.where((table > 0) & (tput > 0), np.rint(np.log(tput / np.where(table > 0, table, 1.0))
                                                               / np.log1p(self.RATE_CHANGE)), -(2 ** 40))
-        keys, code = np.unique(np.column_stack([rows, band]), axis=0, return_inverse=True)
-        code = code.ravel()
+        keys, first, code = np.unique(np.column_stack([rows, band]), axis=0, return_index=True, return_inverse=True)
+        code = code.ravel()                                       # first: a job of each key
         k = len(keys)
         count = np.bincount(code, minlength=k).astype(float)
         alone = np.zeros((k, n))
         np.add.at(alone, code, tput)
         alone /= count[:, None]                                   # each key's isolated rates: its jobs' mean
-        first = np.zeros(k, np.int64)
-        first[code[::-1]] = np.arange(m)[::-1]                    # a job of each key
         at = row_code[first]                                      # each key's row in `by_row`
         table_alone = table[first]
         with np.errstate(divide="ignore", invalid="ignore"):
             own = by_row[at[:, None], at[None, :], :, 0] / table_alone[:, None, :]
             other = by_row[at[:, None], at[None, :], :, 1] / table_alone[None, :, :]
-        key_row = rows[first]
         index = {}
-        for i, r in enumerate(key_row.tolist()):
+        for i, r in enumerate(rows[first].tolist()):
             index.setdefault(r, []).append(i)
         for (a, b), eff in self._pair_efficiency.items():
             seen = np.isfinite(eff)
