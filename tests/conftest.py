@@ -31,11 +31,11 @@ def numerics_header(pins: dict[str, str], installed) -> list[str]:
     """pytest's header lines: the numerical packages' installed versions, and those that differ from the pins
     (`installed(name)` gives a version or None)."""
     have = {name: installed(name) or "missing" for name in pins}
-    lines = ["numerics: " + ", ".join(f"{name} {have[name]}" for name in pins)]
+    lines = ["pinned: " + ", ".join(f"{name} {have[name]}" for name in pins)]
     differ = [f"{name} {have[name]} (pinned {pins[name]})" for name in pins if have[name] != pins[name]]
     if differ:
-        lines.append("numerics differ from constraints.txt, so results may move within the fidelity tolerances "
-                     "instead of repeating bit for bit: " + "; ".join(differ))
+        lines.append("versions differ from constraints.txt; a numerical package's may move results within the "
+                     "fidelity tolerances instead of repeating bit for bit: " + "; ".join(differ))
     return lines
 
 
