@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from .main import DEFAULT_PORT
@@ -38,6 +39,10 @@ def add_client_commands(sub) -> None:
     submit.add_argument("--entity", default="", help="user/team/vc for hierarchical policies")
     submit.add_argument("--adaptation", default="static", choices=("static", "accordion", "gns"),
                         help="batch-size adaptation of the job (Shockwave's; needs a batch size in its type)")
+    submit.add_argument("--skip", type=int, default=0,
+                        help="a trace: leave out its first N rows (to resume a submission that stopped)")
+    submit.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds per job to wait for a scheduler that is busy or restarting")
     submit.set_defaults(func=run_submit)
     status = sub.add_parser("status", help="jobs of a running scheduler, page by page; --metrics for its figures")
     add_connection_args(status)
@@ -104,12 +109,62 @@ def _jobs(args):
 
 
 def _submit(stub, args) -> int:
+    """Submit the trace's rows (from --skip on) or the one job. When a row fails, says which rows are stored and
+    how to resume: a trace's jobs get ids from the scheduler, so submitting it again would store them twice."""
+    import grpc
+
     from .launch import submit_request
 
-    for job in _jobs(args):
-        req = submit_request(job, -1 if args.trace else args.job_id)
-        print(f"submitted job {stub.SubmitJob(req, timeout=10).job_id}")
+    if args.skip < 0 or (args.skip and not args.trace) or not args.timeout > 0:
+        raise ValueError("--skip: a number of trace rows >= 0, for a trace; --timeout: seconds > 0")
+    jobs = _jobs(args)
+    for row in range(args.skip, len(jobs)):
+        request = submit_request(jobs[row], -1 if args.trace else args.job_id)
+        try:
+            job_id = _submit_one(stub, request, args.timeout, restarting=row > args.skip)
+        except grpc.RpcError as exc:
+            if not args.trace:
+                raise
+            done = f"rows {args.skip}-{row - 1} are stored" if row > args.skip else "no row of this call is stored"
+            if exc.code().name in LOST:
+                then = (f"row {row} may be too (its answer was lost: see `hetsched status`); submit the rest with "
+                        f"--skip {row} or --skip {row + 1}")
+            else:
+                then = f"row {row} is not; submit the rest with --skip {row}"
+            print(f"error: {exc.code().name}: {exc.details()} (trace row {row}): {done}, {then}", file=sys.stderr)
+            return 2
+        print(f"submitted job {job_id}", flush=True)
     return 0
+
+
+#: Status codes after which a call may have run although its answer never came back.
+LOST = ("DEADLINE_EXCEEDED", "UNAVAILABLE")
+
+
+def _submit_one(stub, request, timeout_s: float, restarting: bool = False) -> int:
+    """SubmitJob within `timeout_s`. A busy scheduler's RESOURCE_EXHAUSTED comes before the call runs, so it is
+    retried. Once the scheduler has answered this command (`restarting`), one that stopped listening is waited for
+    (gRPC's wait_for_ready: nothing is sent until it listens again); before that, a wrong address fails at once.
+    A lost answer (DEADLINE_EXCEEDED) is retried only for a job with its own id, whose ALREADY_EXISTS then means
+    that the lost attempt was stored; a job whose id the scheduler assigns could be stored twice, so its lost
+    answer is the caller's to report."""
+    import grpc
+
+    deadline, lost = time.monotonic() + timeout_s, False
+    while True:
+        left = max(0.1, deadline - time.monotonic())
+        try:
+            return stub.SubmitJob(request, timeout=left if request.job_id < 0 else min(10.0, left),
+                                  wait_for_ready=restarting).job_id
+        except grpc.RpcError as exc:
+            code = exc.code().name
+            if code == "ALREADY_EXISTS" and lost:
+                return request.job_id
+            lost = lost or code in LOST
+            again = code == "RESOURCE_EXHAUSTED" or (code == "DEADLINE_EXCEEDED" and request.job_id >= 0)
+            if not again or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.2)
 
 
 def _status(stub, args) -> int:

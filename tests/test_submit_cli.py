@@ -1,0 +1,118 @@
+"""`hetsched submit` when the scheduler is busy, restarting, or its answer is lost: no job is stored twice, and a
+trace that stops midway says which rows are stored and how to resume (`--skip`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+import pytest
+from runtime_helpers import CLIENT, WORKER, scheduler, stub
+
+from hetsched.cli.main import main
+from hetsched.model.jobs import Job
+from hetsched.runtime import client
+from hetsched.runtime.auth import Credentials
+from hetsched.runtime.launch import submit_request
+from hetsched.runtime.server import SchedulerServer
+from hetsched.runtime.stubs import pb2
+from hetsched.traces.formats import write_trace
+
+RESNET = "ResNet-18 (batch size 32)"
+CODES = grpc.StatusCode
+
+
+class Refused(grpc.RpcError):
+    def __init__(self, code):
+        self._code = code
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return f"{self._code.name.lower()} (fake)"
+
+
+class FakeScheduler:
+    """SubmitJob that raises the given codes in turn, then stores; `stored` are the requests it stored."""
+
+    def __init__(self, codes=(), fail_at=None):
+        self.codes, self.fail_at, self.calls, self.stored = list(codes), fail_at, [], []
+
+    def SubmitJob(self, request, timeout, wait_for_ready=False):
+        self.calls.append((request.job_id, wait_for_ready))
+        if self.fail_at is not None and len(self.stored) == self.fail_at:
+            self.fail_at = None
+            raise Refused(CODES.DEADLINE_EXCEEDED)
+        if self.codes:
+            raise Refused(self.codes.pop(0))
+        self.stored.append(request)
+        return pb2.SubmitJobResponse(job_id=request.job_id if request.job_id >= 0 else len(self.stored) - 1)
+
+
+def _request(job_id=-1):
+    return submit_request(Job(0, 0.0, RESNET, 1, 100), job_id)
+
+
+def test_a_busy_scheduler_is_ridden_out_and_a_lost_answer_is_retried_only_under_the_jobs_own_id():
+    busy = FakeScheduler([CODES.RESOURCE_EXHAUSTED, CODES.RESOURCE_EXHAUSTED])
+    assert client._submit_one(busy, _request(), 30) == 0 and len(busy.calls) == 3 and len(busy.stored) == 1
+    for code in (CODES.DEADLINE_EXCEEDED, CODES.UNAVAILABLE):          # an assigned id: a retry could store twice
+        lost = FakeScheduler([code])
+        with pytest.raises(grpc.RpcError):
+            client._submit_one(lost, _request(), 30)
+        assert len(lost.calls) == 1
+    own = FakeScheduler([CODES.DEADLINE_EXCEEDED, CODES.ALREADY_EXISTS])    # the lost attempt was stored
+    assert client._submit_one(own, _request(7), 30) == 7 and len(own.calls) == 2
+    taken = FakeScheduler([CODES.ALREADY_EXISTS])                            # a real duplicate stays an error
+    with pytest.raises(grpc.RpcError) as err:
+        client._submit_one(taken, _request(7), 30)
+    assert err.value.code() == CODES.ALREADY_EXISTS
+    still_busy = FakeScheduler([CODES.RESOURCE_EXHAUSTED] * 1000)            # bounded by --timeout
+    start = time.monotonic()
+    with pytest.raises(grpc.RpcError):
+        client._submit_one(still_busy, _request(), 0.5)
+    assert time.monotonic() - start < 5
+
+
+def test_a_trace_that_stops_midway_names_the_stored_rows_and_resumes_with_skip(tmp_path, monkeypatch, capsys):
+    trace = tmp_path / "trace.csv"
+    write_trace([Job(i, 0.0, RESNET, 1, 100 * (i + 1)) for i in range(5)], trace)
+    fake = FakeScheduler(fail_at=2)
+    monkeypatch.setattr(client, "_stub", lambda args: fake)
+    assert main(["submit", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert "DEADLINE_EXCEEDED" in err and "(trace row 2): rows 0-1 are stored, row 2 may be too" in err
+    assert "--skip 2 or --skip 3" in err
+    assert [wait for _, wait in fake.calls] == [False, True, True]     # after the first answer: wait for a restart
+    assert main(["submit", str(trace), "--skip", "3"]) == 0
+    assert [r.total_steps for r in fake.stored] == [100, 200, 400, 500]
+    refused = FakeScheduler([CODES.INVALID_ARGUMENT])
+    monkeypatch.setattr(client, "_stub", lambda args: refused)
+    assert main(["submit", str(trace), "--skip", "4"]) == 2
+    assert "(trace row 4): no row of this call is stored, row 4 is not; submit the rest with --skip 4" in \
+        capsys.readouterr().err
+    assert main(["submit", "--job-type", RESNET, "--steps", "10", "--skip", "1"]) == 2
+    assert "--skip" in capsys.readouterr().err
+
+
+def test_a_submission_waits_for_a_restarting_scheduler_and_a_wrong_address_fails_at_once(tmp_path):
+    with scheduler(tmp_path, round_s=30.0) as (server, address):
+        port = server.port
+        talk = stub(address, CLIENT)
+        assert client._submit_one(talk, _request(), 30) == 0
+    start = time.monotonic()
+    with pytest.raises(grpc.RpcError) as err:               # nothing listens, and nothing answered before
+        client._submit_one(talk, _request(), 30)
+    assert err.value.code() == CODES.UNAVAILABLE and time.monotonic() - start < 10
+    again = SchedulerServer(str(tmp_path), Credentials(CLIENT, WORKER), round_s=30.0, port=port)
+    starter = threading.Timer(1.0, again.start)
+    starter.start()
+    try:
+        assert client._submit_one(talk, _request(), 30, restarting=True) == 1
+        jobs = talk.GetStatus(pb2.StatusRequest(), timeout=10).jobs
+        assert [j.job_id for j in jobs] == [0, 1]
+    finally:
+        starter.join(10)
+        again.stop()
