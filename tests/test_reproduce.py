@@ -4,6 +4,7 @@ index records preset, date and version."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pandas as pd
 
@@ -11,7 +12,7 @@ from hetsched import __version__
 from hetsched.cli.main import main
 
 
-def test_only_runs_keep_each_other_and_record_their_preset(tmp_path, capsys):
+def test_only_runs_keep_each_other_and_record_their_preset(tmp_path, capsys, caplog):
     out = tmp_path / "elsewhere"
     for name in ("makespan_static", "fig12_policy_runtime"):
         assert main(["reproduce", "--preset", "tiny", "--only", name, "--out", str(out)]) == 0
@@ -26,3 +27,42 @@ def test_only_runs_keep_each_other_and_record_their_preset(tmp_path, capsys):
     assert set(tidy["figure"]) == set(manifest) and set(tidy["preset"]) == {"tiny"}
     assert len(tidy) == sum(len(pd.read_csv(out / name / "results.csv")) for name in manifest)
     assert "TCP without encryption" not in capsys.readouterr().err
+    # Each call's notebooks had one Dask cluster, on loopback, for their sweeps; it is gone once the call returns.
+    for name in manifest:
+        address = _injected(out / name / f"{name}.ipynb").get("dask_address", "")
+        assert address.startswith("tcp://127.0.0.1:") and not _listens(address)
+    assert not [r for r in caplog.records if r.name.startswith("distributed") and r.levelno < logging.WARNING]
+
+
+def test_one_dask_cluster_serves_a_calls_notebooks_unless_the_caller_chose():
+    from dask.distributed import Client
+
+    from hetsched.experiments.reproduce import _one_dask_cluster
+
+    for chosen in ({"use_dask": False}, {"dask_address": "tcp://127.0.0.1:8786"}, {"dask_address": None}):
+        with _one_dask_cluster(chosen) as address:
+            assert address is None
+    with _one_dask_cluster(None) as address:
+        with Client(address, timeout=30) as client:
+            assert len(client.scheduler_info()["workers"]) == 2
+            assert client.submit(sum, [1, 2]).result(timeout=30) == 3
+    assert not _listens(address)
+
+
+def _listens(address: str) -> bool:
+    import socket
+
+    host, port = address.removeprefix("tcp://").rsplit(":", 1)
+    with socket.socket() as s:
+        s.settimeout(5)
+        return s.connect_ex((host, int(port))) == 0
+
+
+def _injected(path):
+    """The parameters that papermill injected into an executed notebook."""
+    import ast
+
+    cells = json.loads(path.read_text())["cells"]
+    cell = next(c for c in cells if "injected-parameters" in c["metadata"].get("tags", []))
+    tree = ast.parse("".join(cell["source"]))
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)}

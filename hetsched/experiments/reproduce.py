@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,8 +53,9 @@ def _quiet_kernel() -> list[str]:
 
 
 def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | None = None,
-                 timeout_s: int = 3600) -> NotebookRun:
-    """Execute one notebook into `out_root/<name>/` (executed copy + its figure files)."""
+                 timeout_s: int = 3600, dask_address: str | None = None) -> NotebookRun:
+    """Execute one notebook into `out_root/<name>/` (executed copy + its figure files); `dask_address`: the
+    Dask scheduler its sweeps use, where it declares one (see `reproduce`)."""
     import papermill as pm
 
     from hetsched import __version__
@@ -61,7 +63,8 @@ def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | Non
     out_dir = (out_root / path.stem).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     declared = pm.inspect_notebook(str(path))
-    defaults = {"preset": preset, "out_dir": str(out_dir), "cache_dir": str((out_root / ".cache").resolve())}
+    defaults = {"preset": preset, "out_dir": str(out_dir), "cache_dir": str((out_root / ".cache").resolve()),
+                **({"dask_address": dask_address} if dask_address else {})}
     # reproduce's own settings go only where the notebook declares them (motivation has no sweep, no cache);
     # a caller's parameters always go, so papermill warns about a misspelt one.
     params = {**{k: v for k, v in defaults.items() if k in declared}, **(parameters or {})}
@@ -135,12 +138,36 @@ def reproduce(preset: str = "quick", only: Sequence[str] | None = None, out: str
     out_root = Path(out)
     out_root.mkdir(parents=True, exist_ok=True)
     runs = []
-    for path in tqdm(notebooks, desc=f"notebooks ({preset})", unit="nb"):
-        runs.append(run_notebook(path, out_root, preset, parameters))
+    with _one_dask_cluster(parameters) as address:
+        for path in tqdm(notebooks, desc=f"notebooks ({preset})", unit="nb"):
+            runs.append(run_notebook(path, out_root, preset, parameters, dask_address=address))
     recorded = _record(out_root, runs)
     write_index(out_root, recorded)                       # figures of earlier calls stay in the index
     write_results_table(out_root, recorded)
     return runs
+
+
+@contextmanager
+def _one_dask_cluster(parameters: dict | None):
+    """One LocalCluster for every notebook of a call: its address goes to their sweeps, each of which otherwise
+    started two Dask workers of its own and stopped them (5-6 s a sweep). None where the caller chose: a
+    `dask_address` of theirs, or `use_dask=False`."""
+    chosen = parameters or {}
+    if "dask_address" in chosen or chosen.get("use_dask") is False:
+        yield None
+        return
+    from hetsched.experiments.sweep import local_cluster
+
+    # Its scheduler runs in this process: Dask's own handler prints its warnings, and its INFO lines do not reach
+    # the caller's handlers (the CLI's) among the figures' progress.
+    dask_log = logging.getLogger("distributed")
+    propagate, dask_log.propagate = dask_log.propagate, False
+    cluster = local_cluster()
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+        dask_log.propagate = propagate
 
 
 def write_results_table(out_root: Path, runs: Sequence[NotebookRun]) -> Path | None:

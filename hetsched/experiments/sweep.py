@@ -286,12 +286,9 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
     bar = tqdm(total=len(todo), desc="simulations", disable=batch or not progress or not todo)
     started = time.perf_counter()
     if todo and (use_dask or dask_address):
-        from dask.distributed import Client, LocalCluster, as_completed
+        from dask.distributed import Client, as_completed
 
-        # Loopback only: the scheduler, the workers and the dashboard bind 127.0.0.1 on free ports.
-        cluster = None if dask_address else LocalCluster(n_workers=n_workers, threads_per_worker=1,
-                                                          processes=True, host="127.0.0.1",
-                                                          dashboard_address="127.0.0.1:0")
+        cluster = None if dask_address else local_cluster(n_workers)
         client = Client(dask_address or cluster)
         try:
             _same_code(client.run(code_fingerprint))
@@ -320,6 +317,15 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
         print(f"simulations: {len(todo)} run, {len(configs) - len(todo)} from the cache, "
               f"{time.perf_counter() - started:.1f} s", flush=True)
     return pd.DataFrame([rows[c.key()] for c in configs])
+
+
+def local_cluster(n_workers: int = 2):
+    """Dask's LocalCluster as sweeps use it: single-thread worker processes. Loopback only: the scheduler, the
+    workers and the dashboard bind 127.0.0.1 on free ports."""
+    from dask.distributed import LocalCluster
+
+    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address="127.0.0.1:0")
 
 
 def parse_window(window, name: str = "window") -> tuple[int, int] | None:
