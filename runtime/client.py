@@ -118,6 +118,8 @@ def _submit(stub, args) -> int:
     if args.skip < 0 or (args.skip and not args.trace) or not args.timeout > 0:
         raise ValueError("--skip: a number of trace rows >= 0, for a trace; --timeout: seconds > 0")
     jobs = _jobs(args)
+    if args.skip >= len(jobs) > 0:
+        raise ValueError(f"--skip {args.skip}: {args.trace} has {len(jobs)} rows, so none is left to submit")
     for row in range(args.skip, len(jobs)):
         request = submit_request(jobs[row], -1 if args.trace else args.job_id)
         try:
