@@ -115,8 +115,10 @@ def _submit(stub, args) -> int:
 
     from .launch import submit_request
 
-    if args.skip < 0 or (args.skip and not args.trace) or not args.timeout > 0:
-        raise ValueError("--skip: a number of trace rows >= 0, for a trace; --timeout: seconds > 0")
+    if args.skip < 0 or (args.skip and not args.trace):
+        raise ValueError(f"--skip {args.skip}: a number of rows >= 0 of a trace file")
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout {args.timeout}: seconds > 0")
     jobs = _jobs(args)
     if args.skip >= len(jobs) > 0:
         raise ValueError(f"--skip {args.skip}: {args.trace} has {len(jobs)} rows, so none is left to submit")

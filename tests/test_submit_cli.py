@@ -95,6 +95,8 @@ def test_a_trace_that_stops_midway_names_the_stored_rows_and_resumes_with_skip(t
         capsys.readouterr().err
     assert main(["submit", "--job-type", RESNET, "--steps", "10", "--skip", "1"]) == 2
     assert "--skip" in capsys.readouterr().err
+    assert main(["submit", str(trace), "--timeout", "0"]) == 2
+    assert "--timeout 0.0: seconds > 0" in capsys.readouterr().err
     assert main(["submit", str(trace), "--skip", "5"]) == 2
     assert "has 5 rows, so none is left to submit" in capsys.readouterr().err
 
