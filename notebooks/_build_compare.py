@@ -86,9 +86,11 @@ READ = ("## Reading it\n\nThe sentences above are computed from the tables; the 
         "Synergy's profile at 3 cores a GPU, and TUNE credits a job its profiled speedup once it holds its "
         "ideal share, while the policies without a CPU placement keep the table's rate. A rate model that reads "
         "the profile at each server's own share would remove that gain; it is not implemented, so read TUNE's "
-        "openb gain as an upper bound.\n- The composition against its Synergy parent (LAS + TUNE against "
-        "Synergy's LAS+tune ordering) compares Gavel's allocation with Synergy's ordering under the same "
-        "placement: on these small clusters the ordering's whole-job placement often wins.")
+        "openb gain as an upper bound.\n- The composition against its Synergy parent (`gavel+tune`, \"Gavel "
+        "(Synergy-TUNE)\", against `LAS+tune`, \"LAS (Synergy-TUNE)\", Synergy's LAS ordering) compares Gavel's "
+        "allocation with Synergy's ordering under the same placement: on these small clusters the ordering's "
+        "whole-job placement often wins.\n- Rows carry the papers' names (`hetsched policies` lists them); where "
+        "two policies would read the same, the registry name follows in brackets.")
 
 def build_compare() -> None:
     notebook("compare_systems", INTRO, PARAMS,

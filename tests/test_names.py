@@ -1,6 +1,6 @@
 """The one vocabulary: every policy has the papers' name and a fixed colour; legends sort numbers by value."""
 
-from hetsched.ui.names import VOCABULARY, color, display_name, legend_order, natural_sorted
+from hetsched.ui.names import VOCABULARY, color, display_name, display_names, legend_order, natural_sorted
 from hetsched.policies import policy_names
 
 
@@ -16,9 +16,19 @@ def test_papers_names_for_registry_names_aliases_and_composed_policies():
     assert display_name("max_min_fairness") == "LAS" and display_name("max_min_fairness_packed") == "Gavel w/ SS"
     assert display_name("finish_time_fairness") == "Themis" and display_name("min_total_duration") == "OSSP"
     assert display_name("FIFO+tune") == "FIFO (Synergy-TUNE)" and display_name("LAS+fair") == "LAS (Proportional)"
-    assert display_name("TETRIS") == "TETRIS (greedy)"
+    assert display_name("TETRIS") == display_name("TETRIS+greedy") == "TETRIS (Greedy)"    # one pipeline, one name
     assert display_name("max_min_fairness_perf+tune") == "Gavel (Synergy-TUNE)"
     assert display_name("SS, oracle") == "SS, oracle"           # not a policy: unchanged
+
+
+def test_two_policies_never_share_a_label():
+    """Gavel's LAS allocation and Synergy's LAS ordering both read "LAS (Proportional)" with the fair placement
+    (and Gavel's FIFO and Synergy's FIFO with TUNE): side by side, each gets its registry name."""
+    names = display_names(["las+fair", "LAS+fair", "gavel", "fifo+tune", "FIFO+tune", "gavel"])
+    assert names == {"las+fair": "LAS (Proportional) [las+fair]", "LAS+fair": "LAS (Proportional) [LAS+fair]",
+                     "gavel": "Gavel", "fifo+tune": "FIFO (Synergy-TUNE) [fifo+tune]",
+                     "FIFO+tune": "FIFO (Synergy-TUNE) [FIFO+tune]"}
+    assert display_names(["LAS+fair", "gavel"]) == {"LAS+fair": "LAS (Proportional)", "gavel": "Gavel"}
 
 
 def test_colours_are_fixed_and_composed_policies_differ_from_their_base():

@@ -34,6 +34,16 @@ def test_a_saturated_point_is_a_marker_not_a_value():
     assert drawn.loc[(drawn["rate"] == 2) & (drawn["policy"] == "LAS"), "jct"].item() == 6.0   # mean of seeds
 
 
+def test_two_policies_with_one_papers_name_are_two_lines():
+    frame = pd.DataFrame([dict(policy=p, rate=r, jct=r * k, saturated=False)
+                          for p, k in (("las+fair", 1.0), ("LAS+fair", 2.0)) for r in (1, 2)])
+    chart = lines(frame, "rate", "jct", "policy", "t", "x", "y")
+    (data,) = chart.to_dict()["datasets"].values()                     # no saturated point: one dataset
+    drawn = pd.DataFrame(data)
+    assert drawn.groupby("policy")["jct"].sum().to_dict() == {"LAS (Proportional) [las+fair]": 3.0,
+                                                               "LAS (Proportional) [LAS+fair]": 6.0}
+
+
 def test_nan_costs_of_a_saturated_run_are_not_drawn_as_zero():
     frame = pd.DataFrame([dict(policy="max_min_fairness_perf", rate=1, cost=3.0, saturated=False),
                           dict(policy="max_min_fairness_perf", rate=2, cost=np.nan, saturated=True)])

@@ -336,8 +336,12 @@ def _cmd_policies(_args) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    # The level is the handler's too: libraries that set their own loggers' levels (Dask's scheduler and nannies
+    # log at INFO) stay quiet without -v.
+    level = logging.INFO if args.verbose else logging.WARNING
+    handler = logging.StreamHandler()
+    handler.setLevel(level)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
     try:
         return args.func(args)
     except HetschedError as exc:

@@ -28,17 +28,13 @@ from hetsched.errors import HetschedError
 from hetsched.model.cluster import GAVEL_GCP_PRICES, ClusterSpec
 from hetsched.sim.invariants import best_rates
 from hetsched.solvers import clock
+from hetsched.ui.names import display_name, distinct
 
-#: registry name -> (system, label). Shockwave runs on the mixed GPU types of every cluster below.
-POLICIES = {
-    "gavel": ("Gavel", "LAS"), "themis": ("Gavel", "FTF (Themis)"), "max_sum_throughput_perf": ("Gavel", "MST"),
-    "gandiva_fair": ("Gavel", "Gandiva-Fair"), "allox": ("Gavel", "AlloX"),
-    **{f"{o}+{m}": ("Synergy", f"{o}+{m}") for o in ("FIFO", "SRTF", "LAS") for m in ("fair", "tune", "opt")},
-    "FTF+tune": ("Synergy", "FTF+tune"),
-    "shockwave": ("Shockwave", "Shockwave"),
-    "gavel+tune": ("composition", "LAS + TUNE"), "themis+tune": ("composition", "Themis + TUNE"),
-    "shockwave+tune": ("composition", "Shockwave + TUNE"),
-}
+#: The default selection: each system's policies and the compositions. Shockwave runs on the mixed GPU types of
+#: every cluster below. Rows are labelled with the papers' names (hetsched.ui.names) and grouped by `system_of`.
+POLICIES = ("gavel", "themis", "max_sum_throughput_perf", "gandiva_fair", "allox",
+            *(f"{o}+{m}" for o in ("FIFO", "SRTF", "LAS") for m in ("fair", "tune", "opt")), "FTF+tune",
+            "shockwave", "gavel+tune", "themis+tune", "shockwave+tune")
 #: composition -> its parents: the decide stage alone (fair CPU/memory share), and Synergy's TUNE under the
 #: closest ordering (Shockwave's planner has none; FIFO is Synergy's default).
 COMPOSITIONS = {"gavel+tune": ("gavel", "LAS+tune"), "themis+tune": ("themis", "FTF+tune"),
@@ -85,11 +81,13 @@ class Case:
         return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
-def cases(streams, preset: str, policies=tuple(POLICIES), seeds=None, openb_dir: str | None = None) -> list[Case]:
+def cases(streams, preset: str, policies=POLICIES, seeds=None, openb_dir: str | None = None) -> list[Case]:
     seeds = choose(PRESETS, preset, "preset").seeds if seeds is None else tuple(seeds)
     if not (streams and policies and seeds):
         raise HetschedError(f"compare: nothing to run with streams {list(streams)}, policies {list(policies)} "
                             f"and seeds {list(seeds)}; each needs at least one")
+    for policy in policies:
+        system_of(policy)                          # an unknown name: one clear error here, not one per worker
     return [Case(s, p, int(seed), preset, openb_dir) for s in streams for p in policies for seed in seeds]
 
 
@@ -171,8 +169,8 @@ def run_case(case: Case) -> dict:
     from hetsched.core.run_config import SimulationConfig
     from hetsched.sim.simulator import simulate
 
-    system, label = POLICIES.get(case.policy, ("other", case.policy))
-    row = {**asdict(case), "system": system, "label": label, "key": case.key(), "refused": False, "reason": ""}
+    row = {**asdict(case), "system": system_of(case.policy), "label": display_name(case.policy), "key": case.key(),
+           "refused": False, "reason": ""}
     jobs, cluster, table, rules = workload(case)
     mark = clock.reading()
     try:
@@ -183,6 +181,20 @@ def run_case(case: Case) -> dict:
     row.update(metrics(result, cluster, table))
     row.update(clock.since(mark))
     return row
+
+
+def system_of(policy: str) -> str:
+    """Whose policy a name is: Gavel's allocation, Shockwave's planner or Synergy's ordering on its own, or a
+    composition (an allocation or the planner with a CPU/memory placement). Raises for an unknown name."""
+    from hetsched.core.registry import decide_of, place_of, policy_for
+
+    decide = policy_for(policy, 0)
+    kind = decide_of(decide).kind
+    if kind == "ordering":
+        return "Synergy"
+    if place_of(decide).kind != "gpus":
+        return "composition"
+    return "Shockwave" if kind == "planner" else "Gavel"
 
 
 def metrics(result, cluster: ClusterSpec, table) -> dict:
@@ -274,7 +286,10 @@ def table(rows: pd.DataFrame) -> pd.DataFrame:
         for m in METRICS:
             row[m], row[f"{m}_ci"], _ = interval(g[m])
         out.append(row)
-    return pd.DataFrame(out)
+    out = pd.DataFrame(out)
+    if len(out):                                   # two policies that read the same get their names appended
+        out["label"] = out["policy"].map(distinct(dict(zip(out["policy"], out["label"]))))
+    return out
 
 
 def refusals(rows: pd.DataFrame) -> pd.DataFrame:
@@ -336,7 +351,7 @@ def value_ci(row, m: str) -> str:
     return f"{row[m]:.3g}" if math.isnan(half) else f"{row[m]:.3g} ± {half:.2g}"
 
 
-def compare(streams=tuple(STREAMS), preset: str = "quick", policies=tuple(POLICIES), seeds=None,
+def compare(streams=tuple(STREAMS), preset: str = "quick", policies=POLICIES, seeds=None,
             openb_dir: str | None = None, **sweep_kwargs) -> pd.DataFrame:
     """Every case on Dask (or in-process with `use_dask=False`), cached like any sweep: one row per case."""
     from hetsched.experiments.sweep import sweep

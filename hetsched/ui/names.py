@@ -9,6 +9,7 @@ LAS and Gavel coincide, so here it is "LAS" everywhere.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Iterable
 
 #: registry name -> (display name, colour), in legend order. Gavel's heterogeneity-aware versions of other
@@ -68,10 +69,23 @@ def display_name(policy: str) -> str:
         return policy
     if any(m not in MECHANISMS and m != "place" for m in mods):
         return policy
-    words = [MECHANISMS[m] for m in mods if m in MECHANISMS] or ["greedy"]
+    words = [MECHANISMS[m] for m in mods if m in MECHANISMS] or [MECHANISMS["greedy"]]   # an ordering alone
     words += ["+place"] if "place" in mods else []
     head = base if base in ORDERINGS else VOCABULARY[base][0]
     return f"{head} ({', '.join(words)})"
+
+
+def distinct(labels: dict[str, str]) -> dict[str, str]:
+    """`labels` (name -> label), with the name appended wherever two names share a label: a table or a legend
+    never shows two rows as one ("LAS (Proportional) [las+fair]", Gavel's LAS allocation with the fair
+    placement, beside "LAS (Proportional) [LAS+fair]", Synergy's LAS ordering with it)."""
+    count = Counter(labels.values())
+    return {name: f"{label} [{name}]" if count[label] > 1 else label for name, label in labels.items()}
+
+
+def display_names(policies: Iterable[str]) -> dict[str, str]:
+    """`display_name` of each policy, made distinct among them."""
+    return distinct({p: display_name(p) for p in dict.fromkeys(policies)})
 
 
 def color(policy: str) -> str:

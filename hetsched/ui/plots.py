@@ -18,7 +18,7 @@ import pandas as pd
 
 from hetsched.ui.names import ORDERINGS, VOCABULARY
 from hetsched.ui.names import color as policy_color
-from hetsched.ui.names import display_name, legend_order, natural_sorted
+from hetsched.ui.names import display_names, legend_order, natural_sorted
 
 FLAGS = {"saturated": "saturated", "timed_out": "timed out"}     # result columns that mark a point unfinished
 _PARAM_IDS = itertools.count()                                      # unique selection names per chart
@@ -103,7 +103,7 @@ def _color(data: pd.DataFrame, column: str) -> tuple[pd.DataFrame, alt.Color, li
     if column == "policy":
         # The scale spans the whole vocabulary, so that charts concatenated with other policies share one
         # consistent scale; the legend lists only the policies drawn.
-        names = {p: display_name(p) for p in data[column].unique()}
+        names = display_names(data[column].unique())
         data = data.assign(policy=data[column].map(names))
         order = legend_order(names.values())
         everything = {**{d: p for p, (d, _) in VOCABULARY.items()}, **{d: p for p, d in names.items()}}
