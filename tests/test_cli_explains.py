@@ -66,12 +66,38 @@ def test_typos_get_a_suggestion(capsys):
 
 def test_empty_window_and_bad_round_are_errors(capsys):
     args = ["simulate", "--policy", "las", "--generate", "gavel", "--jobs-per-hour", "1", "--cluster", "2:2:2"]
-    assert main([*args, "--num-jobs", "5", "--window", "10:12"]) == 2
-    assert "no job finished inside the measured window (10:12)" in capsys.readouterr().err
+    assert main([*args, "--num-jobs", "5", "--window", "10:12"]) == 2     # before the run, not after it
+    assert "--window 10:12 ends past the stream's last job (--num-jobs 5 generates ids 0 to 4)" in \
+        capsys.readouterr().err
+    assert main([*args, "--num-jobs", "5", "--window", "3:6"]) == 2        # half of it measured, silently
+    assert "--window 3:6 ends past" in capsys.readouterr().err
     assert main([*args, "--num-jobs", "5", "--round", "0"]) == 2
     assert "--round must be positive" in capsys.readouterr().err
     assert main([*args, "--num-jobs", "5", "--min-reset-interval", "-5"]) == 2      # it was read as 0
     assert "min_reset_interval_s=-5.0 (seconds >= 0)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["generate", "gavel", "--num-jobs", "3", "--jobs-per-hour", "2", "--split", "1:2:3"],
+     "generate gavel does not use --split (synergy generator only)"),
+    (["generate", "synergy", "--num-jobs", "3", "--jobs-per-hour", "2", "--slos", "--throughputs", "x"],
+     "does not use --slos (gavel generator only), --throughputs (gavel and shockwave generators)"),
+    (["generate", "gavel", "--num-jobs", "3", "--static", "--mean-interarrival", "4"],
+     "--mean-interarrival (a --static stream arrives at t = 0)"),
+    (["generate", "shockwave", "--name", "120_0.2_5_100_40_25_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic",
+      "--seed", "3"], "generate shockwave does not use --seed (--name sets it)"),
+    (["simulate", "--policy", "las", "--generate", "synergy", "--num-jobs", "3", "--jobs-per-hour", "2",
+      "--mean-interarrival", "5"], "--mean-interarrival (gavel and shockwave generators)"),
+    (["simulate", "--policy", "las", "--generate", "gavel", "--num-jobs", "3", "--jobs-per-hour", "2",
+      "--max-jobs", "2"], "--max-jobs (production traces: --trace with --from)"),
+    (["simulate", "--policy", "las", "--trace", "data/traces/synergy_static_100.csv", "--num-jobs", "3"],
+     "simulate --trace does not use --num-jobs (gavel, synergy and shockwave generators)"),
+])
+def test_a_stream_option_the_stream_does_not_use_is_refused(args, message, tmp_path, capsys):
+    """Each of these was ignored: the run or the file came out as if the option had not been given."""
+    out = tmp_path / "jobs.csv"
+    assert main([*args, "--out", str(out)] if args[0] == "generate" else args) == 2
+    assert message in capsys.readouterr().err and not out.exists()
 
 
 @pytest.mark.parametrize("command", ["simulate", "generate"])

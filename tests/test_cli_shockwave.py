@@ -65,3 +65,16 @@ def test_bad_trace_line_names_file_line_and_field(tmp_path, capsys):
                  "--trace", str(bad), "--json"]) == 2
     err = capsys.readouterr().err
     assert "bad.trace:1" in err and "mode" in err
+
+
+def test_simulate_generates_shockwaves_stream_as_generate_writes_it(tmp_path, capsys):
+    """`simulate --generate shockwave` ended in a TypeError (the Gavel generator's options); it now draws the
+    stream `generate shockwave` writes, job for job, and runs it under Shockwave's round rules."""
+    stream = ["--num-jobs", "8", "--mean-interarrival", "600", "--seed", "3", "--multi-gpu"]
+    assert main(["generate", "shockwave", *stream, "--out", str(tmp_path / "s.csv")]) == 0
+    capsys.readouterr()
+    run = ["--policy", "las", "--cluster", "v100=4,k80=4"]
+    drawn = _simulate(capsys, *run, "--generate", "shockwave", *stream)
+    replayed = _simulate(capsys, *run, "--trace", str(tmp_path / "s.csv"), "--seed", "3")
+    assert drawn["num_jobs"] == 8 and drawn["config"]["rules"] == "shockwave"
+    assert {k: drawn[k] for k in KEYS - {"cpu_s"}} == {k: replayed[k] for k in KEYS - {"cpu_s"}}

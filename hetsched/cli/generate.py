@@ -10,6 +10,50 @@ from hetsched.cli import positive_int
 from hetsched.errors import HetschedError
 
 
+_ARRIVALS = frozenset({"mean_interarrival", "jobs_per_hour"})
+#: The stream options (argparse dests) each generator family acts on, in `generate` and `simulate --generate`.
+#: Any other stream option given is refused with one line, never ignored.
+GENERATOR_OPTIONS = {
+    "gavel": {"seed", "num_jobs", "multi_gpu", "multi_priority", "slos", "static", "throughputs", *_ARRIVALS},
+    "synergy": {"seed", "num_jobs", "multi_gpu", "split", "philly_trace", "jobs_per_hour"},
+    "shockwave": {"seed", "num_jobs", "multi_gpu", "name", "min_duration_h", "max_duration_h", "num_durations",
+                  "mode_mix", "scale_factor_mix", "static_modes", "throughputs", *_ARRIVALS},
+}
+#: The production-trace readers' options (hetsched.cli.traces.add_import_args), for `simulate --trace`.
+IMPORT_OPTIONS = {"from_", "reference_gpu", "entity", "job_types", "since_h", "until_h", "vc", "gpus", "status",
+                  "max_jobs", "max_duration_h"}
+
+
+def generator_options(family: str, args: argparse.Namespace) -> tuple[set[str], str]:
+    """What `family` acts on with these arguments, and why it leaves out options that it acts on elsewhere: a
+    static Gavel stream has no arrival rate, and a Shockwave artifact name fixes all but the job count and table."""
+    if family == "shockwave" and getattr(args, "name", None):
+        return {"name", "num_jobs", "throughputs"}, "--name sets it"
+    if family == "gavel" and args.static:
+        return GENERATOR_OPTIONS[family] - _ARRIVALS, "a --static stream arrives at t = 0"
+    return GENERATOR_OPTIONS[family], ""
+
+
+def refuse_unused(args: argparse.Namespace, what: str, family: str | None = None) -> None:
+    """Refuse the stream options given (different from the parser's default, `args.stream_defaults`) that
+    `family`'s generator (None: a trace file) does not act on, each with where it applies."""
+    used, because = generator_options(family, args) if family else (IMPORT_OPTIONS, "")
+    given = [d for d, default in args.stream_defaults.items() if d not in used and getattr(args, d) != default]
+    if not given:
+        return
+
+    def where(dest: str) -> str:
+        families = [f for f, options in GENERATOR_OPTIONS.items() if dest in options]
+        if family in families:
+            return because
+        if not families:
+            return "production traces: --trace with --from"
+        return f"{', '.join(families[:-1])} and {families[-1]} generators" if len(families) > 1 else \
+            f"{families[0]} generator only"
+    flags = ", ".join(f"--{d.rstrip('_').replace('_', '-')} ({where(d)})" for d in given)
+    raise HetschedError(f"{what} does not use {flags}")
+
+
 def _parse_split(text: str) -> tuple[float, float, float]:
     try:
         parts = tuple(float(v) for v in text.split(":"))
@@ -46,6 +90,7 @@ def mean_interarrival(args: argparse.Namespace) -> float | None:
 def _cmd_generate(args: argparse.Namespace) -> int:
     from hetsched.traces import make_generator, write_trace
 
+    refuse_unused(args, f"generate {args.family}", args.family)
     if args.family == "shockwave":
         return _generate_shockwave(args)
     if args.num_jobs is None:
@@ -136,4 +181,5 @@ def add_generate_parser(sub) -> None:
     gen.add_argument("--out", required=True, type=Path,
                      help="output (.csv, .parquet or .trace; synergy writes its replay format unless --to)")
     gen.add_argument("--to", choices=sorted(FORMATS), default=None, help="output format (default: by extension)")
-    gen.set_defaults(func=_cmd_generate)
+    gen.set_defaults(func=_cmd_generate, stream_defaults={d: gen.get_default(d)
+                                                          for d in sorted(set().union(*GENERATOR_OPTIONS.values()))})

@@ -10,7 +10,8 @@ from pathlib import Path
 from hetsched.cli import DefaultsHelp, positive_int
 from hetsched.errors import HetschedError
 from hetsched.ui.names import display_name, vocabulary_frame
-from hetsched.cli.generate import add_generate_parser, mean_interarrival, synergy_generator
+from hetsched.cli.generate import (IMPORT_OPTIONS, add_generate_parser, mean_interarrival, refuse_unused,
+                                   synergy_generator)
 from hetsched.cli.profile import add_profile_parser
 from hetsched.cli.traces import add_import_args
 from hetsched.experiments.sweep import parse_window
@@ -71,6 +72,11 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster):
 
     from hetsched.traces import make_generator, read_trace
 
+    refuse_unused(args, "simulate --trace" if args.trace else f"simulate --generate {args.generate}", args.generate)
+    window = parse_window(args.window, "simulate: --window")
+    if args.generate and window and args.num_jobs is not None and window[1] > args.num_jobs:
+        raise HetschedError(f"simulate: --window {args.window} ends past the stream's last job (--num-jobs "
+                            f"{args.num_jobs} generates ids 0 to {args.num_jobs - 1})")
     if args.trace:
         from hetsched.cli.traces import import_options
         from hetsched.traces import infer_format
@@ -99,9 +105,10 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster):
         raise HetschedError("simulate: a continuous stream needs --mean-interarrival SECONDS or --jobs-per-hour R")
     if args.window is None and args.num_jobs is None:
         raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
-    stream = iter(make_generator(args.generate, seed=args.seed, mean_interarrival_s=interarrival,
-                                 multi_gpu=args.multi_gpu, multi_priority=args.multi_priority,
-                                 throughputs=table))
+    options = dict(seed=args.seed, mean_interarrival_s=interarrival, multi_gpu=args.multi_gpu)
+    if args.generate == "gavel":
+        options.update(multi_priority=args.multi_priority, throughputs=table)
+    stream = iter(make_generator(args.generate, **options))   # shockwave: its own table, as `generate` draws it
     return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
 
 
@@ -109,7 +116,7 @@ def _system_rules(args: argparse.Namespace, jobs) -> str | None:
     """`--rules auto`: Shockwave's round rules for its planner and for streams with batch-size adaptation."""
     if args.rules != "auto":
         return args.rules
-    adaptive = isinstance(jobs, list) and any(j.mode.value != "static" for j in jobs)
+    adaptive = args.generate == "shockwave" or isinstance(jobs, list) and any(j.mode.value != "static" for j in jobs)
     return "shockwave" if args.policy.split("+")[0] == "shockwave" or adaptive else None
 
 
@@ -292,7 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_import_args(sim, with_table=False)
     sim.add_argument("--jobs-out", type=Path, help="write per-job records (CSV)")
     sim.add_argument("--json", action="store_true", help="print one JSON object")
-    sim.set_defaults(func=_cmd_simulate)
+    stream = IMPORT_OPTIONS | {"mean_interarrival", "jobs_per_hour", "split", "philly_trace", "num_jobs", "static",
+                               "multi_gpu", "multi_priority"}      # --seed and --throughputs act on every run
+    sim.set_defaults(func=_cmd_simulate, stream_defaults={d: sim.get_default(d) for d in sorted(stream)})
 
     from hetsched.runtime.main import add_scheduler_args, add_worker_args, run_scheduler, run_worker
 
