@@ -49,10 +49,8 @@ def job_fields(table: ThroughputTable, *, job_id: int, job_type: str, scale_fact
     if not 1 <= scale_factor <= max_scale_factor:
         raise InvalidInput(f"scale_factor: 1..{max_scale_factor} (GPUs in the cluster), got {scale_factor}")
     if not allow_unknown_type and JobKey(job_type, scale_factor) not in table:
-        known = table.job_types
-        hint = "" if job_type in known else f"; e.g. {known[:3]}"
-        raise InvalidInput(f"job_type: {job_type!r} at scale factor {scale_factor} is not in the throughput table "
-                           f"{table.name!r}{hint} (set allow_unknown_type to run it at a default rate)")
+        raise InvalidInput(f"job_type: {table.lacks(job_type, scale_factor)} (set allow_unknown_type to run it at a "
+                           f"default rate until it is measured)")
     if not 0 < total_steps <= MAX_STEPS:
         raise InvalidInput(f"total_steps: 1..{MAX_STEPS}, got {total_steps}")
     if not (math.isfinite(priority_weight) and priority_weight > 0):

@@ -35,6 +35,19 @@ def test_set_cluster_keeps_jobs_and_time_received():
     assert sorted(core.gpu_types[a.gpu_type] for a in plan.assignments) == ["k80", "k80", "v100"]
 
 
+def test_an_unmeasured_job_type_runs_at_the_default_rate_until_measured():
+    """The runtime accepts a type the table lacks (allow_unknown_type): it runs at 1 step/s, pairs with no one
+    under space sharing, and a measured rate replaces the default (docs/rules.md#rates)."""
+    for policy in ("max_min_fairness_perf", "max_min_fairness_packed"):
+        core = Scheduler(ClusterSpec.parse("v100=1,k80=1"), policy_for(policy, 0), TABLE, round_s=60)
+        core.add_job(Job(0, 0.0, "BERT (batch size 8)", 1, 720))
+        core.add_job(Job(1, 0.0, RESNET, 1, 1000))
+        slot = core.slot[0]
+        assert core.key_row[slot] == -1 and core.tput[slot].tolist() == [1.0, 1.0]
+        plan = core.plan(0.0)
+        assert sorted(len(core.entries[e]) for e in plan.entry) == [1, 1]     # both run, each alone
+
+
 def test_observe_rate_moves_the_entry_throughput():
     core = Scheduler(ClusterSpec.parse("v100=1"), policy_for("max_min_fairness_perf", 0), TABLE)
     core.add_job(Job(0, 0.0, RESNET, 1, 1000))

@@ -110,9 +110,12 @@ def test_summary_is_json_ready(stream, gavel_table):
     assert 0 < row["utilization"] <= 1 and row["num_jobs"] == 120
 
 
-def test_unknown_job_type_runs_at_the_default_rate(gavel_table):
-    jobs = [Job(0, 0.0, "BERT (batch size 8)", 1, 720.0), Job(1, 0.0, "A3C", 1, 1000.0)]
-    for policy in ("max_min_fairness_perf", "max_min_fairness_packed"):
-        result = run(jobs, gavel_table, policy, "1:1:1")
-        assert result.jobs[0].finish_time_s == pytest.approx(720.0)       # 1 step/s until measured
-        assert np.isfinite(result.jobs[1].finish_time_s)
+def test_a_job_type_the_table_lacks_is_refused_not_run_at_the_default_rate(gavel_table):
+    """It ran at the runtime's 1 step/s for the whole run (a typo in a trace made a 25-hour makespan 457 h);
+    docs/rules.md#unmeasured. The core's default rate is the runtime's (tests/test_runtime_core.py)."""
+    for policy in ("max_min_fairness_perf", "max_min_fairness_packed", "fifo"):
+        with pytest.raises(SimulationError, match=r"job 1: job type 'ResNet-19' is not in the throughput table "
+                                                  r"'gavel_simulation'; did you mean 'ResNet-18 \(batch size"):
+            run([Job(0, 0.0, "A3C", 1, 1000.0), Job(1, 10.0, "ResNet-19", 1, 720.0)], gavel_table, policy, "1:1:1")
+    with pytest.raises(SimulationError, match=r"'A3C' on 2 GPU\(s\) is not in .*, which measures it on \[1\] GPU"):
+        run([Job(0, 0.0, "A3C", 2, 1000.0)], gavel_table, "gavel", "4:4:4")

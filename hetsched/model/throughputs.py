@@ -106,6 +106,15 @@ class ThroughputTable:
     def job_types(self) -> list[str]:
         return sorted({k.job_type for k in self.keys})
 
+    def lacks(self, job_type: str, scale_factor: int) -> str:
+        """Why (`job_type`, `scale_factor`) has no entry here, with what the table has instead."""
+        scales = sorted(k.scale_factor for k in self.keys if k.job_type == job_type)
+        if scales:
+            return (f"{job_type!r} on {scale_factor} GPU(s) is not in the throughput table {self.name!r}, which "
+                    f"measures it on {scales} GPU(s)")
+        return (f"job type {job_type!r} is not in the throughput table {self.name!r}; "
+                f"{nearest(job_type, self.job_types)}")
+
     # ---- conversion ---------------------------------------------------------------------------
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, name: str = "") -> "ThroughputTable":
@@ -176,6 +185,20 @@ class ThroughputTable:
 
     def write(self, path: str | Path) -> None:
         write_frame(self.to_frame(), path)
+
+
+def nearest(job_type: str, job_types: list[str]) -> str:
+    """'did you mean ...?' with the closest known types, by name or by model whatever the batch size ('ResNet-19'
+    -> 'ResNet-18 (batch size ...)'); else a few of them."""
+    import difflib
+
+    close = difflib.get_close_matches(job_type, job_types, n=3, cutoff=0.6)
+    if not close:
+        models = {t.split(" (")[0] for t in job_types}
+        close = [t for m in difflib.get_close_matches(job_type.split(" (")[0], sorted(models), n=3, cutoff=0.6)
+                 for t in job_types if t.split(" (")[0] == m][:3]
+    return (f"did you mean {' or '.join(map(repr, close))}?" if close
+            else f"it has {len(job_types)} types, e.g. {job_types[:3]}")
 
 
 def merge_tables(paths) -> ThroughputTable:

@@ -123,13 +123,18 @@ class SensitivityTable:
 
 class ProfileJobKeys:
     """The job types a whole-round stage accepts: the sensitivity profiles' models, at any GPU count (what
-    `ThroughputTable` answers for the other pipelines: `in`, `job_types`, `name`)."""
+    `ThroughputTable` answers for the other pipelines: `in`, `job_types`, `name`, `lacks`)."""
 
     def __init__(self, profiles: SensitivityTable):
         self.name, self.job_types = profiles.name, profiles.models
 
     def __contains__(self, key) -> bool:
         return key.job_type in self.job_types
+
+    def lacks(self, job_type: str, scale_factor: int) -> str:
+        from hetsched.model.throughputs import nearest
+
+        return f"job type {job_type!r} is not a profiled model of {self.name!r}; {nearest(job_type, self.job_types)}"
 
 
 @lru_cache(maxsize=8)
