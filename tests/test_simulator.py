@@ -110,6 +110,18 @@ def test_summary_is_json_ready(stream, gavel_table):
     assert 0 < row["utilization"] <= 1 and row["num_jobs"] == 120
 
 
+@pytest.mark.parametrize("ideal", [False, True])
+def test_a_stream_out_of_order_or_with_a_repeated_id_is_refused(gavel_table, ideal):
+    """A job id seen again after its first job finished replaced that job's record: 3 jobs in, 2 out, silently."""
+    a3c = "A3C"
+    with pytest.raises(SimulationError, match=r"job id 0 appears twice in the stream \(arrivals at 0 s and 5000 s\)"):
+        run([Job(0, 0.0, a3c, 1, 100.0), Job(1, 10.0, a3c, 1, 100.0), Job(0, 5000.0, a3c, 1, 100.0)], gavel_table,
+            "las", "2:2:2", ideal=ideal)
+    with pytest.raises(SimulationError, match="job 2 arrives at 5 s, before job 1 at 10 s: a stream is in arrival"):
+        run([Job(0, 0.0, a3c, 1, 100.0), Job(1, 10.0, a3c, 1, 100.0), Job(2, 5.0, a3c, 1, 100.0)], gavel_table,
+            "las", "2:2:2", ideal=ideal)
+
+
 def test_a_job_type_the_table_lacks_is_refused_not_run_at_the_default_rate(gavel_table):
     """It ran at the runtime's 1 step/s for the whole run (a typo in a trace made a 25-hour makespan 457 h);
     docs/rules.md#unmeasured. The core's default rate is the runtime's (tests/test_runtime_core.py)."""

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hetsched.core import kernels
-from hetsched.errors import HetschedError
+from hetsched.errors import HetschedError, SimulationError
 from hetsched.model.jobs import Job
 
 META_KEY = "hetsched.sim.result"
@@ -180,6 +180,10 @@ class ResultBuilder:
         return self._acc[slot]
 
     def arrived(self, job: Job, slot: int) -> None:
+        first = self.records.get(job.job_id)
+        if first is not None:                   # its record would replace the first one's: a job lost
+            raise SimulationError(f"job id {job.job_id} appears twice in the stream (arrivals at "
+                                  f"{first.arrival_time_s:g} s and {job.arrival_time_s:g} s)")
         self.records[job.job_id] = JobRecord(job.job_id, job.job_type, job.scale_factor, job.priority_weight,
                                              job.arrival_time_s, job.total_steps, job.deadline_s,
                                              entity=job.entity)

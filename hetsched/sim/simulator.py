@@ -36,6 +36,7 @@ class Arrivals:
         self._it: Iterator[Job] = iter(jobs)
         self._next: Job | None = next(self._it, None)
         self._last = -math.inf
+        self._last_id = None
 
     def peek_time(self) -> float | None:
         return None if self._next is None else self._next.arrival_time_s
@@ -44,8 +45,9 @@ class Arrivals:
         out = []
         while self._next is not None and self._next.arrival_time_s <= now:
             if self._next.arrival_time_s < self._last:
-                raise SimulationError(f"job {self._next.job_id} arrives before the job before it")
-            self._last = self._next.arrival_time_s
+                raise SimulationError(f"job {self._next.job_id} arrives at {self._next.arrival_time_s:g} s, before "
+                                      f"job {self._last_id} at {self._last:g} s: a stream is in arrival order")
+            self._last, self._last_id = self._next.arrival_time_s, self._next.job_id
             out.append(self._next)
             self._next = next(self._it, None)
         return out
