@@ -100,6 +100,13 @@ def test_a_stream_option_the_stream_does_not_use_is_refused(args, message, tmp_p
     assert message in capsys.readouterr().err and not out.exists()
 
 
+def test_a_gpu_type_in_the_wrong_case_is_named_a_typo(capsys):
+    """'V100=2' was answered with 'map them explicitly, e.g. --gpu-map V100=k80x1.0'."""
+    assert main(["simulate", "--policy", "las", "--cluster", "V100=2", *SMALL[:5]]) == 2
+    err = capsys.readouterr().err
+    assert "GPU type names are case-sensitive: did you mean 'v100'?" in err and "--gpu-map" not in err
+
+
 @pytest.mark.parametrize("command", ["simulate", "generate"])
 def test_a_job_count_below_one_is_refused(command, tmp_path, capsys):
     """`simulate --num-jobs -4` ended in islice's ValueError (a traceback), `--num-jobs 0` in 'no job finished

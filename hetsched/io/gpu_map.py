@@ -81,6 +81,12 @@ def check_gpu_types(types, table: ThroughputTable, what: str = "the cluster") ->
     """A clear error when GPU types have no throughput column (instead of a KeyError deep in the core)."""
     missing = sorted(set(types) - set(table.gpu_types))
     if missing:
+        by_case = {t.lower(): t for t in table.gpu_types}
+        cased = {m: by_case[m.lower()] for m in missing if m.lower() in by_case}
+        if cased:                               # 'V100' for 'v100': a typo, not a new GPU to map
+            raise HetschedError(f"{what} has GPU types {missing}; GPU type names are case-sensitive: did you mean "
+                                f"{', '.join(map(repr, cased.values()))}? (the throughput table {table.name!r} "
+                                f"has {list(table.gpu_types)})")
         example = ",".join(f"{m}={table.gpu_types[0]}x1.0" for m in missing[:2])
         raise HetschedError(f"{what} has GPU types {missing} that the throughput table {table.name!r} does not "
                             f"measure (it has {list(table.gpu_types)}); map them explicitly, e.g. "
