@@ -134,15 +134,23 @@ def _parse_range(spec: str) -> tuple[int, int]:
 
 
 def _pids_of(uid: int) -> list[int]:
+    """The live processes of `uid`. A zombie is left out: it runs nothing and a signal cannot reach it, and the
+    orphan a job left behind stays one until PID 1 reaps it (about 2 s in a container), which kept the worker's
+    loop waiting, and its heartbeats with it."""
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                if entry.stat().st_uid == uid:
+                if entry.stat().st_uid == uid and not _zombie(entry.path):
                     pids.append(int(entry.name))
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):     # it ended while we looked
                 pass
     return pids
+
+
+def _zombie(proc_dir: str) -> bool:
+    with open(f"{proc_dir}/stat", "rb") as f:              # "pid (comm) STATE ...": comm may hold spaces
+        return f.read().rpartition(b")")[2].split()[0] == b"Z"
 
 
 def kill_uid(uid: int, timeout_s: float = 5.0) -> int:

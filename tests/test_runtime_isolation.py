@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from hetsched.model.jobs import Job
-from hetsched.runtime.isolation import JobUids, job_env, prepare_job_dir
+from hetsched.runtime.isolation import JobUids, job_env, kill_uid, prepare_job_dir
 from hetsched.runtime.launch import DEFAULT_JOB_UIDS, UIDS_PER_WORKER, launch_local_cluster
 from hetsched.runtime.stubs import pb2, pb2_grpc
 from hetsched.runtime.auth import channel
@@ -140,3 +140,25 @@ def test_log_tail_reads_only_the_end(tmp_path):
         f.write(b"the end\n")
     assert log_tail(path).endswith("the end\n") and len(log_tail(path)) == 2000
     assert "not readable" in log_tail(tmp_path / "missing.log")
+
+
+@root_only
+def test_killing_a_jobs_uid_does_not_wait_for_its_zombies():
+    """A job's orphan, once killed, stays a zombie until PID 1 reaps it (about 2 s in this container). kill_uid
+    waited for it, signalling it every 10 ms for up to 5 s, with the worker's loop and heartbeats stopped: under
+    load the scheduler expired the worker and failed its other job ("its worker ... stopped answering")."""
+    uid = 61990
+    ids = {"user": uid, "group": uid, "extra_groups": []}
+    dead = subprocess.Popen(["true"], **ids)                 # not waited for: a zombie of this uid
+    live = subprocess.Popen(["sleep", "60"], **ids)
+    try:
+        deadline = time.monotonic() + 10
+        while open(f"/proc/{dead.pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert kill_uid(uid) == 1                          # the live one; it was 934: 5 s of signals to the zombie
+        assert live.wait(timeout=10) == -9
+    finally:
+        live.kill()
+        live.wait()
+        dead.wait()
