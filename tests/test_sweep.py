@@ -146,6 +146,12 @@ def test_a_run_config_refuses_streams_no_run_can_mean(bad, named):
     assert BASE.with_(timeout_s=0.0).timeout_s == 0.0          # a zero budget is a real one (test above)
 
 
+def test_an_empty_sweep_is_refused_not_a_keyerror_in_the_figure():
+    """A notebook given no policies swept nothing, and its tidy step raised KeyError 'avg_jct_s'."""
+    with pytest.raises(HetschedError, match="no runs: the list of configs is empty"):
+        sweep([], cache_dir=None, use_dask=False)
+
+
 @pytest.mark.parametrize("bad, message", [(dict(policy="las_prefr"), "unknown policy"),
                                           (dict(cluster="36:36"), "V100:P100:K80"),
                                           (dict(throughputs="gavel_simulaton"), "no throughput dataset"),
@@ -155,7 +161,9 @@ def test_a_run_config_refuses_streams_no_run_can_mean(bad, named):
                                           (dict(generator="synergy", cluster="2x8/24/500", split=(10, 10)),
                                            "class split"),
                                           (dict(generator="synergy", cluster="2x8/24/500", profiles_ratio=7),
-                                           "ratio must be one of")])
+                                           "ratio must be one of"),
+                                          (dict(jobs_per_hour=None, window=None, num_jobs=None),   # a TypeError
+                                           "needs jobs_per_hour \\(continuous\\) or num_jobs")])
 def test_a_misspelt_config_stops_the_sweep_before_any_run(tmp_path, bad, message):
     """A typo in the last config of a grid surfaced only when its turn came, after the runs before it."""
     configs = [*grid(BASE, seed=[0, 1]), BASE.with_(seed=2, **bad)]

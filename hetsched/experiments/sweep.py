@@ -214,6 +214,9 @@ def _jobs(config: RunConfig, table):
     if config.generator != "gavel":
         raise HetschedError(f"sweep: unknown generator {config.generator!r} (gavel or synergy)")
     static = config.jobs_per_hour is None
+    if static and not config.num_jobs:
+        raise HetschedError(f"sweep: {config.policy} on {config.cluster}: a generated stream needs jobs_per_hour "
+                            f"(continuous) or num_jobs (static, all at t = 0)")
     gen = GavelGenerator(seed=config.seed, static=static, multi_gpu=config.multi_gpu,
                          multi_priority=config.multi_priority, slos=config.slos, throughputs=table,
                          mean_interarrival_s=0.0 if static else 3600.0 / config.jobs_per_hour)
@@ -265,6 +268,9 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
     row with that key goes through the same cache and workers (e.g. compare_systems.Case)."""
     run = run or run_one
     configs = list(configs)
+    if not configs:                             # every figure's tidy step would fail on the empty frame instead
+        raise HetschedError("sweep: no runs: the list of configs is empty (check the policies, rates, seeds or "
+                            "setups given)")
     cache = Path(cache_dir) if cache_dir is not None else None
     rows: dict[str, dict] = {}
     todo: list[RunConfig] = []
