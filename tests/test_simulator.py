@@ -122,12 +122,14 @@ def test_a_stream_out_of_order_or_with_a_repeated_id_is_refused(gavel_table, ide
             "las", "2:2:2", ideal=ideal)
 
 
-def test_a_job_type_the_table_lacks_is_refused_not_run_at_the_default_rate(gavel_table):
+@pytest.mark.parametrize("ideal", [False, True])
+def test_a_job_type_the_table_lacks_is_refused_not_run_at_the_default_rate(gavel_table, ideal):
     """It ran at the runtime's 1 step/s for the whole run (a typo in a trace made a 25-hour makespan 457 h);
     docs/rules.md#unmeasured. The core's default rate is the runtime's (tests/test_runtime_core.py)."""
     for policy in ("max_min_fairness_perf", "max_min_fairness_packed", "fifo"):
         with pytest.raises(SimulationError, match=r"job 1: job type 'ResNet-19' is not in the throughput table "
                                                   r"'gavel_simulation'; did you mean 'ResNet-18 \(batch size"):
-            run([Job(0, 0.0, "A3C", 1, 1000.0), Job(1, 10.0, "ResNet-19", 1, 720.0)], gavel_table, policy, "1:1:1")
+            run([Job(0, 0.0, "A3C", 1, 1000.0), Job(1, 10.0, "ResNet-19", 1, 720.0)], gavel_table, policy, "1:1:1",
+                ideal=ideal)
     with pytest.raises(SimulationError, match=r"'A3C' on 2 GPU\(s\) is not in .*, which measures it on \[1\] GPU"):
-        run([Job(0, 0.0, "A3C", 2, 1000.0)], gavel_table, "gavel", "4:4:4")
+        run([Job(0, 0.0, "A3C", 2, 1000.0)], gavel_table, "gavel", "4:4:4", ideal=ideal)

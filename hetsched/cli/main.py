@@ -67,13 +67,12 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 1 if any(r.error for r in runs) else 0
 
 
-def _jobs_for_simulation(args: argparse.Namespace, table, cluster):
+def _jobs_for_simulation(args: argparse.Namespace, table, cluster, window: tuple[int, int] | None):
     from itertools import islice
 
     from hetsched.traces import make_generator, read_trace
 
     refuse_unused(args, "simulate --trace" if args.trace else f"simulate --generate {args.generate}", args.generate)
-    window = parse_window(args.window, "simulate: --window")
     if args.generate and window and args.num_jobs is not None and window[1] > args.num_jobs:
         raise HetschedError(f"simulate: --window {args.window} ends past the stream's last job (--num-jobs "
                             f"{args.num_jobs} generates ids 0 to {args.num_jobs - 1})")
@@ -116,7 +115,7 @@ def _system_rules(args: argparse.Namespace, jobs) -> str | None:
     """`--rules auto`: Shockwave's round rules for its planner and for streams with batch-size adaptation."""
     if args.rules != "auto":
         return args.rules
-    adaptive = args.generate == "shockwave" or isinstance(jobs, list) and any(j.mode.value != "static" for j in jobs)
+    adaptive = args.generate == "shockwave" or (isinstance(jobs, list) and any(j.mode.value != "static" for j in jobs))
     return "shockwave" if args.policy.split("+")[0] == "shockwave" or adaptive else None
 
 
@@ -141,7 +140,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     check_gpu_types(cluster.gpu_types, table, f"the cluster {args.cluster!r}")
     if args.round is not None and not args.round > 0:
         raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
-    jobs = _jobs_for_simulation(args, table, cluster)
+    window = parse_window(args.window, "simulate: --window")
+    jobs = _jobs_for_simulation(args, table, cluster, window)
     system = _system_rules(args, jobs)
     planner = args.policy.split("+")[0] == "shockwave"
     params = {"config": args.shockwave_config} if args.shockwave_config and planner else {}
@@ -156,7 +156,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         overrides_entities = {"entity_weights": read_entity_weights(args.entity_weights)}
     else:
         overrides_entities = {}
-    overrides = dict(seed=args.seed or 0, window=parse_window(args.window, "simulate: --window"), ideal=args.ideal,
+    overrides = dict(seed=args.seed or 0, window=window, ideal=args.ideal,
                      **overrides_entities,
                      placement_aware=args.placement_aware, record_timeline=False, profiles_ratio=args.profiles_ratio)
     if args.round is not None:

@@ -180,10 +180,16 @@ class ResultBuilder:
         return self._acc[slot]
 
     def arrived(self, job: Job, slot: int) -> None:
+        """A job the scheduler has just added (both loops, round-based and fluid, call this)."""
         first = self.records.get(job.job_id)
         if first is not None:                   # its record would replace the first one's: a job lost
             raise SimulationError(f"job id {job.job_id} appears twice in the stream (arrivals at "
                                   f"{first.arrival_time_s:g} s and {job.arrival_time_s:g} s)")
+        sched = self.sched
+        if not sched.whole_rounds and sched.key_row[slot] < 0:
+            # The core runs an unmeasured type at a default rate until the runtime measures it; a simulation has
+            # no measurements, so that rate would stay: refused (docs/rules.md#unmeasured).
+            raise SimulationError(f"job {job.job_id}: {sched.table.lacks(job.job_type, job.scale_factor)}")
         self.records[job.job_id] = JobRecord(job.job_id, job.job_type, job.scale_factor, job.priority_weight,
                                              job.arrival_time_s, job.total_steps, job.deadline_s,
                                              entity=job.entity)

@@ -287,10 +287,6 @@ class RoundSimulation:
         sched = self.sched
         for job in self.arrivals.pop_until(now):
             sched.add_job(job)
-            if not sched.whole_rounds and sched.key_row[sched.slot[job.job_id]] < 0:
-                # The core runs an unmeasured type at a default rate until the runtime measures it; a simulation
-                # has no measurements, so that rate would stay: refused (docs/rules.md#unmeasured).
-                raise SimulationError(f"job {job.job_id}: {sched.table.lacks(job.job_type, job.scale_factor)}")
             self.out.arrived(job, sched.slot[job.job_id])
             if self.tracker is not None:
                 self.tracker.arrived(job)
