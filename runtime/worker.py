@@ -5,6 +5,11 @@ A job gets only its lease's credential (never the worker's token), the scheduler
 job directory; as root it runs under a uid of its own (`isolation.py` states the boundary). A command that cannot
 start (bad quoting, missing binary) fails that attempt with the error text; the worker goes on.
 `emulate=True` runs no process: a leased job "trains" at a fixed rate inside the worker (protocol and load tests).
+
+`run()` heartbeats on a thread of its own, so nothing the job loop waits for (a large job directory to clear, a
+process slow to die, a slow scheduler call) silences the worker: the scheduler expires a silent worker and fails
+the attempts of every job on it. A lease handed out is listed as running from then on, while the job loop launches
+it. `tick()` does one pass of both on the caller's thread (tests drive workers this way).
 """
 
 from __future__ import annotations
@@ -15,13 +20,16 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
 from .auth import HEADER, channel
+from .host import CoreSet, cpu_count, detect_resources
 from .isolation import JobUids, job_env, prepare_job_dir
 from .stubs import pb2, pb2_grpc
 from .validate import worker_resources
@@ -69,6 +77,11 @@ class Worker:
         self.worker_id: str | None = None
         self.session = ""
         self.jobs: dict[tuple[int, int], Running] = {}        # (job id, rank) -> process
+        self.accepted: dict[tuple[int, int], object] = {}     # leases handed out and not launched yet
+        self.lock = threading.Lock()                          # jobs and accepted: the heartbeat thread lists them
+        self.answers: deque = deque()                         # heartbeat answers for the job loop; None: restart
+        self._resetting = threading.Event()                   # the job loop is dropping a lost session's jobs
+        self._stopped = threading.Event()
         self.cores = CoreSet()                                # CPU shares: which cores each process may run on
         self.unsent: list[tuple[object, int, float]] = []     # (exit report, tries, next try): not acknowledged
         self._next_beat = 0.0
@@ -81,35 +94,61 @@ class Worker:
         self.worker_id, self.session = resp.worker_id, resp.session
 
     def tick(self) -> None:
-        """One pass: heartbeat when due, start/stop what the scheduler says, report exited jobs."""
+        """One pass on the caller's thread: heartbeat when due, start/stop what the scheduler says, report exits."""
         now = time.monotonic()
         if now >= self._next_beat:
             self._next_beat = now + self.heartbeat_s
-            try:
-                self._beat()
-            except grpc.RpcError as exc:
-                log.warning("worker %s: scheduler call failed (%s: %s)", self.name, exc.code().name, exc.details())
+            self._beat()
+        self._jobs_pass()
+
+    def _jobs_pass(self) -> None:
+        self._apply_answers()
         self._poll()
         self._send_exits()
 
     def _beat(self) -> None:
-        if self.worker_id is None:
-            self.register()
-        states = [pb2.JobState(job_id=j, lease_id=r.lease.lease_id, running=True) for (j, _), r in self.jobs.items()]
-        resp = self.stub.Heartbeat(pb2.HeartbeatRequest(worker_id=self.worker_id, jobs=states,
-                                                        session=self.session), timeout=10)
-        if not resp.known:          # the scheduler restarted: drop everything, jobs resume from checkpoints
-            for key in list(self.jobs):
-                self._kill(key)
-            self.unsent.clear()
-            self.worker_id = None
-            self.register()
+        """One heartbeat; its answer is queued for the job loop. Never waits for the job loop."""
+        if self._resetting.is_set():
             return
-        for job_id in resp.stop:
-            for key in [k for k in self.jobs if k[0] == job_id]:
-                self._kill(key)
-        for lease in resp.start:
-            self._launch(lease)
+        try:
+            if self.worker_id is None:
+                self.register()
+            with self.lock:
+                listed = {**{key: run.lease for key, run in self.jobs.items()}, **self.accepted}
+            states = [pb2.JobState(job_id=j, lease_id=lease.lease_id, running=True) for (j, _), lease in listed.items()]
+            resp = self.stub.Heartbeat(pb2.HeartbeatRequest(worker_id=self.worker_id, jobs=states,
+                                                            session=self.session), timeout=10)
+        except grpc.RpcError as exc:
+            log.warning("worker %s: scheduler call failed (%s: %s)", self.name, exc.code().name, exc.details())
+            return
+        if not resp.known:          # the scheduler restarted: the job loop drops everything, then we register
+            self._resetting.set()
+            self.answers.append(None)
+            return
+        with self.lock:
+            self.accepted.update(((lease.job_id, lease.rank), lease) for lease in resp.start)
+        self.answers.append(resp)
+
+    def _apply_answers(self) -> None:
+        while self.answers:
+            resp = self.answers.popleft()
+            if resp is None:        # jobs resume from their checkpoints under the new session
+                for key in list(self.jobs):
+                    self._kill(key)
+                self.unsent.clear()
+                with self.lock:
+                    self.accepted.clear()
+                self.worker_id = None
+                self._resetting.clear()
+                continue
+            for job_id in resp.stop:
+                for key in [k for k in self.jobs if k[0] == job_id]:
+                    self._kill(key)
+            for lease in resp.start:
+                self._launch(lease)
+                with self.lock:
+                    if self.accepted.get((lease.job_id, lease.rank)) is lease:
+                        del self.accepted[(lease.job_id, lease.rank)]
 
     def job_dir(self, job_id: int, rank: int) -> Path:
         """A lease's working directory (ranks on one worker never share files)."""
@@ -144,7 +183,7 @@ class Worker:
         if key in self.jobs:
             self._kill(key)
         if self.emulate:
-            self.jobs[key] = Running(lease, None, None, time.monotonic(), time.monotonic())
+            self._add(key, Running(lease, None, None, time.monotonic(), time.monotonic()))
             return
         log_path = self.work_dir / "logs" / f"job={lease.job_id}.lease={lease.lease_id}.rank={lease.rank}.log"
         home = self.job_dir(lease.job_id, lease.rank)
@@ -170,10 +209,18 @@ class Worker:
             return
         if lease.cpu_cores > 0:
             self.cores.pin(key, proc.pid, cpu_count(lease.cpu_cores))
-        self.jobs[key] = Running(lease, proc, log_path, time.monotonic())
+        self._add(key, Running(lease, proc, log_path, time.monotonic()))
+
+    def _add(self, key: tuple[int, int], run: Running) -> None:
+        with self.lock:
+            self.jobs[key] = run
+
+    def _drop(self, key: tuple[int, int]) -> Running | None:
+        with self.lock:
+            return self.jobs.pop(key, None)
 
     def _kill(self, key: tuple[int, int]) -> None:
-        run = self.jobs.pop(key, None)
+        run = self._drop(key)
         self.cores.release(key)
         if run is None or run.proc is None:
             return
@@ -198,7 +245,7 @@ class Worker:
                 tail = log_tail(run.log_path)
                 self.uids.release(key)
                 self.cores.release(key)
-            self.jobs.pop(key)
+            self._drop(key)
             self._report_exit(run.lease, code, tail)
 
     def _report_exit(self, lease, code: int, tail: str) -> None:
@@ -258,17 +305,31 @@ class Worker:
         return 0 if finished or not resp.keep_running else None
 
     def run(self, stop_after_s: float | None = None, parent_pid: int | None = None) -> None:
-        """Serve until killed (or `stop_after_s`, or the parent process exits)."""
+        """Serve until killed (or `stop()`, `stop_after_s`, or the parent process exits)."""
         end = time.monotonic() + stop_after_s if stop_after_s else None
+        done = threading.Event()
+        beats = threading.Thread(target=self._beat_loop, args=(done,), name=f"heartbeat {self.name}", daemon=True)
+        beats.start()
         try:
-            while end is None or time.monotonic() < end:
+            while not self._stopped.is_set() and (end is None or time.monotonic() < end):
                 if parent_pid is not None and os.getppid() != parent_pid:
                     break
-                self.tick()
-                time.sleep(0.05)
+                self._jobs_pass()
+                self._stopped.wait(0.05)
         finally:
+            done.set()
+            beats.join(timeout=15)        # a heartbeat in flight ends within its 10-s call timeout
             for key in list(self.jobs):
                 self._kill(key)
+
+    def _beat_loop(self, done: threading.Event) -> None:
+        while not done.is_set():
+            self._beat()
+            done.wait(self.heartbeat_s)
+
+    def stop(self) -> None:
+        """Ends `run()` (from another thread); its jobs are killed on the way out."""
+        self._stopped.set()
 
 
 def emulated_rate(lease) -> float:
@@ -288,40 +349,6 @@ def emulated_rate(lease) -> float:
     return EMULATED_STEPS_PER_S / max(lease.slowdown, 1e-9)
 
 
-def cpu_count(share: float) -> int:
-    """Cores for a CPU share: rounded, at least one."""
-    return max(1, int(round(share)))
-
-
-class CoreSet:
-    """The cores this worker may use, handed to job processes as CPU affinity: each process gets the `n` cores
-    running the fewest other processes (ties to the lowest id), so shares that fit the host never overlap."""
-
-    def __init__(self):
-        try:
-            self.ids = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            self.ids = list(range(os.cpu_count() or 1))
-        self.load = {c: 0 for c in self.ids}
-        self.held: dict[tuple[int, int], list[int]] = {}
-
-    def pin(self, key: tuple[int, int], pid: int, n: int) -> list[int]:
-        cores = sorted(sorted(self.ids, key=lambda c: (self.load[c], c))[:n])
-        try:
-            os.sched_setaffinity(pid, cores)
-        except (AttributeError, OSError) as exc:     # the process already exited, or no affinity on this OS
-            log.warning("cannot pin process %d to cores %s: %s", pid, cores, exc)
-            return []
-        for c in cores:
-            self.load[c] += 1
-        self.held[key] = cores
-        return cores
-
-    def release(self, key: tuple[int, int]) -> None:
-        for c in self.held.pop(key, []):
-            self.load[c] -= 1
-
-
 def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
     """The last `size` bytes of a job's log, read with a seek however large the log grew."""
     try:
@@ -330,21 +357,3 @@ def log_tail(path: Path, size: int = LOG_TAIL_BYTES) -> str:
             return f.read(size).decode("utf-8", "replace")
     except OSError as exc:
         return f"[hetsched] log not readable: {exc}"
-
-
-def detect_resources() -> tuple[int, float]:
-    """(CPU cores this process may run on, memory in GB) of this machine; 0 for what cannot be read."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 0
-    mem_gb = 0.0
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    mem_gb = round(int(line.split()[1]) / 1024**2, 2)     # kB -> GiB
-                    break
-    except OSError:
-        pass
-    return cores, mem_gb

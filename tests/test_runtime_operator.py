@@ -253,7 +253,7 @@ def test_slow_client_calls_cannot_starve_heartbeats(tmp_path, monkeypatch):
 
 
 def test_workers_report_cpu_cores_and_memory_and_the_core_sees_server_shapes(tmp_path):
-    from hetsched.runtime.worker import detect_resources
+    from hetsched.runtime.host import detect_resources
     cores, mem_gb = detect_resources()
     assert cores >= 1 and mem_gb > 0
     with scheduler(tmp_path) as (server, address):
