@@ -309,14 +309,23 @@ class SchedulerServer:
     def _rounds(self) -> None:
         round_s = self.state.round_s
         lead = min(0.5, round_s / 4)             # plan the next round a little before this one ends
-        boundary = time.time() + round_s
-        self.state.round(boundary - self.state.epoch)
-        while not self._stop.wait(max(0.0, boundary - lead - time.time())):
-            try:
-                self.state.round(boundary + round_s - self.state.epoch)
-            except Exception:
-                log.exception("round failed; the next round retries")
-            boundary += round_s
+        boundary = self._round(time.time() - self.state.epoch + round_s)
+        while not self._stop.wait(max(0.0, boundary + self.state.epoch - lead - time.time())):
+            boundary = self._round(boundary + round_s)
+
+    def _round(self, boundary: float) -> float:
+        """Plans the round that ends at `boundary` (scheduler time); returns the boundary it ends at, later when
+        the plan outlasted the round."""
+        try:
+            planned = self.state.round(boundary)
+        except Exception:
+            log.exception("round failed; the next round retries")
+            return boundary
+        if planned != boundary:
+            log.warning("a round took %.2f s to plan, past its boundary: its leases run %d round(s) of %g s longer "
+                        "(a longer --round fits the plan)", self.state.overheads[-1],
+                        round((planned - boundary) / self.state.round_s), self.state.round_s)
+        return planned
 
     def stop(self) -> None:
         self.health.enter_graceful_shutdown()

@@ -12,6 +12,7 @@ workers joining and leaving through `set_cluster`; the runtime calls only the co
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 import threading
 import time
@@ -339,21 +340,34 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
             return [j for m in members for j in m]
         return []
 
-    def round(self, deadline: float) -> None:
-        """Credit the ending round, admit new jobs, plan the next one and issue leases ending at `deadline`."""
+    def round(self, deadline: float) -> float:
+        """Credit the ending round, admit new jobs, plan the next one and issue leases ending at `deadline`.
+        Returns the deadline used: a plan that leaves its leases less than half a round moves their end to a later
+        boundary of the same grid (docs/rules.md R58, #late-plan)."""
         start = time.perf_counter()
         with self.lock:
-            self.expire_workers()
-            if self.core is None or not self.workers:
-                return
-            now = self.now()
-            self.switch_batch_sizes(self._credit(now))       # credit, switch, flag; then arrivals join
-            self._admit()
-            plan = self.core.plan(now, servers=True)
-            self.plan = self._issue(plan, deadline, now)
-            self.rounds += 1
-            self.overheads.append(time.perf_counter() - start)
-            self.events.flush()                       # under the lock: heartbeats add events too
+            held = time.perf_counter()
+            try:
+                self.expire_workers()
+                if self.core is None or not self.workers:
+                    return deadline
+                now = self.now()
+                self.switch_batch_sizes(self._credit(now))       # credit, switch, flag; then arrivals join
+                self._admit()
+                plan = self.core.plan(now, servers=True)
+                late = self.now() + self.round_s / 2 - deadline
+                if late > 0:
+                    deadline += math.ceil(late / self.round_s) * self.round_s
+                self.plan = self._issue(plan, deadline, now)
+                self.rounds += 1
+                self.overheads.append(time.perf_counter() - start)
+                self.events.flush()                       # under the lock: heartbeats add events too
+            finally:
+                # No heartbeat is heard while a round holds the lock: that time is not a worker's silence (R58).
+                held = time.perf_counter() - held
+                for info in self.workers.values():
+                    info.last_seen += held
+        return deadline
 
     def _issue(self, plan, deadline: float, now: float) -> list:
         """Leases for the plan's assignments; returns the assignments that run (for the next credit)."""

@@ -4,6 +4,7 @@ per process, only leases that ran are credited, and the policy is seeded as in t
 from __future__ import annotations
 
 import random
+import time
 
 import numpy as np
 from runtime_helpers import RESNET
@@ -247,3 +248,24 @@ def test_a_lease_extended_into_a_pair_measures_the_pair_from_its_next_update(tmp
     table = core._table_efficiency(row, row, w)
     assert core._pair_efficiency[(row, row)][w] == 0.5 * 100.0 / isolated + 0.5 * table
     assert core.tput[core.slot[0], w] == isolated                # not taken as its rate alone
+
+
+def test_a_late_plan_moves_its_leases_to_a_later_boundary_and_its_lock_time_is_no_silence(tmp_path):
+    """docs/rules.md#late-plan: the grid is kept, the leases get at least half a round, and the time the round held
+    the lock is added to every worker's last heartbeat."""
+    state = _state(tmp_path)                                   # 10-s rounds
+    worker_id, _ = state.register("v100", 1, "a")
+    _submit(state, 0)
+    seen = state.workers[worker_id].last_seen
+    plan = state.core.plan
+
+    def slow_plan(*args, **kwargs):
+        time.sleep(0.2)
+        return plan(*args, **kwargs)
+    state.core.plan = slow_plan
+    asked = state.now() - 13.0                                 # 13 s already past: 2 rounds later leaves 7 s
+    assert state.round(asked) == asked + 20.0
+    assert state.workers[worker_id].to_start[0].deadline_s == asked + 20.0
+    assert state.workers[worker_id].last_seen - seen >= 0.2
+    on_time = state.now() + 6.0                                # more than half a round left: kept
+    assert state.round(on_time) == on_time

@@ -9,7 +9,9 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 
 import grpc
 import pytest
@@ -271,3 +273,74 @@ def test_workers_report_cpu_cores_and_memory_and_the_core_sees_server_shapes(tmp
             code, details = rpc_code(lambda: wstub.RegisterWorker(
                 pb2.RegisterWorkerRequest(gpu_type="v100", num_gpus=1, **bad), timeout=5))
             assert code == INVALID and next(iter(bad)) in details
+
+
+@contextmanager
+def serving(worker: Worker):
+    """`worker.run()` on a thread (heartbeats on their own thread, as `hetsched worker` runs), stopped on exit."""
+    thread = threading.Thread(target=worker.run, kwargs={"stop_after_s": 60}, daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        worker.stop()
+        thread.join(timeout=15)
+
+
+def wait_for(client, done, timeout_s: float, what: str) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while not done(jobs := job_states(client)):
+        assert time.monotonic() < deadline, f"{what} not reached in {timeout_s} s: {jobs}"
+        time.sleep(0.05)
+    return jobs
+
+
+def ended(jobs) -> bool:
+    return all(j.state in ("completed", "failed") for j in jobs.values())
+
+
+def test_a_busy_job_loop_does_not_silence_the_workers_heartbeats(tmp_path, monkeypatch):
+    """Launching a job can block the worker's job loop (a large directory left by the job's last lease to clear, a
+    slow file system). Heartbeats run on their own thread, so the scheduler neither expires the worker, failing its
+    other job, nor counts the lease being launched as lost."""
+    with scheduler(tmp_path, round_s=0.3, worker_timeout_s=1.0) as (server, address):
+        client = stub(address, CLIENT)
+        worker = Worker(address, WORKER, "v100", num_gpus=2, emulate=True, heartbeat_s=0.05, report_s=0.1)
+        launch = worker._launch
+
+        def slow_launch(lease):
+            if lease.job_id == 1:
+                time.sleep(2.5)                      # two and a half worker timeouts
+            launch(lease)
+        monkeypatch.setattr(worker, "_launch", slow_launch)
+        submit(client, job_id=0, total_steps=900, command="emulated")          # about 4.5 s at 200 steps/s
+        with serving(worker) as thread:
+            wait_for(client, lambda jobs: jobs[0].state == "running", 10, "job 0 running")
+            submit(client, job_id=1, total_steps=200, command="emulated")
+            jobs = wait_for(client, ended, 30, "both jobs ended")
+    assert [(j.state, j.attempts) for j in jobs.values()] == [("completed", 0), ("completed", 0)], \
+        [j.log_tail for j in jobs.values()]
+    assert not thread.is_alive()
+
+
+def test_a_plan_longer_than_its_round_neither_expires_workers_nor_issues_dead_leases(tmp_path, caplog):
+    """A plan that outlasts its round (an overloaded scheduler, a round too short for the policy) holds the lock
+    that heartbeats need: that time is not the workers' silence, and the round's leases run to the next boundary
+    after the plan rather than to one already past. Before, every worker was expired at the next round, and the
+    job failed its three attempts."""
+    with scheduler(tmp_path, round_s=0.3, worker_timeout_s=1.0) as (server, address):
+        client = stub(address, CLIENT)
+        worker = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=0.1)
+        with serving(worker):
+            submit(client, job_id=0, total_steps=200, command="emulated")           # about 1 s at 200 steps/s
+            wait_for(client, lambda jobs: jobs[0].state == "running", 10, "job 0 running")
+            plan = server.state.core.plan
+
+            def slow_plan(*args, **kwargs):
+                time.sleep(1.2)                      # four rounds, more than a worker timeout
+                return plan(*args, **kwargs)
+            server.state.core.plan = slow_plan
+            with caplog.at_level(logging.WARNING, logger="hetsched.runtime.server"):
+                jobs = wait_for(client, ended, 40, "job 0 ended")
+    assert (jobs[0].state, jobs[0].attempts) == ("completed", 0), jobs[0].log_tail
+    assert "a round took 1.2" in caplog.text and "a longer --round fits the plan" in caplog.text
