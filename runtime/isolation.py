@@ -33,6 +33,7 @@ from hetsched.errors import HetschedError
 log = logging.getLogger(__name__)
 
 DEFAULT_JOB_UIDS = (61000, 61999)
+STUCK = "stuck"          # JobUids.taken's key for a uid whose last process has not ended yet
 #: Variables a job inherits from the worker; everything else (tokens, cloud keys, SSH agents) stays behind.
 PASS_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
             "TORCH_NUM_THREADS", "LD_LIBRARY_PATH")
@@ -109,6 +110,8 @@ class JobUids:
     def acquire(self, key: tuple) -> int | None:
         if self.range is None:
             return None
+        for held in [k for k, uid in self.taken.items() if k[0] == STUCK and not _pids_of(uid)]:
+            del self.taken[held]                   # its last process has ended: the uid is free again
         used = set(self.taken.values())
         for uid in range(self.range[0], self.range[1] + 1):
             if uid not in used:
@@ -117,10 +120,14 @@ class JobUids:
         raise HetschedError(f"no free job uid in {self.range[0]}-{self.range[1]}")
 
     def release(self, key: tuple) -> None:
-        """Kill whatever still runs under the job's uid, then free the uid."""
+        """Kill whatever still runs under the job's uid, then free the uid. A process that SIGKILL cannot end yet
+        (uninterruptible sleep on a hung file system) keeps its uid out of use until it has ended."""
         uid = self.taken.pop(key, None)
         if uid is not None:
             kill_uid(uid)
+            if _pids_of(uid):
+                log.warning("uid %d: a process outlived SIGKILL; the uid is not reused until it ends", uid)
+                self.taken[(STUCK, uid)] = uid
 
 
 def _parse_range(spec: str) -> tuple[int, int]:

@@ -3,7 +3,7 @@ exits.
 
 A job gets only its lease's credential (never the worker's token), the scheduler's address and CA, and a fresh
 job directory; as root it runs under a uid of its own (`isolation.py` states the boundary). A command that cannot
-start (bad quoting, missing binary) fails that attempt with the error text; the worker goes on.
+start (bad quoting, missing binary, no free job uid) fails that attempt with the error text; the worker goes on.
 `emulate=True` runs no process: a leased job "trains" at a fixed rate inside the worker (protocol and load tests).
 
 `run()` heartbeats on a thread of its own, so nothing the job loop waits for (a large job directory to clear, a
@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+
+from hetsched.errors import HetschedError
 
 from .auth import HEADER, channel
 from .host import CoreSet, cpu_count, detect_resources
@@ -202,7 +204,7 @@ class Worker:
                 proc = subprocess.Popen(argv, env=self._env(lease, home), stdout=out, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, cwd=home, start_new_session=True, umask=0o077,
                                         **ids)
-        except (ValueError, OSError) as exc:       # this attempt fails; the worker and its other jobs go on
+        except (ValueError, OSError, HetschedError) as exc:    # this attempt fails; the worker and its jobs go on
             self.uids.release(key)
             log.warning("job %d: cannot launch %r: %s", lease.job_id, lease.command, exc)
             self._report_exit(lease, LAUNCH_FAILED, f"launch failed: {type(exc).__name__}: {exc}")
@@ -228,7 +230,10 @@ class Worker:
             os.killpg(run.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        run.proc.wait(timeout=10)
+        try:
+            run.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:          # uninterruptible (a hung file system): reaped when it ends
+            log.warning("job %d: process %d has not ended 10 s after SIGKILL", key[0], run.proc.pid)
         self.uids.release(key)                     # and whatever left the process group under the job's uid
 
     def _poll(self) -> None:

@@ -162,3 +162,58 @@ def test_killing_a_jobs_uid_does_not_wait_for_its_zombies():
         live.kill()
         live.wait()
         dead.wait()
+
+
+def _isolated_worker(tmp_path, uids: str, monkeypatch):
+    """A worker with its own uid range whose exit reports are kept in a list (no scheduler needed)."""
+    from hetsched.runtime.worker import Worker
+    worker = Worker("127.0.0.1:1", "worker-token", "v100", num_gpus=2, work_dir=str(tmp_path / "w"), job_uids=uids)
+    reports = []
+    monkeypatch.setattr(worker, "_report_exit", lambda lease, code, tail: reports.append((lease.job_id, code, tail)))
+    return worker, reports
+
+
+def _sleep_lease(job_id: int):
+    return pb2.Lease(lease_id=f"l{job_id}", job_id=job_id, command="sleep 30", local_gpus=[job_id % 2])
+
+
+@root_only
+def test_a_launch_without_a_free_uid_fails_that_attempt_not_the_worker(tmp_path, monkeypatch):
+    from hetsched.runtime.worker import LAUNCH_FAILED
+    worker, reports = _isolated_worker(tmp_path, "61950-61950", monkeypatch)
+    try:
+        worker._launch(_sleep_lease(0))
+        worker._launch(_sleep_lease(1))             # the range's one uid is taken: it raised out of the job loop
+        assert list(worker.jobs) == [(0, 0)]
+        assert [(j, code) for j, code, _ in reports] == [(1, LAUNCH_FAILED)]
+        assert "no free job uid in 61950-61950" in reports[0][2]
+    finally:
+        worker._kill((0, 0))
+    assert worker.uids.taken == {}
+
+
+@root_only
+def test_a_process_that_outlives_sigkill_stops_neither_the_worker_nor_frees_its_uid(tmp_path, monkeypatch):
+    """A process in uninterruptible sleep (a hung file system) survives SIGKILL: the worker's wait for it raised
+    out of the job loop, and its uid would have gone to the next job while the process still ran under it."""
+    from hetsched.runtime import isolation
+    worker, reports = _isolated_worker(tmp_path, "61951-61951", monkeypatch)
+    worker._launch(_sleep_lease(0))
+    proc = worker.jobs[(0, 0)].proc
+    outlives = [proc.pid]                                      # what /proc shows under the uid
+    monkeypatch.setattr(isolation, "kill_uid", lambda uid, timeout_s=5.0: 0)
+    monkeypatch.setattr(isolation, "_pids_of", lambda uid: list(outlives))
+    monkeypatch.setattr(proc, "wait", lambda timeout=None: (_ for _ in ()).throw(
+        subprocess.TimeoutExpired(proc.args, timeout)))
+    try:
+        worker._kill((0, 0))
+        assert worker.uids.taken == {(isolation.STUCK, 61951): 61951}
+        worker._launch(_sleep_lease(1))                        # the uid is not handed out while the process lives
+        assert (1, 0) not in worker.jobs and "no free job uid" in reports[-1][2]
+        outlives.clear()                                       # it has ended: the uid is free again
+        worker._launch(_sleep_lease(1))
+        assert list(worker.jobs) == [(1, 0)] and worker.uids.taken == {(1, 0): 61951}
+    finally:
+        for key in list(worker.jobs):
+            worker._kill(key)
+        subprocess.Popen.wait(proc, timeout=10)
