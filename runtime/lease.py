@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 UPLOAD_TRIES = 4                 # a busy scheduler (RESOURCE_EXHAUSTED) is retried after 0.2, 0.4, 0.8 s (calls too)
+BUSY_WAIT_S = 60.0               # how long a lease update due now waits for a busy scheduler (a long plan)
+CALL_TIMEOUT_S = 10.0
 ENV = ("HETSCHED_SCHEDULER", "HETSCHED_LEASE_TOKEN", "HETSCHED_JOB_ID", "HETSCHED_LEASE_ID", "HETSCHED_DEADLINE")
+
+
+def _busy(exc: Exception) -> bool:
+    import grpc
+
+    return isinstance(exc, grpc.RpcError) and exc.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                                             grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def _endless(data: Iterable) -> Iterator:
@@ -111,22 +120,34 @@ class LeaseIterator:
 
         for attempt in range(UPLOAD_TRIES):
             try:
-                return method(request, timeout=10)
+                return method(request, timeout=CALL_TIMEOUT_S)
             except grpc.RpcError as exc:
                 if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or attempt == UPLOAD_TRIES - 1:
                     raise
             time.sleep(0.2 * 2 ** attempt)
 
     def _report(self, finished: bool) -> bool:
-        """Tell the scheduler where we are; returns whether the lease goes on."""
-        try:
-            resp = self._call(self._stub.UpdateLease, self._pb2.UpdateLeaseRequest(
-                job_id=self.job_id, lease_id=self.lease_id, steps_done=self.steps,
-                steps_checkpointed=self.checkpointed, seconds=self._seconds, steps_run=self.steps - self._start,
-                finished=finished, batch_size=self.batch_size if self.adaptive else 0))
-        except Exception as exc:   # scheduler unreachable: stop safely; the job resumes from its checkpoint
-            print(f"hetsched: lease update failed, stopping: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return False
+        """Tell the scheduler where we are; returns whether the lease goes on. A busy scheduler (its job calls
+        taken, or a plan holding it past the call's timeout) does not end a lease: before the deadline the job
+        trains on and reports at its next report; at the deadline, or when done, the update is retried with
+        backoff for up to BUSY_WAIT_S. The update carries totals, so a retry is harmless."""
+        request = self._pb2.UpdateLeaseRequest(
+            job_id=self.job_id, lease_id=self.lease_id, steps_done=self.steps, steps_checkpointed=self.checkpointed,
+            seconds=self._seconds, steps_run=self.steps - self._start, finished=finished,
+            batch_size=self.batch_size if self.adaptive else 0)
+        give_up, pause = time.monotonic() + BUSY_WAIT_S, 0.2
+        while True:
+            try:
+                resp = self._stub.UpdateLease(request, timeout=CALL_TIMEOUT_S)
+                break
+            except Exception as exc:   # unreachable, or busy for too long: stop; the job resumes from its checkpoint
+                if _busy(exc) and not finished and time.time() + self._clock_offset < self.deadline:
+                    return True
+                if not _busy(exc) or time.monotonic() + pause > give_up:
+                    print(f"hetsched: lease update failed, stopping: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    return False
+                time.sleep(pause)
+                pause = min(2.0, 2 * pause)
         self._clock_offset = resp.now_s - time.time()
         self.deadline = resp.deadline_s
         if resp.batch_size and resp.batch_size != self.batch_size and self.world_size == 1 and not finished:

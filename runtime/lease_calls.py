@@ -74,9 +74,10 @@ class LeaseCalls:
             return lease.rendezvous
 
     def holds_lease(self, token: str) -> bool:
-        """Whether `token` is a lease token this scheduler issued and still keeps (checked before a stream is read)."""
-        with self.lock:
-            return token in self.tokens
+        """Whether `token` is a lease token this scheduler issued and still keeps (checked before a stream is read).
+        Without the lock: a round holds it while it plans, and a job's call waiting here would hold a handler thread
+        outside the jobs' share (a dict lookup is atomic; the call checks the lease again under the lock)."""
+        return token in self.tokens
 
     def _current_lease(self, token: str, job_id: int, lease_id: str):
         """The job's row and lease when `token` holds its current lease; only that lease stores checkpoints."""

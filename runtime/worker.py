@@ -300,7 +300,7 @@ class Worker:
                 job_id=lease.job_id, lease_id=lease.lease_id, steps_done=steps, steps_checkpointed=durable,
                 seconds=now - run.started, steps_run=steps - start, finished=finished, batch_size=lease.batch_size))
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            if exc.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED):
                 return None     # a busy scheduler: report at the next tick
             return 0            # as a LeaseIterator does: stop; the job resumes from its checkpoint
         if resp.batch_size and resp.batch_size != lease.batch_size and not finished:

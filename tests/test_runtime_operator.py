@@ -344,3 +344,57 @@ def test_a_plan_longer_than_its_round_neither_expires_workers_nor_issues_dead_le
                 jobs = wait_for(client, ended, 40, "job 0 ended")
     assert (jobs[0].state, jobs[0].attempts) == ("completed", 0), jobs[0].log_tail
     assert "a round took 1.2" in caplog.text and "a longer --round fits the plan" in caplog.text
+
+
+def test_a_busy_scheduler_at_the_deadline_does_not_end_the_lease(tmp_path, monkeypatch):
+    """Every lease of a round ends at the same boundary, and the next round is planned just then. While a long plan
+    holds the scheduler, the jobs' calls fill their slots and the others are answered RESOURCE_EXHAUSTED; a job
+    used to give up after 1.4 s of those, checkpoint and exit, although its lease was being extended. Here the job
+    slots are 1 and one plan takes 3 s, past the two leases' end: both must train on, under the extension."""
+    from hetsched.runtime import server as server_module
+    from hetsched.runtime.lease import LeaseIterator
+    monkeypatch.setitem(server_module.ROLE_CALLS, server_module.JOB, 1)
+    with scheduler(tmp_path, round_s=2.0, worker_timeout_s=60.0) as (server, address):
+        client, state = stub(address, CLIENT), server.state
+        for i in range(2):
+            submit(client, job_id=i, total_steps=100_000, command="emulated")
+        state.register("v100", 2, "silent")                   # GPUs for the leases; the test is their worker
+        deadline = time.monotonic() + 10
+        while len(leases := [lease for info in state.workers.values() for lease in info.to_start]) < 2:
+            assert time.monotonic() < deadline, "no leases"
+            time.sleep(0.05)
+        iterators = []
+        for lease in leases:
+            for key, value in {"HETSCHED_SCHEDULER": address, "HETSCHED_LEASE_TOKEN": lease.lease_token,
+                               "HETSCHED_JOB_ID": str(lease.job_id), "HETSCHED_LEASE_ID": lease.lease_id,
+                               "HETSCHED_DEADLINE": repr(lease.deadline_s)}.items():
+                monkeypatch.setenv(key, value)
+            iterators.append(LeaseIterator(iter(int, 1), total_steps=100_000, report_every_s=0.2))
+        done = threading.Event()
+
+        def train(it):
+            for _ in it:
+                if done.wait(0.005):
+                    break
+        trainers = [threading.Thread(target=train, args=(it,), daemon=True) for it in iterators]
+        for t in trainers:
+            t.start()
+        plan, slow = state.core.plan, [3.0]
+
+        def slow_plan(*args, **kwargs):                        # the next round's plan only
+            time.sleep(slow.pop() if slow else 0.0)
+            return plan(*args, **kwargs)
+        state.core.plan = slow_plan
+        deadline = time.monotonic() + 15
+        while slow or state.now() < leases[0].deadline_s + 3.0:
+            assert time.monotonic() < deadline, "the slow plan did not come"
+            time.sleep(0.05)
+        running = [not it.stopped for it in iterators]
+        done.set()
+        for t in trainers:
+            t.join(timeout=20)
+    assert len(leases) == 2 and running == [True, True]
+    assert all(it.deadline > leases[0].deadline_s for it in iterators)      # they heard the extension
+    # The second job's call was turned away, not parked on a handler thread outside the jobs' share until the plan
+    # ended (the lease check before the share took the lock).
+    assert state.rpc_errors["RESOURCE_EXHAUSTED"] >= 1
