@@ -157,10 +157,12 @@ def run_worker(args) -> int:
     logging.getLogger(__name__).info("worker %s: %d %s GPU(s), %d CPU cores, %.1f GB, work dir %s; %s",
                                      args.name or "-", args.num_gpus, args.gpu_type, worker.cpu_cores,
                                      worker.mem_gb, worker.work_dir, worker.uids.describe())
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop())      # run() kills its jobs on the way out
     import grpc
 
     for attempt in range(600):          # the scheduler may still be starting: retry for up to a minute
+        if worker.stopped:
+            return 0
         try:
             worker.register()
             break

@@ -323,9 +323,9 @@ class Worker:
                 self._stopped.wait(0.05)
         finally:
             done.set()
-            beats.join(timeout=15)        # a heartbeat in flight ends within its 10-s call timeout
-            for key in list(self.jobs):
+            for key in list(self.jobs):   # first: a heartbeat in flight may wait out its 10-s call timeout
                 self._kill(key)
+            beats.join(timeout=1.0)
 
     def _beat_loop(self, done: threading.Event) -> None:
         while not done.is_set():
@@ -333,8 +333,12 @@ class Worker:
             done.wait(self.heartbeat_s)
 
     def stop(self) -> None:
-        """Ends `run()` (from another thread); its jobs are killed on the way out."""
+        """Ends `run()` (from another thread or a signal handler); its jobs are killed on the way out."""
         self._stopped.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
 
 
 def emulated_rate(lease) -> float:

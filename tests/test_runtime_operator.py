@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -398,3 +399,48 @@ def test_a_busy_scheduler_at_the_deadline_does_not_end_the_lease(tmp_path, monke
     # The second job's call was turned away, not parked on a handler thread outside the jobs' share until the plan
     # ended (the lease check before the share took the lock).
     assert state.rpc_errors["RESOURCE_EXHAUSTED"] >= 1
+
+
+def test_sigterm_stops_a_worker_and_its_jobs_while_the_scheduler_hangs(tmp_path):
+    """An operator stops a worker (SIGTERM) while its scheduler hangs (stopped, swapped out): the worker's heartbeat
+    is stuck in its call, but the worker kills its jobs and exits at once, before a supervisor's SIGKILL (10 s in
+    LocalCluster) would leave the jobs, which run in sessions of their own, behind."""
+    from hetsched.runtime.launch import stop_group, wait_for_port
+    env = {**os.environ, "HETSCHED_CLIENT_TOKEN": CLIENT, "HETSCHED_WORKER_TOKEN": WORKER}
+    main = [sys.executable, "-m", "hetsched.runtime.main"]
+    sched = subprocess.Popen([*main, "scheduler", "--state-dir", str(tmp_path / "s"), "--port", "0", "--round", "1.0",
+                              "--worker-timeout", "30"], env=env, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = job_pid = None
+    try:
+        address = wait_for_port(tmp_path / "s", sched)
+        worker = subprocess.Popen([*main, "worker", "--scheduler", address, "--gpu-type", "v100", "--work-dir",
+                                   str(tmp_path / "w"), "--job-uids", "same"], env=env, start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        submit(stub(address, CLIENT), job_id=0, command="sleep 120")
+        deadline = time.monotonic() + 30
+        while job_pid is None:
+            assert time.monotonic() < deadline, "the job never started"
+            out = subprocess.run(["pgrep", "-P", str(worker.pid)], capture_output=True, text=True).stdout.split()
+            job_pid = int(out[0]) if out else None
+            time.sleep(0.1)
+        os.kill(sched.pid, signal.SIGSTOP)
+        time.sleep(1.0)                                       # the next heartbeat hangs in its call
+        start = time.monotonic()
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(timeout=9)
+        assert code == 0 and time.monotonic() - start < 5.0, time.monotonic() - start
+        deadline = time.monotonic() + 5
+        while os.path.exists(f"/proc/{job_pid}") and "Z" not in open(f"/proc/{job_pid}/stat").read().split()[2]:
+            assert time.monotonic() < deadline, "the job outlived its worker"
+            time.sleep(0.05)
+    finally:
+        if sched.poll() is None:
+            os.kill(sched.pid, signal.SIGCONT)
+        stop_group(worker)
+        stop_group(sched)
+        if job_pid is not None:
+            try:
+                os.kill(job_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
