@@ -32,7 +32,8 @@ CALL_TIMEOUT_S = 10.0
 ENV = ("HETSCHED_SCHEDULER", "HETSCHED_LEASE_TOKEN", "HETSCHED_JOB_ID", "HETSCHED_LEASE_ID", "HETSCHED_DEADLINE")
 
 
-def _busy(exc: Exception) -> bool:
+def busy(exc: Exception) -> bool:
+    """A scheduler too busy to answer now (its calls' share taken, or a plan holding it past the timeout)."""
     import grpc
 
     return isinstance(exc, grpc.RpcError) and exc.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -141,9 +142,9 @@ class LeaseIterator:
                 resp = self._stub.UpdateLease(request, timeout=CALL_TIMEOUT_S)
                 break
             except Exception as exc:   # unreachable, or busy for too long: stop; the job resumes from its checkpoint
-                if _busy(exc) and not finished and time.time() + self._clock_offset < self.deadline:
+                if busy(exc) and not finished and time.time() + self._clock_offset < self.deadline:
                     return True
-                if not _busy(exc) or time.monotonic() + pause > give_up:
+                if not busy(exc) or time.monotonic() + pause > give_up:
                     print(f"hetsched: lease update failed, stopping: {type(exc).__name__}: {exc}", file=sys.stderr)
                     return False
                 time.sleep(pause)

@@ -346,7 +346,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         boundary of the same grid (docs/rules.md R58, #late-plan)."""
         start = time.perf_counter()
         with self.lock:
-            held = time.perf_counter()
+            locked_at = time.perf_counter()
             try:
                 self.expire_workers()
                 if self.core is None or not self.workers:
@@ -364,7 +364,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                 self.events.flush()                       # under the lock: heartbeats add events too
             finally:
                 # No heartbeat is heard while a round holds the lock: that time is not a worker's silence (R58).
-                held = time.perf_counter() - held
+                held = time.perf_counter() - locked_at
                 for info in self.workers.values():
                     info.last_seen += held
         return deadline

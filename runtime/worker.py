@@ -33,6 +33,7 @@ from hetsched.errors import HetschedError
 from .auth import HEADER, channel
 from .host import CoreSet, cpu_count, detect_resources
 from .isolation import JobUids, job_env, prepare_job_dir
+from .lease import busy
 from .stubs import pb2, pb2_grpc
 from .validate import worker_resources
 
@@ -135,8 +136,7 @@ class Worker:
         while self.answers:
             resp = self.answers.popleft()
             if resp is None:        # jobs resume from their checkpoints under the new session
-                for key in list(self.jobs):
-                    self._kill(key)
+                self._kill_all()
                 self.unsent.clear()
                 with self.lock:
                     self.accepted.clear()
@@ -236,6 +236,10 @@ class Worker:
             log.warning("job %d: process %d has not ended 10 s after SIGKILL", key[0], run.proc.pid)
         self.uids.release(key)                     # and whatever left the process group under the job's uid
 
+    def _kill_all(self) -> None:
+        for key in list(self.jobs):
+            self._kill(key)
+
     def _poll(self) -> None:
         for key, run in list(self.jobs.items()):
             if run.proc is None:
@@ -300,8 +304,8 @@ class Worker:
                 job_id=lease.job_id, lease_id=lease.lease_id, steps_done=steps, steps_checkpointed=durable,
                 seconds=now - run.started, steps_run=steps - start, finished=finished, batch_size=lease.batch_size))
         except grpc.RpcError as exc:
-            if exc.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED):
-                return None     # a busy scheduler: report at the next tick
+            if busy(exc):
+                return None     # report at the next tick
             return 0            # as a LeaseIterator does: stop; the job resumes from its checkpoint
         if resp.batch_size and resp.batch_size != lease.batch_size and not finished:
             # A batch-size switch: go on from the re-counted steps (checkpointed at once, as a LeaseIterator does).
@@ -323,8 +327,7 @@ class Worker:
                 self._stopped.wait(0.05)
         finally:
             done.set()
-            for key in list(self.jobs):   # first: a heartbeat in flight may wait out its 10-s call timeout
-                self._kill(key)
+            self._kill_all()              # first: a heartbeat in flight may wait out its 10-s call timeout
             beats.join(timeout=1.0)
 
     def _beat_loop(self, done: threading.Event) -> None:
