@@ -51,6 +51,18 @@ def test_cpu_timeout_gives_a_timed_out_point():
     assert BASE.with_(timeout_s=60.0).key() != BASE.key()
 
 
+def test_a_run_past_its_horizon_is_saturated_at_the_same_round_on_any_machine():
+    """docs/rules.md#horizon: the bound is on simulated time, so where a run stops does not depend on the
+    machine (a CPU budget cuts a run sooner on a slower one); a horizon the run stays inside changes nothing."""
+    short, long, plain = sweep([BASE.with_(horizon=0.5), BASE.with_(horizon=20.0), BASE], cache_dir=None,
+                               use_dask=False, progress=False).to_dict("records")
+    assert short["saturated"] and not short["timed_out"] and short["avg_jct_s"] == float("inf")
+    assert not long["saturated"] and long["jcts"] == plain["jcts"] and long["avg_jct_s"] == plain["avg_jct_s"]
+    assert plain["num_rounds"] * 360.0 < 20.0 * 20 * 3600.0     # inside 20 x the window's last arrival (20 h)
+    with pytest.raises(HetschedError, match="horizon=2.0"):
+        BASE.with_(jobs_per_hour=None, num_jobs=20, horizon=2.0)      # a static stream has no arrival span
+
+
 def test_paper_preset_carries_the_timeout():
     from hetsched.experiments.continuous import PAPER_TIMEOUT_S, configs
     assert {c.timeout_s for c in configs("single", "paper", ["allox"])} == {PAPER_TIMEOUT_S}

@@ -2,10 +2,10 @@
 
 Each run is a `RunConfig`; `sweep(configs)` returns one tidy row per run (the run's summary plus the window
 jobs' JCTs). Results are cached as JSON under `cache_dir/<hash>.json`, so a re-run of a notebook only
-simulates what changed. A run that exceeds its round budget is a saturated point (JCT = inf), as the
-artifact's sweeps treat a timed-out run; `timeout_s` bounds a run's CPU time the same way (the artifact's
-`--timeout`: JCT = inf, flagged `timed_out`). From a script (not a notebook), call `sweep` under
-`if __name__ == "__main__":`, as for any process-based Dask LocalCluster.
+simulates what changed. A run that exceeds its round budget or its `horizon` is a saturated point (JCT = inf),
+as the artifact's sweeps treat a timed-out run; `timeout_s` bounds a run's CPU time the same way (the artifact's
+`--timeout`: JCT = inf, flagged `timed_out`; docs/rules.md#horizon). From a script (not a notebook), call
+`sweep` under `if __name__ == "__main__":`, as for any process-based Dask LocalCluster.
 """
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ class RunConfig:
     max_rounds: int = 200_000
     max_active_per_gpu: float = 10.0          # more active jobs than this x GPUs: a saturated point
     timeout_s: float | None = None            # CPU seconds; a longer run is a timed-out point (artifact's --timeout)
+    horizon: float | None = None              # x the window's expected last arrival: a run going on is saturated (R66)
     rules: str | None = None                  # an artifact's round rules: gavel | synergy | shockwave
     planner: str | None = None                # shockwave: hyper-parameter preset or JSON path
     check_invariants: bool = False            # record the timeline and count broken invariants (sim/invariants.py)
@@ -94,6 +95,8 @@ class RunConfig:
             bad.append(f"max_active_per_gpu={self.max_active_per_gpu!r} (positive)")
         if self.timeout_s is not None and not self.timeout_s >= 0:
             bad.append(f"timeout_s={self.timeout_s!r} (CPU seconds >= 0, or None)")
+        if self.horizon is not None and not (self.horizon > 0 and self.jobs_per_hour and self.window):
+            bad.append(f"horizon={self.horizon!r} (positive, on a continuous stream with a window; or None)")
         if bad:
             raise HetschedError(f"run config: {', '.join(bad)}")
 
@@ -118,7 +121,13 @@ def run_one(config: RunConfig) -> dict:
     mark = clock.reading()
     row = {**asdict(config), "key": config.key(), **dict(config.labels), "timed_out": False}
 
+    # docs/rules.md#horizon: checked every 200 rounds, so a run stops at the same round on any machine.
+    horizon_s = config.horizon and config.horizon * config.window[1] * 3600.0 / config.jobs_per_hour
+
     def check_budget(now: float, finished: int) -> None:
+        if horizon_s and now > horizon_s:
+            raise SimulationError(f"window not complete at t={now / 3600:.0f} h, past {config.horizon:g} x its "
+                                  f"expected last arrival")
         if config.timeout_s is not None and time.process_time() - mark.cpu_s > config.timeout_s:
             row["timed_out"] = True
             raise SimulationError(f"timed out after {config.timeout_s:.0f} CPU s at t={now:.0f} s, "
