@@ -66,11 +66,15 @@ def _write(nb, name: str) -> None:
     nbf.write(nb, HERE / f"{name}.ipynb")
 
 
+HORIZON_PARAM = "horizon = None                # e.g. 5: saturated past 5 x the window's expected last arrival (R66)"
+
+
 def continuous_notebook(name, title, kind, policies, extra, paper, what, ratios, ftf=False, more=()):
     paper_name = "gavel_fig8_las_single" if kind == "single" else "gavel_fig9_las_multi"
     cells = [
         ("code", SETUP),
-        ("code", f'''runs = C.configs("{kind}", preset, policies + extra_policies, rates=rates, seeds=seeds)
+        ("code", f'''runs = C.configs("{kind}", preset, policies + extra_policies, rates=rates, seeds=seeds,
+                 horizon=horizon)
 results = C.tidy(run(runs))
 cols = ["policy", "paper_rate", "seed", "jobs_per_hour", "cluster", "avg_jct_h", "jct_p99_s", "utilization",
         "saturated", "timed_out"]
@@ -103,7 +107,7 @@ cmp.round(3)'''),
         ("md", what),
         *more,
     ]
-    notebook(name, title, f"policies = {policies!r}\nextra_policies = {extra!r}", cells)
+    notebook(name, title, f"policies = {policies!r}\nextra_policies = {extra!r}\n{HORIZON_PARAM}", cells)
 
 
 RATIO_CELL = '''def at(policy, rate):

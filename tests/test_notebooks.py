@@ -100,6 +100,17 @@ def test_a_misspelt_preset_is_named_before_any_work():
         assert "check_preset(preset)" in cells[1].source, path.name
 
 
+def test_the_continuous_figures_take_a_horizon():
+    """`papermill fig08_las_single.ipynb ... -p horizon 5` reaches every run of the sweep (docs/rules.md R66)."""
+    import papermill as pm
+
+    for name in ("fig08_las_single", "fig09_las_multi", "fig10_ftf_multi"):
+        path = next(p for p in figure_notebooks() if p.stem == name)
+        assert pm.inspect_notebook(str(path))["horizon"]["default"] == "None", name
+        sweep_cell = next(c.source for c in nbformat.read(path, as_version=4).cells if "C.configs(" in c.source)
+        assert "horizon=horizon" in sweep_cell, name
+
+
 @pytest.mark.parametrize("build, args, message", [
     ("continuous.configs", ("singel", "paper", ["fifo"]), "figure kind 'singel': expected one of single, multi"),
     ("continuous.configs", ("single", "papr", ["fifo"]), "single preset 'papr': expected one of paper, quick, tiny"),
