@@ -61,6 +61,8 @@ def test_a_run_past_its_horizon_is_saturated_at_the_same_round_on_any_machine():
     assert plain["num_rounds"] * 360.0 < 20.0 * 20 * 3600.0     # inside 20 x the window's last arrival (20 h)
     with pytest.raises(HetschedError, match="horizon=2.0"):
         BASE.with_(jobs_per_hour=None, num_jobs=20, horizon=2.0)      # a static stream has no arrival span
+    with pytest.raises(HetschedError, match="horizon=2.0 with ideal=True"):
+        BASE.with_(ideal=True, horizon=2.0)                          # refused, not ignored
 
 
 def test_paper_preset_carries_the_timeout():
