@@ -6,11 +6,12 @@ max_min_fairness_perf max_min_fairness_packed --seeds 0 1 2 -c 36:36:36 -a 0.0 -
 solvers took (`solver_cpu_s`: ECOS, SciPy's matching), how many points saturated or timed out (and the CPU the
 timed-out ones used), and seed 0's average JCT next to the artifact's stored numbers (ours / stored).
 
-    python benchmarks/fig8_sweep.py [--workers 2] [--cache outputs/.bench-fig8] [--extras] [--horizon H]
+    python benchmarks/fig8_sweep.py [--workers 2] [--cache outputs/.bench-fig8] [--extras] [--horizon H|none]
 
-`--extras` adds the notebook's FIFO, FTF and isolated runs (the whole `fig08_las_single` notebook). `--horizon H`
-also stops each run at H x its window's expected last arrival (docs/rules.md#horizon; the paper preset has none).
-The cache directory is emptied first, so every run is simulated.
+`--extras` adds the notebook's FIFO, FTF and isolated runs (the whole `fig08_las_single` notebook). Each run stops
+at the figure's horizon, `FIG8_HORIZON` x its window's expected last arrival, as the notebook's runs do
+(docs/rules.md#horizon); `--horizon none` runs without one, as before 2026-11-27. The cache directory is emptied
+first, so every run is simulated.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from hetsched.experiments.compare import paper_table
-from hetsched.experiments.continuous import configs
+from hetsched.experiments.continuous import FIG8_HORIZON, configs, finish_x
 from hetsched.experiments.sweep import sweep
 
 FIG8 = ["max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed", "gandiva", "allox"]
@@ -38,8 +39,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", default="outputs/.bench-fig8")
     parser.add_argument("--extras", action="store_true", help="also the notebook's FIFO/FTF/isolated runs")
-    parser.add_argument("--horizon", type=float, default=None, help="a saturated point past H x the window's "
-                        "expected last arrival")
+    parser.add_argument("--horizon", type=lambda v: None if v.lower() == "none" else float(v), default=FIG8_HORIZON,
+                        help="a saturated point past H x the window's expected last arrival (default: the figure's "
+                        f"{FIG8_HORIZON:g}; none for no horizon)")
     args = parser.parse_args()
     cache = Path(args.cache)
     shutil.rmtree(cache, ignore_errors=True)
@@ -59,10 +61,6 @@ def main() -> None:
     both["ratio"] = both["avg_jct_h_ours"] / both["avg_jct_h_stored"]
     print(both.pivot_table(index="paper_rate", columns="policy", values="ratio").round(3).to_string())
     finite = both["ratio"].replace([np.inf, -np.inf], np.nan).dropna()
-    # When a finished run ended, in multiples of its window's expected last arrival (what a horizon must exceed).
-    done = results[~results["saturated"]]
-    last_arrival_s = done["window"].str[1] * 3600.0 / done["jobs_per_hour"]
-    ended_x = done["num_rounds"] * done["round_s"].fillna(360.0) / last_arrival_s
     print(json.dumps({
         "runs": len(results), "policies": len(policies), "workers": args.workers, "horizon": args.horizon,
         "wall_s": round(wall, 1), "goal_s": GOAL_S, "wall_over_goal": round(wall / GOAL_S, 3),
@@ -70,7 +68,7 @@ def main() -> None:
         "solver_cpu_s": round(float(results["solver_cpu_s"].sum()), 1),
         "timed_out_cpu_s": round(float(results.loc[results["timed_out"], "cpu_s"].sum()), 1),
         "saturated": int(results["saturated"].sum()), "timed_out": int(results["timed_out"].sum()),
-        "latest_finish_x": round(float(ended_x.max()), 3),
+        "latest_finish_x": round(float(finish_x(results).max()), 3),
         "ratio_vs_stored_median": round(float(finite.median()), 4),
         "ratio_vs_stored_within_5pct": f"{int((finite.sub(1).abs() <= 0.05).sum())}/{len(finite)}",
     }))

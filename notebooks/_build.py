@@ -10,6 +10,8 @@ from pathlib import Path
 
 import nbformat as nbf
 
+from hetsched.experiments.continuous import FIG8_HORIZON
+
 HERE = Path(__file__).resolve().parent
 
 COMMON_PARAMS = '''preset = "quick"             # "tiny" (tests) | "quick" (CI, make reproduce) | "paper" (the artifact's parameters)
@@ -66,10 +68,16 @@ def _write(nb, name: str) -> None:
     nbf.write(nb, HERE / f"{name}.ipynb")
 
 
-HORIZON_PARAM = "horizon = None                # e.g. 5: saturated past 5 x the window's expected last arrival (R66)"
+def horizon_param(default: float | None) -> str:
+    """The papermill parameter: a run still going at `horizon` x its window's expected last arrival is a saturated
+    point (docs/rules.md#horizon)."""
+    if default is None:
+        return "horizon = None                # e.g. 5: saturated past 5 x the window's expected last arrival (R66)"
+    return (f"horizon = {default!r}                 # saturated past {default:g} x the window's expected last "
+            "arrival (R66); None: no horizon")
 
 
-def continuous_notebook(name, title, kind, policies, extra, paper, what, ratios, ftf=False, more=()):
+def continuous_notebook(name, title, kind, policies, extra, paper, what, ratios, ftf=False, more=(), horizon=None):
     paper_name = "gavel_fig8_las_single" if kind == "single" else "gavel_fig9_las_multi"
     cells = [
         ("code", SETUP),
@@ -79,6 +87,8 @@ results = C.tidy(run(runs))
 cols = ["policy", "paper_rate", "seed", "jobs_per_hour", "cluster", "avg_jct_h", "jct_p99_s", "utilization",
         "saturated", "timed_out"]
 results[cols].to_csv(out / "results.csv", index=False)
+if horizon is not None:       # how close a finished run came to the horizon (docs/rules.md#horizon)
+    print(f"horizon {{horizon:g}} x: the latest finished run ended at {{C.finish_x(results).max():.2f}} x")
 results.pivot_table(index="paper_rate", columns="policy", values="avg_jct_h").round(2)'''),
         ("code", f'''main = results[results["policy"].isin(policies)]
 paper = paper_table("{paper_name}").rename(columns={{"rate_jobs_per_h": "paper_rate"}})
@@ -107,7 +117,8 @@ cmp.round(3)'''),
         ("md", what),
         *more,
     ]
-    notebook(name, title, f"policies = {policies!r}\nextra_policies = {extra!r}\n{HORIZON_PARAM}", cells)
+    notebook(name, title, f"policies = {policies!r}\nextra_policies = {extra!r}\n{horizon_param(horizon)}",
+             cells)
 
 
 RATIO_CELL = '''def at(policy, rate):
@@ -181,7 +192,8 @@ def build() -> None:
         "*intended* random-type FIFO; the artifact's `fifo` ignores its random draw and crowds V100s "
         "(spec s.10.2), so its stored FIFO curve is worse than ours and FIFO-vs-Gavel gains shrink. Packed "
         "policies pair job classes instead of jobs (same optimum, a different point of a degenerate optimal face).",
-        RATIO_CELL.format(las="max_min_fairness", gavel="max_min_fairness_perf"), ftf=True, more=FIG8_OUTLIERS)
+        RATIO_CELL.format(las="max_min_fairness", gavel="max_min_fairness_perf"), ftf=True, more=FIG8_OUTLIERS,
+        horizon=FIG8_HORIZON)
     continuous_notebook(
         "fig09_las_multi", "# Fig. 9: LAS on continuous multi-GPU traces\n\nAs Fig. 8 with scale factors "
         "1/2/4/8 (70/10/15/5 %). Quick preset: 12:12:12, rates scaled by 1/3, jobs 600-799.",

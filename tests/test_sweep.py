@@ -54,11 +54,17 @@ def test_cpu_timeout_gives_a_timed_out_point():
 def test_a_run_past_its_horizon_is_saturated_at_the_same_round_on_any_machine():
     """docs/rules.md#horizon: the bound is on simulated time, so where a run stops does not depend on the
     machine (a CPU budget cuts a run sooner on a slower one); a horizon the run stays inside changes nothing."""
-    short, long, plain = sweep([BASE.with_(horizon=0.5), BASE.with_(horizon=20.0), BASE], cache_dir=None,
-                               use_dask=False, progress=False).to_dict("records")
+    from hetsched.experiments.continuous import finish_x
+
+    frame = sweep([BASE.with_(horizon=0.5), BASE.with_(horizon=20.0), BASE], cache_dir=None, use_dask=False,
+                  progress=False)
+    short, long, plain = frame.to_dict("records")
     assert short["saturated"] and not short["timed_out"] and short["avg_jct_s"] == float("inf")
     assert not long["saturated"] and long["jcts"] == plain["jcts"] and long["avg_jct_s"] == plain["avg_jct_s"]
-    assert plain["num_rounds"] * 360.0 < 20.0 * 20 * 3600.0     # inside 20 x the window's last arrival (20 h)
+    # What a horizon must exceed: the finished runs' ends over the window's last arrival (20 jobs at 1/h: 20 h).
+    ended = finish_x(frame)
+    assert list(ended.index) == [1, 2] and ended[2] == plain["num_rounds"] * 360.0 / (20 * 3600.0)
+    assert 0.5 < ended[2] < 20.0
     with pytest.raises(HetschedError, match="horizon=2.0"):
         BASE.with_(jobs_per_hour=None, num_jobs=20, horizon=2.0)      # a static stream has no arrival span
     with pytest.raises(HetschedError, match="horizon=2.0 with ideal=True"):
@@ -69,6 +75,8 @@ def test_paper_preset_carries_the_timeout():
     from hetsched.experiments.continuous import PAPER_TIMEOUT_S, configs
     assert {c.timeout_s for c in configs("single", "paper", ["allox"])} == {PAPER_TIMEOUT_S}
     assert {c.timeout_s for c in configs("single", "quick", ["allox"])} == {None}
+    # A horizon bounds the runs in simulated time: no budget that a slower machine would hit sooner (R66).
+    assert {(c.horizon, c.timeout_s) for c in configs("single", "paper", ["allox"], horizon=5.0)} == {(5.0, None)}
 
 
 def test_repoint_moves_runs_and_keeps_the_load():
