@@ -67,8 +67,19 @@ def test_a_run_past_its_horizon_is_saturated_at_the_same_round_on_any_machine():
     assert 0.5 < ended[2] < 20.0
     with pytest.raises(HetschedError, match="horizon=2.0"):
         BASE.with_(jobs_per_hour=None, num_jobs=20, horizon=2.0)      # a static stream has no arrival span
-    with pytest.raises(HetschedError, match="horizon=2.0 with ideal=True"):
-        BASE.with_(ideal=True, horizon=2.0)                          # refused, not ignored
+
+
+def test_the_fluid_model_keeps_every_bound_of_the_round_loop():
+    """`ideal` runs (Gavel Fig. 13) stop at a horizon, at a CPU budget and at the active-job cap, checked every 200
+    events as the round loop checks them every 200 rounds; before, the fluid model ignored all three."""
+    wide = BASE.with_(ideal=True, window=(5, 200), jobs_per_hour=0.3)
+    short, slow, crowded, plain = sweep([wide.with_(horizon=0.5), wide.with_(timeout_s=0.0),
+                                         wide.with_(max_active_per_gpu=0.1), wide], cache_dir=None, use_dask=False,
+                                        progress=False).to_dict("records")
+    assert short["saturated"] and not short["timed_out"] and short["avg_jct_s"] == float("inf")
+    assert slow["saturated"] and slow["timed_out"]
+    assert crowded["saturated"] and not crowded["timed_out"]
+    assert not plain["saturated"] and plain["avg_jct_s"] < float("inf")
 
 
 def test_paper_preset_carries_the_timeout():

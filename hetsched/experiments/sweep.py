@@ -97,8 +97,6 @@ class RunConfig:
             bad.append(f"timeout_s={self.timeout_s!r} (CPU seconds >= 0, or None)")
         if self.horizon is not None and not (self.horizon > 0 and self.jobs_per_hour and self.window):
             bad.append(f"horizon={self.horizon!r} (positive, on a continuous stream with a window; or None)")
-        elif self.horizon is not None and self.ideal:
-            bad.append(f"horizon={self.horizon!r} with ideal=True (the fluid model has no rounds to stop; None)")
         if bad:
             raise HetschedError(f"run config: {', '.join(bad)}")
 

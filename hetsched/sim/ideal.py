@@ -2,7 +2,9 @@
 
 Between events every job progresses at its allocation's effective throughput; the next event is the earlier of
 the next arrival and the first completion, computed exactly (the artifact's version crashes at HEAD and only
-advanced to arrival times, docs/rules.md#ideal). The allocation is recomputed at every event.
+advanced to arrival times, docs/rules.md#ideal). The allocation is recomputed at every event. A sweep's bounds
+apply as in the round loop, with events for rounds: the active-job cap after each arrival, and `on_progress`
+(the horizon and the CPU budget, docs/rules.md#horizon) every 200 events.
 """
 
 from __future__ import annotations
@@ -16,15 +18,20 @@ from hetsched.sim.result import Result, ResultBuilder
 EPS_STEPS = 1e-6
 
 
-def run_ideal(arrivals, sched: Scheduler, config) -> Result:
+def run_ideal(arrivals, sched: Scheduler, config, on_progress=None) -> Result:
     out = ResultBuilder(sched, config)
     window = config.window
     window_left = None if window is None else window[1] - window[0]
-    now = 0.0
-    for _ in range(config.max_rounds):
+    now, finished, limit = 0.0, 0, config.max_active_jobs
+    for event in range(config.max_rounds):
         for job in arrivals.pop_until(now):
             sched.add_job(job)
             out.arrived(job, sched.slot[job.job_id])
+        if limit is not None and len(sched.jobs) > limit:
+            raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s "
+                                  f"(max_active_jobs={limit})")
+        if on_progress is not None and event and event % 200 == 0:
+            on_progress(now, finished)
         if window_left == 0:
             break
         nxt = arrivals.peek_time()
@@ -56,6 +63,7 @@ def run_ideal(arrivals, sched: Scheduler, config) -> Result:
         for job_id, slot in zip(view.job_ids[done].tolist(), slots[done].tolist()):
             out.completed(job_id, slot, now)
             sched.remove_job(job_id)
+            finished += 1
             if window is not None and window[0] <= job_id < window[1]:
                 window_left -= 1
     else:

@@ -59,12 +59,13 @@ def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | objec
     """Run `policy` (a name, a decide-stage object or a `Pipeline`) on `cluster` over the (arrival-ordered) job
     stream and return the `Result`.
 
-    `on_progress(now, finished_jobs)` is called every few hundred rounds (for progress bars).
+    `on_progress(now, finished_jobs)` is called every 200 rounds (events, in the fluid model: progress bars and
+    a sweep's bounds).
     """
     sim = RoundSimulation(jobs, cluster, policy, throughputs, config, **overrides)
     if sim.pipeline.rules.ideal:
         from hetsched.sim.ideal import run_ideal
-        return run_ideal(sim.arrivals, sim.sched, sim.config)
+        return run_ideal(sim.arrivals, sim.sched, sim.config, on_progress)
     rounds, limit = 0, sim.config.max_rounds
     while rounds < limit:
         # A step may run further rounds in which nothing happens (`quiet_rounds`), never past the next progress
