@@ -34,3 +34,8 @@ class SolverError(HetschedError, RuntimeError):
 
 class SimulationError(HetschedError, RuntimeError):
     """The simulation cannot make progress (e.g. a job that fits nowhere, or a saturated run)."""
+
+    @classmethod
+    def saturated(cls, active: int, now: float, limit: int) -> "SimulationError":
+        """More active jobs than `max_active_jobs` (docs/rules.md#horizon): the queue only grows."""
+        return cls(f"saturated: {active} active jobs at t={now:.0f} s (max_active_jobs={limit})")

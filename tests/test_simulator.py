@@ -111,6 +111,16 @@ def test_summary_is_json_ready(stream, gavel_table):
 
 
 @pytest.mark.parametrize("ideal", [False, True])
+def test_more_active_jobs_than_the_cap_is_a_saturated_run_in_both_mechanisms(gavel_table, ideal):
+    """docs/rules.md#horizon: the cap holds after each admission, in rounds (all six join at t = 360 s) and in the
+    fluid model (at each arrival: the fifth at 40 s) alike."""
+    jobs = [Job(i, 10.0 * i, "A3C", 1, 1e6) for i in range(6)]
+    with pytest.raises(SimulationError, match=r"saturated: [56] active jobs at t=(40|360) s \(max_active_jobs=4\)"):
+        run(jobs, gavel_table, "las", "2:2:2", ideal=ideal, max_active_jobs=4)
+    assert len(run(jobs, gavel_table, "las", "2:2:2", ideal=ideal, max_active_jobs=6).jobs_frame()) == 6
+
+
+@pytest.mark.parametrize("ideal", [False, True])
 def test_a_stream_out_of_order_or_with_a_repeated_id_is_refused(gavel_table, ideal):
     """A job id seen again after its first job finished replaced that job's record: 3 jobs in, 2 out, silently."""
     a3c = "A3C"

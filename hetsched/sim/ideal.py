@@ -28,8 +28,7 @@ def run_ideal(arrivals, sched: Scheduler, config, on_progress=None) -> Result:
             sched.add_job(job)
             out.arrived(job, sched.slot[job.job_id])
         if limit is not None and len(sched.jobs) > limit:
-            raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s "
-                                  f"(max_active_jobs={limit})")
+            raise SimulationError.saturated(len(sched.jobs), now, limit)
         if on_progress is not None and event and event % 200 == 0:
             on_progress(now, finished)
         if window_left == 0:

@@ -293,8 +293,7 @@ class RoundSimulation:
                 self.tracker.arrived(job)
         limit = self.config.max_active_jobs
         if limit is not None and len(sched.jobs) > limit:
-            raise SimulationError(f"saturated: {len(sched.jobs)} active jobs at t={now:.0f} s "
-                                  f"(max_active_jobs={limit})")
+            raise SimulationError.saturated(len(sched.jobs), now, limit)
         return self.window_left != 0
 
     def result(self) -> Result:
