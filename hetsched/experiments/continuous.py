@@ -38,7 +38,7 @@ def _linspace(a: float, b: float, n: int) -> tuple[float, ...]:
 PAPER_TIMEOUT_S = 120.0
 
 #: Fig. 8's horizon (docs/rules.md#horizon): its finished points end by 3.51 x the window's expected last
-#: arrival, so 5 changes none of them, and AlloX's starving runs at 6.0 jobs/h end after 18-29 CPU-s, not 120.
+#: arrival, so 5 changes none of them, and AlloX's starving runs at 6.0 jobs/h end after 18-30 CPU-s, not 120.
 #: With it Fig. 8's runs need no CPU budget. The other figures set none: some of their finished points end later
 #: (Fig. 13's at 7.04 x).
 FIG8_HORIZON = 5.0
