@@ -37,6 +37,7 @@ from .endings import Endings
 from .lease_calls import LeaseCalls
 from .logs import EventLog
 from .records import Denied, LeaseInfo, WorkerInfo
+from .local_gpus import stable_parts
 from .store import JobRow, Store
 from .stubs import pb2
 
@@ -373,8 +374,10 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         """Leases for the plan's assignments; returns the assignments that run (for the next credit)."""
         planned, running, self._started = set(), [], []
         gpu_type_names = self.core.gpu_types
-        for a in plan.assignments:
-            parts = tuple(self.gpu_owner[g] for g in a.gpus)            # rank r runs on (worker, local GPU)
+        named = stable_parts([(a.job_ids, tuple(self.gpu_owner[g] for g in a.gpus)) for a in plan.assignments],
+                             {j: lease.parts for j, lease in self.leases.items()},
+                             {w: info.num_gpus for w, info in self.workers.items()})
+        for a, parts in zip(plan.assignments, named):                  # rank r runs on (worker, local GPU)
             issued = False
             for job_id in a.job_ids:                                    # a pair: both members on the same GPUs
                 planned.add(job_id)

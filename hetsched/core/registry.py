@@ -239,16 +239,12 @@ def whole_rounds(pipeline: Pipeline) -> bool:
 
 
 def check_runtime(pipeline: Pipeline) -> None:
-    """Refuse what the runtime cannot turn into leases (docs/rules.md#compose): CPU/memory placement needs
-    server rounds, which name each job's servers and shares; Synergy-OPT names none."""
+    """Refuse what the runtime cannot turn into leases (docs/rules.md#runtime-leases): every lease names its
+    servers, GPUs and CPU/memory share, and Synergy-OPT names none."""
     if pipeline.place.kind == "opt":
         raise CompositionError(str(pipeline.place), "the runtime's leases", "Synergy-OPT is an idealised bound "
                                "that places no job on a server", f"Use '{head_of(pipeline)}+tune' (or +fair, "
                                "+greedy); OPT runs in the simulator")
-    if pipeline.place.cpu_memory and not whole_rounds(pipeline):
-        raise CompositionError(str(pipeline.place), "the runtime's leases", "heterogeneity-aware CPU/memory "
-                               "placement cannot follow workers joining and leaving yet", "Use a Synergy ordering "
-                               "on one GPU type (e.g. 'FIFO+tune'), or the policy without +" + pipeline.place.kind)
 
 
 def job_catalog(pipeline: Pipeline, table):

@@ -165,7 +165,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         """GPUs joined or left (the runtime's workers): new capacities and servers; jobs, the time each
         received and the policy's state stay. The allocation is recomputed at the next plan."""
         if self.resources is not None:
-            raise HetschedError("capacity changes are not supported with heterogeneity-aware CPU/memory placement")
+            self.resources.cluster_changed(cluster)      # first: servers it cannot use change nothing
         self._set_capacity(cluster)
         self._last_gpus = {}
         self.need_update = True

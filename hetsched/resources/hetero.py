@@ -58,29 +58,45 @@ def type_demand(profile, ratio: float, gpus: int, server: tuple[int, float, floa
 
 
 class TypeAwareResources:
-    """The placement stage of Gavel's core when a policy is `<gavel policy>+tune|+fair|+greedy`."""
+    """The placement stage of Gavel's core when a policy is `<gavel policy>+tune|+fair|+greedy`. On the runtime,
+    servers join and leave (`cluster_changed`); a GPU type without servers has no pool until one joins."""
 
     def __init__(self, cluster: ClusterSpec, gpu_types: tuple[str, ...], table: ThroughputTable, mechanism: str,
                  sensitivity: SensitivityTable | None = None, least_free: bool = False):
-        if not cluster.has_resources:
-            raise HetschedError(f"'+{mechanism}' needs servers with CPU cores and memory, e.g. a cluster "
-                                f"'4x8/24/500@v100+4x8/24/500@k80' or a Synergy .ini file")
         self.table = table
         self.gpu_types = gpu_types
         self.sensitivity = sensitivity or load_sensitivity(3)
         self.models = gavel_models()
-        self.mechanism = mechanism
-        self.pools, self.stages, self.classes = [], [], []
-        for w in gpu_types:
-            pool = ServerPool([s for s in cluster.servers if s.gpu_type == w])
+        self.mechanism, self.least_free = mechanism, least_free
+        self._jobs: dict[int, tuple[str, int, np.ndarray]] = {}   # slot -> (job type, GPUs, throughput row)
+        self._code: dict[int, list[int]] = {}            # slot -> class code per type (-1: the type has no servers)
+        self.cluster_changed(cluster)
+
+    def cluster_changed(self, cluster: ClusterSpec) -> None:
+        """New servers (docs/rules.md#runtime-leases): a pool per GPU type, and every job's class on each type
+        derived again (its demand depends on the type's per-server size). Raises, changing nothing, when a server
+        lacks CPU cores or memory."""
+        if not cluster.has_resources:
+            raise HetschedError(f"'+{self.mechanism}' needs servers with CPU cores and memory, e.g. a cluster "
+                                f"'4x8/24/500@v100+4x8/24/500@k80' or a Synergy .ini file")
+        pools, first_gpu, next_id = [], [], 0
+        first_of = []                                     # each server's first GPU id, numbered as the Placer does
+        for server in cluster.servers:
+            first_of.append(next_id)
+            next_id += server.num_gpus
+        for w in self.gpu_types:
+            mine = [k for k, s in enumerate(cluster.servers) if s.gpu_type == w]
+            pools.append(ServerPool([cluster.servers[k] for k in mine]) if mine else None)
+            first_gpu.append([first_of[k] for k in mine])
+        self.pools, self.first_gpu, self.stages, self.classes = pools, first_gpu, [], []
+        for pool in pools:
             shares: list[tuple[float, float, float]] = []
             adjust: list[bool] = []
-            stage = PlacementStage(pool, mechanism, least_free, shares, adjust)
-            self.pools.append(pool)
-            self.stages.append(stage)
+            self.stages.append(PlacementStage(pool, self.mechanism, self.least_free, shares, adjust)
+                               if pool is not None else None)
             self.classes.append({"index": {}, "shares": shares, "adjust": adjust, "speedup": []})
-        self._code: dict[int, list[int]] = {}            # slot -> class code per type
-        self._gpus: dict[int, int] = {}                   # slot -> GPUs
+        for slot in self._jobs:
+            self._register(slot)
 
     def profile_of(self, job_type: str):
         from hetsched.model.catalog import split_job_type
@@ -93,10 +109,19 @@ class TypeAwareResources:
 
     def add_job(self, slot: int, job_type: str, gpus: int, tput: np.ndarray) -> None:
         """Register a job: its class (demand and speedup) on every GPU type, from its throughput row."""
+        self.profile_of(job_type)                          # an unknown model is refused now, whatever the servers
+        self._jobs[slot] = (job_type, gpus, np.array(tput, float))
+        self._register(slot)
+
+    def _register(self, slot: int) -> None:
+        job_type, gpus, tput = self._jobs[slot]
         p = self.profile_of(job_type)
         ref = self.gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in self.gpu_types else int(np.argmax(tput))
         codes = []
         for w, (pool, cls) in enumerate(zip(self.pools, self.classes)):
+            if pool is None:
+                codes.append(-1)
+                continue
             # A type the job cannot use (unmeasured, or pinned elsewhere) never places it: any class will do.
             ratio = float(tput[w] / tput[ref]) if tput[ref] > 0 and tput[w] > 0 else 1.0
             key = (job_type, gpus, round(ratio, 9))
@@ -111,7 +136,6 @@ class TypeAwareResources:
                 cls["speedup"].append(speedup)
             codes.append(code)
         self._code[slot] = codes
-        self._gpus[slot] = gpus
 
     def place(self, sched, plan: RoundPlan) -> None:
         """Place each type's chosen jobs with the mechanism and set this round's steps/s (x speedup if IDEAL)."""
@@ -124,13 +148,16 @@ class TypeAwareResources:
             codes[slots] = [self._code[s][w] for s in slots.tolist()]
             status = self.stages[w].run(slots, sched.scale, codes, sched.job_of_slot)
             speedups = self.classes[w]["speedup"]
-            pool = self.pools[w]
-            base = np.cumsum([0] + pool.cap_g[:-1])
+            pool, base = self.pools[w], self.first_gpu[w]
+            used = [0] * pool.num                         # GPUs handed out on each server, numbered as the Placer's
             for e, s, code in zip(sel.tolist(), slots.tolist(), codes[slots].tolist()):
                 st = status.get(s)
                 mult = speedups[code] if st == IDEAL and self.mechanism != "fair" else 1.0
                 sched.etput[e, w, 0] = sched.tput[s, w] * mult if st is not None else 0.0
-                gpus = tuple(int(base[k]) + i for k, n in pool.where.get(s, ()) for i in range(n)) if st else ()
+                gpus = ()
+                for k, n in (pool.where.get(s, ()) if st else ()):
+                    gpus += tuple(range(base[k] + used[k], base[k] + used[k] + n))
+                    used[k] += n
                 cpus, mem = pool.share[s][:2] if st else (0.0, 0.0)
                 plan.assignments.append(Assignment(e, (int(sched.job_of_slot[s]),), w, gpus,
                                                    (float(sched.etput[e, w, 0]),), int(sched.escale[e]),
@@ -143,13 +170,16 @@ class TypeAwareResources:
             plan.assignments = [a for a, k in zip(plan.assignments, keep) if k]
 
     def demands(self, slots: np.ndarray) -> np.ndarray:
-        """(n, 2) CPU cores and GB each job asks for on the reference type (V100, else the first type)."""
+        """(n, 2) CPU cores and GB each job asks for on the reference type (V100, else the first type; on the
+        runtime, the first type with servers when the reference type has none)."""
         w = self.gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in self.gpu_types else 0
+        if self.pools[w] is None:
+            w = next(k for k, pool in enumerate(self.pools) if pool is not None)
         shares = self.classes[w]["shares"]
-        gpus = np.array([self._gpus[s] for s in slots.tolist()], float)
+        gpus = np.array([self._jobs[s][1] for s in slots.tolist()], float)
         per_gpu = np.array([shares[self._code[s][w]][:2] for s in slots.tolist()], float).reshape(-1, 2)
         return per_gpu * gpus[:, None]
 
     def remove_job(self, slot: int) -> None:
         self._code.pop(slot, None)
-        self._gpus.pop(slot, None)
+        self._jobs.pop(slot, None)
