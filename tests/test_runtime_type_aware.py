@@ -147,3 +147,20 @@ def test_type_aware_jobs_finish_on_emulated_workers_of_two_types(tmp_path):
     log = (tmp_path / "scheduler.log").read_text()
     leased = re.findall(r"lease job=\d+ .* gpu=(\w+) .* cpus=(\S+) mem_gb=(\S+)", log)
     assert {g for g, _, _ in leased} == {"v100", "k80"} and len({c for _, c, _ in leased}) > 1, leased
+
+
+def test_shockwave_tune_leases_fit_workers_of_two_types(tmp_path):
+    """Shockwave's planner picks the jobs and types of each round; TUNE shares CPU and memory on those servers."""
+    state = RuntimeState(Store(tmp_path / "s.sqlite"), "shockwave+tune", 120.0, TABLE)
+    state.register("k80", 4, "a", cpu_cores=12, mem_gb=250)
+    state.register("v100", 4, "b", cpu_cores=24, mem_gb=500)
+    for i, model in enumerate(MODELS * 2):
+        state.submit(pb2.SubmitJobRequest(job_id=i, job_type=model, scale_factor=1, total_steps=10_000,
+                                          priority_weight=1, command="emulated"))
+    types = set()
+    for _ in range(3):
+        state.round(state.now() + 120)
+        leases = _new_leases(state)
+        _check(state, leases)
+        types |= {state.workers[w].gpu_type for w, msgs in leases.items() if msgs}
+    assert types == {"k80", "v100"}
