@@ -16,8 +16,9 @@ Part = tuple[str, int]          # (worker id, local GPU) of one rank
 
 def stable_parts(planned: list[tuple[tuple[int, ...], tuple[Part, ...]]], running: dict[int, tuple[Part, ...]],
                  num_gpus: dict[str, int]) -> list[tuple[Part, ...]]:
-    """For each (job ids, parts as the plan numbered them): the parts its lease names. `running` holds each
-    job's current lease parts, `num_gpus` each worker's GPU count."""
+    """For each (job ids, parts as the plan numbered them): the parts its lease names. `running` holds the lease
+    parts of the jobs that ran in the round now ending (a lease that ended earlier is never extended), `num_gpus`
+    each worker's GPU count."""
     free = {w: set(range(n)) for w, n in num_gpus.items()}
     out: list[tuple[Part, ...] | None] = [None] * len(planned)
     for i, (jobs, parts) in enumerate(planned):

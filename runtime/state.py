@@ -374,8 +374,11 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         """Leases for the plan's assignments; returns the assignments that run (for the next credit)."""
         planned, running, self._started = set(), [], []
         gpu_type_names = self.core.gpu_types
+        # Only a lease that ran in the round now ending can go on: one that ended earlier may have stopped its
+        # process already (its exit report still on the way), and extending it would count that exit an attempt.
+        ran = {j: self.leases[j] for ids, _, _ in self.plan for j in ids if j in self.leases}
         named = stable_parts([(a.job_ids, tuple(self.gpu_owner[g] for g in a.gpus)) for a in plan.assignments],
-                             {j: lease.parts for j, lease in self.leases.items()},
+                             {j: lease.parts for j, lease in ran.items()},
                              {w: info.num_gpus for w, info in self.workers.items()})
         for a, parts in zip(plan.assignments, named):                  # rank r runs on (worker, local GPU)
             issued = False
@@ -383,7 +386,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                 planned.add(job_id)
                 old = self.leases.get(job_id)
                 partner = next((j for j in a.job_ids if j != job_id), -1)
-                if old is not None and old.parts == parts and old.share == (a.cpus, a.mem_gb):
+                if old is not None and ran.get(job_id) is old and (old.parts, old.share) == (parts, (a.cpus, a.mem_gb)):
                     if old.partner != partner:                           # extension: the processes keep running
                         old.partner, old.rate_from = partner, None
                         if self.events.on:

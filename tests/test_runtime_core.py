@@ -269,3 +269,25 @@ def test_a_late_plan_moves_its_leases_to_a_later_boundary_and_its_lock_time_is_n
     assert state.workers[worker_id].last_seen - seen >= 0.2
     on_time = state.now() + 6.0                                # more than half a round left: kept
     assert state.round(on_time) == on_time
+
+
+def test_a_lease_that_ended_a_round_ago_is_not_extended_when_its_job_comes_back(tmp_path):
+    """One GPU, two jobs taking turns. A job planned again after a round off gets a new lease, even on the same
+    GPU: its old lease ended, and its process's clean exit, reported late, is not a failed attempt."""
+    state = _state(tmp_path)
+    worker, session = state.register("v100", 1, "a")
+    for job_id in (0, 1):
+        _submit(state, job_id)
+    leases, off = {}, False
+    for _ in range(8):
+        state.round(state.now() + 10)
+        for m in state.heartbeat(pb2.HeartbeatRequest(worker_id=worker, session=session)).start:
+            leases.setdefault(m.job_id, []).append(m.lease_id)
+        off = off or 0 not in {j for ids, _, _ in state.plan for j in ids}
+        if off and len(leases[0]) > 1:
+            break
+    assert off and len(leases[0]) == 2, f"job 0 came back on its old lease {leases[0]}"   # it was extended
+    first, second = leases[0]
+    assert state.leases[0].lease_id == second
+    state.report_exit(pb2.ExitReport(worker_id=worker, session=session, job_id=0, lease_id=first, exit_code=0))
+    assert state.active[0].attempts == 0 and state.leases[0].lease_id == second
