@@ -35,9 +35,9 @@ from .checkpoints import CheckpointStore
 from .costs import FixedCosts
 from .endings import Endings
 from .lease_calls import LeaseCalls
+from .local_gpus import stable_parts
 from .logs import EventLog
 from .records import Denied, LeaseInfo, WorkerInfo
-from .local_gpus import stable_parts
 from .store import JobRow, Store
 from .stubs import pb2
 
