@@ -133,12 +133,12 @@ def test_stable_parts_keep_a_running_lease_and_hand_out_the_rest():
 
 def test_type_aware_jobs_finish_on_emulated_workers_of_two_types(tmp_path):
     """Two emulated servers (V100, K80) under LAS+TUNE: every job completes, after one server is killed too."""
-    jobs = [Job(i, 0.0, m, 1, 300, command="emulated") for i, m in enumerate(MODELS)]
+    jobs = [Job(i, 0.0, m, 1, 200, command="emulated") for i, m in enumerate(MODELS)]
     with launch_local_cluster("1x2/24/500@v100+1x2/12/250@k80", tmp_path, policy=POLICY, round_s=1.0,
                               emulate=True, worker_timeout_s=3.0) as cluster:
         cluster.submit(jobs)
         deadline = time.monotonic() + 60
-        while cluster.status()["steps_done"].sum() < 600:
+        while cluster.status()["steps_done"].sum() < 400:
             assert time.monotonic() < deadline, "no progress"
             time.sleep(0.3)
         cluster.kill_worker(1)
