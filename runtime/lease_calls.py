@@ -61,8 +61,8 @@ class LeaseCalls:
             return
         if lease.paired:
             self.core.observe_pair_rate(lease.job_id, lease.partner, lease.gpu_type, steps / seconds)
-        else:
-            self.core.observe_rate(lease.job_id, lease.gpu_type, steps / seconds)
+        else:                              # at the table's share: without what the plan's share adds
+            self.core.observe_rate(lease.job_id, lease.gpu_type, steps / seconds / lease.speedup)
 
     def rendezvous(self, req, token: str) -> str:
         with self.lock:

@@ -49,6 +49,7 @@ class LeaseInfo:
     failed: bool = False
     rendezvous: str = ""
     share: tuple[float, float] = (0.0, 0.0)          # per-rank CPU cores and GB (0: none given)
+    speedup: float = 1.0                             # what its share adds to the table rate in the plan (TUNE)
     resumed: bool = False                            # the job had durable progress: this lease is a restart
     stepped: bool = False                            # it has reported steps run
     previous: "LeaseInfo | None" = None              # the job's lease before it that ran: it may still store its

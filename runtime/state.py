@@ -381,7 +381,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                              {j: lease.parts for j, lease in ran.items()},
                              {w: info.num_gpus for w, info in self.workers.items()})
         for a, parts in zip(plan.assignments, named):                  # rank r runs on (worker, local GPU)
-            issued = False
+            issued, speedup = False, self._planned_speedup(a)
             for job_id in a.job_ids:                                    # a pair: both members on the same GPUs
                 planned.add(job_id)
                 old = self.leases.get(job_id)
@@ -391,7 +391,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                         old.partner, old.rate_from = partner, None
                         if self.events.on:
                             self.events.add(f"pair job={job_id} lease={old.lease_id} partner={partner}")
-                    old.deadline = deadline
+                    old.deadline, old.speedup = deadline, speedup
                     issued = True
                     continue
                 if old is not None and old.started_at is None:
@@ -399,7 +399,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                         pending = self.workers[w].to_start
                         pending[:] = [m for m in pending if m.lease_id != old.lease_id]
                 self._lease(self.active[job_id], parts, gpu_type_names[a.gpu_type], deadline, now,
-                            partner=partner, cpus=a.cpus, mem_gb=a.mem_gb)
+                            partner=partner, cpus=a.cpus, mem_gb=a.mem_gb, speedup=speedup)
                 issued = True
             if issued:
                 running.append((a.job_ids, a.gpu_type, now))
@@ -419,12 +419,22 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         self.store.set_states(forgotten, "queued")
         return running
 
+    def _planned_speedup(self, a) -> float:
+        """What a CPU/memory share adds to a job's table rate in the plan (TUNE's ideal share; docs/rules.md
+        R52). Its measured rate is divided by it, so that the allocation keeps seeing the rate at the table's
+        GPU-proportional share and does not count the speedup twice."""
+        core = self.core
+        if core.resources is None or len(a.job_ids) != 1:
+            return 1.0
+        base = core.tput[core.slot[a.job_ids[0]], a.gpu_type]
+        return float(a.throughputs[0] / base) if base > 0 and a.throughputs[0] > 0 else 1.0
+
     def _lease(self, row: JobRow, parts, gpu_type: str, deadline: float, issued_at: float, partner: int,
-               cpus: float = 0.0, mem_gb: float = 0.0) -> None:
+               cpus: float = 0.0, mem_gb: float = 0.0, speedup: float = 1.0) -> None:
         """One process per part (worker, local GPU); each rank gets the per-GPU CPU and memory share, if any."""
         old = self.leases.get(row.job_id)
         lease = LeaseInfo(secrets.token_hex(6), row.job_id, secrets.token_urlsafe(24), parts, gpu_type, deadline,
-                          partner, issued_at=issued_at, share=(cpus, mem_gb),
+                          partner, issued_at=issued_at, share=(cpus, mem_gb), speedup=speedup,
                           resumed=row.steps_done > 0 or row.job_id in self.running_on,
                           previous=old if old is None or old.started_at is not None else old.previous)
         recent = self.job_tokens.setdefault(row.job_id, [])

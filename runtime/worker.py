@@ -293,7 +293,7 @@ class Worker:
         if now - run.reported < self.report_s:
             return None
         lease = run.lease
-        rate = emulated_rate(lease)
+        rate = emulated_rate(lease, (self.num_gpus, float(self.cpu_cores), float(self.mem_gb)))
         start = int(lease.steps_done)
         steps = start if lease.rank else min(int(lease.total_steps), int(start + rate * (now - run.started)))
         finished = steps >= lease.total_steps
@@ -344,13 +344,20 @@ class Worker:
         return self._stopped.is_set()
 
 
-def emulated_rate(lease) -> float:
+def emulated_rate(lease, server: tuple[int, float, float] | None = None) -> float:
     """Steps per second of an emulated rank: EMULATED_STEPS_PER_S divided by the GPU type's slowdown; with a CPU
     and memory share, a profiled model instead runs at its profile's throughput at that share (one wall second
-    standing for EMULATED_TIME_SCALE seconds of its iterations), as the simulator's server rounds predict."""
+    standing for EMULATED_TIME_SCALE seconds of its iterations), as the simulator's server rounds predict, and a
+    Gavel job type at the speedup heterogeneity-aware TUNE credits at that share on this worker (`server`: its
+    GPUs, cores and GB), the type's speed relative to a V100 being 1 / slowdown."""
     if lease.cpu_cores > 0:
+        from hetsched.resources.hetero import share_speedup
         from hetsched.resources.profiles import load_sensitivity
         profiles = load_sensitivity(3)
+        if lease.job_type not in profiles and server is not None:
+            speed = share_speedup(lease.job_type, 1.0 / max(lease.slowdown, 1e-9), lease.world_size, server,
+                                  lease.cpu_cores, lease.mem_gb)
+            return EMULATED_STEPS_PER_S * speed / max(lease.slowdown, 1e-9)
         if lease.job_type in profiles:
             p = profiles[lease.job_type]
             ideal = lease.cpu_cores + 1e-9 >= p.cpus_per_gpu and lease.mem_gb + 1e-9 >= p.mem_gb_per_gpu

@@ -93,7 +93,8 @@ def test_type_aware_leases_follow_workers_joining_and_leaving(tmp_path):
 
 
 def test_a_core_moved_to_new_servers_plans_as_one_built_on_them():
-    """set_cluster re-derives every job's class on every type: the plan is the one a fresh core makes."""
+    """set_cluster re-derives every job's class on every type, with the profiles of the new servers' CPU:GPU ratio
+    (3 before, 6 after): the plan, rates included, is the one a fresh core makes."""
     before, after = ClusterSpec.load("1x4/12/250@k80"), ClusterSpec.load("1x4/24/500@v100+1x2/12/250@k80")
     moved, fresh = _core(before, after), _core(after)
     for core in (moved, fresh):
@@ -102,7 +103,7 @@ def test_a_core_moved_to_new_servers_plans_as_one_built_on_them():
     moved.set_cluster(after)
 
     def plan(core):
-        return [(a.job_ids, core.gpu_types[a.gpu_type], a.gpus, a.cpus, a.mem_gb)
+        return [(a.job_ids, core.gpu_types[a.gpu_type], a.gpus, a.cpus, a.mem_gb, a.throughputs)
                 for a in core.plan(0.0, servers=True).assignments]
     assert plan(moved) == plan(fresh) and len(plan(fresh)) > 4
 
@@ -134,7 +135,7 @@ def test_stable_parts_keep_a_running_lease_and_hand_out_the_rest():
 def test_type_aware_jobs_finish_on_emulated_workers_of_two_types(tmp_path):
     """Two emulated servers (V100, K80) under LAS+TUNE: every job completes, after one server is killed too."""
     jobs = [Job(i, 0.0, m, 1, 200, command="emulated") for i, m in enumerate(MODELS)]
-    with launch_local_cluster("1x2/24/500@v100+1x2/12/250@k80", tmp_path, policy=POLICY, round_s=1.0,
+    with launch_local_cluster("1x2/12/250@v100+1x2/12/250@k80", tmp_path, policy=POLICY, round_s=1.0,
                               emulate=True, worker_timeout_s=3.0) as cluster:
         cluster.submit(jobs)
         deadline = time.monotonic() + 60
@@ -164,3 +165,50 @@ def test_shockwave_tune_leases_fit_workers_of_two_types(tmp_path):
         _check(state, leases)
         types |= {state.workers[w].gpu_type for w, msgs in leases.items() if msgs}
     assert types == {"k80", "v100"}
+
+
+def test_a_measured_rate_at_a_tune_share_moves_the_table_rate_without_the_speedup(tmp_path):
+    """A job at its ideal CPU/memory share runs `speedup` times its table rate; the rate it reports is divided by
+    that before it reaches the allocation, which multiplies the table rate by the speedup again."""
+    state = _state(tmp_path)
+    state.register("v100", 4, "a", cpu_cores=24, mem_gb=500)
+    for i in range(2):                      # ResNet-18's ideal, 9 cores a GPU, is above the fair 6: 1.37x faster
+        state.submit(pb2.SubmitJobRequest(job_id=i, job_type=MODELS[0], scale_factor=1, total_steps=10_000,
+                                          priority_weight=1, command="emulated"))
+    state.round(state.now() + 360)
+    core, w = state.core, state.core.gpu_types.index("v100")
+    lease = state.leases[0]
+    slot = core.slot[0]
+    speedup = core.resources.classes[w]["speedup"][core.resources._code[slot][w]]
+    assert lease.share == (9.0, 62.5) and speedup > 1.3
+    table = core.tput[slot, w]
+    for seconds in (10.0, 20.0):                        # two reports: the first sets the rate's origin
+        state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=lease.lease_id, steps_done=100,
+                                                  steps_run=int(table * speedup * seconds), seconds=seconds,
+                                                  steps_checkpointed=0), lease.token)
+    assert core.tput[slot, w] == pytest.approx(table, rel=0.01)
+
+
+def test_emulated_workers_run_at_the_rate_the_plan_credits():
+    """An emulated worker runs a Gavel job at its share's TUNE speedup, the rate the simulator credits."""
+    from hetsched.runtime.launch import DEFAULT_SLOWDOWNS
+    from hetsched.runtime.replay import emulated_throughputs
+    from hetsched.runtime.worker import emulated_rate
+
+    table = emulated_throughputs(MODELS)
+    cluster = ClusterSpec.load("1x4/24/500@v100+1x4/24/500@k80")     # one CPU:GPU ratio, as each worker sees
+    pipeline = pipeline_for(policy_for(POLICY, 0), SimulationConfig.for_system("gavel"), cluster)
+    core = build_scheduler(pipeline, cluster, table)
+    for i, model in enumerate(MODELS * 2):
+        core.add_job(Job(i, 0.0, model, 1, 10_000))
+    plan = core.plan(0.0, servers=True)
+    sped = 0
+    for a in plan.assignments:
+        gpu = core.gpu_types[a.gpu_type]
+        server = next(s for s in cluster.servers if s.gpu_type == gpu)
+        lease = pb2.Lease(job_type=core.jobs[a.job_ids[0]].job_type, cpu_cores=a.cpus, mem_gb=a.mem_gb,
+                          slowdown=DEFAULT_SLOWDOWNS[gpu], world_size=1)
+        rate = emulated_rate(lease, (server.num_gpus, float(server.cpu_cores), float(server.dram_gb)))
+        assert rate == pytest.approx(a.throughputs[0], rel=1e-9)
+        sped += a.throughputs[0] > core.tput[core.slot[a.job_ids[0]], a.gpu_type] * 1.01
+    assert sped                                                           # some job runs faster at its share

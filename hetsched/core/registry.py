@@ -277,10 +277,10 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
         refs, fraction = rates.estimate_colocation
         estimator = ThroughputEstimator(table, columns, num_reference=refs, profiling_fraction=fraction, seed=seed)
     if pipeline.place.cpu_memory:
-        from hetsched.resources import load_sensitivity, profiles_ratio_for
+        from hetsched.resources import load_sensitivity
         from hetsched.resources.hetero import TypeAwareResources
-        resources = TypeAwareResources(cluster, columns, table, pipeline.place.kind,
-                                       load_sensitivity(rates.profiles_ratio or profiles_ratio_for(cluster)),
+        resources = TypeAwareResources(cluster, columns, table, pipeline.place.kind,    # None: the servers' ratio
+                                       load_sensitivity(rates.profiles_ratio) if rates.profiles_ratio else None,
                                        least_free=pipeline.place.least_free)
     if rates.batch_size:
         from hetsched.rates.adaptation.runtime import RuntimeAdaptation

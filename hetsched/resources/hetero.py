@@ -14,13 +14,16 @@ Gavel job types map to Synergy's profiled models through `data/resources/gavel_m
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
-from hetsched.model.cluster import ClusterSpec
+from hetsched.model.cluster import ClusterSpec, Server
 from hetsched.core.scheduler import Assignment, RoundPlan
 from hetsched.errors import HetschedError
 from hetsched.model.throughputs import ThroughputTable, data_dir
+from hetsched.resources import profiles_ratio_for
 from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources.pool import IDEAL, ServerPool
 from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
@@ -30,8 +33,13 @@ REFERENCE_TYPE = "v100"          # the profiles were measured on V100s
 
 def gavel_models() -> dict[str, str]:
     """Gavel model name (`ResNet-18`) -> Synergy profile (`res18`)."""
+    return dict(_gavel_models())
+
+
+@functools.lru_cache(maxsize=1)
+def _gavel_models() -> tuple[tuple[str, str], ...]:       # read once: emulated workers ask at every report
     frame = pd.read_csv(data_dir() / "resources" / "gavel_models.csv")
-    return dict(zip(frame["gavel_model"], frame["synergy_model"]))
+    return tuple(zip(frame["gavel_model"], frame["synergy_model"]))
 
 
 def type_demand(profile, ratio: float, gpus: int, server: tuple[int, float, float]) -> tuple[float, float, float]:
@@ -57,6 +65,23 @@ def type_demand(profile, ratio: float, gpus: int, server: tuple[int, float, floa
     return cpu, mem, max(1.0, best / fair_rate)
 
 
+def share_speedup(job_type: str, ratio: float, gpus: int, server: tuple[int, float, float], cpus: float,
+                  mem_gb: float) -> float:
+    """The speedup the placement stage credits a Gavel job with at a per-GPU share of `cpus` and `mem_gb` on a
+    type `ratio` times as fast as the reference, on servers of shape `server` (GPUs, cores, GB) and with the
+    profiles of their CPU:GPU ratio: its class's speedup when the share holds its demand, else 1 (the table's
+    rate). 1 for a model without a profile. Emulated workers run at it (runtime/worker.py)."""
+    from hetsched.model.catalog import split_job_type
+
+    model = split_job_type(job_type)[0]
+    shape = ClusterSpec.from_servers([Server("gpu", int(server[0]), int(server[1]), float(server[2]))])
+    name, profiles = gavel_models().get(model, model), load_sensitivity(profiles_ratio_for(shape))
+    if name not in profiles:
+        return 1.0
+    cpu, mem, speedup = type_demand(profiles[name], ratio, gpus, server)
+    return speedup if cpus + 1e-9 >= cpu and mem_gb + 1e-9 >= mem else 1.0
+
+
 class TypeAwareResources:
     """The placement stage of Gavel's core when a policy is `<gavel policy>+tune|+fair|+greedy`. On the runtime,
     servers join and leave (`cluster_changed`); a GPU type without servers has no pool until one joins."""
@@ -65,7 +90,7 @@ class TypeAwareResources:
                  sensitivity: SensitivityTable | None = None, least_free: bool = False):
         self.table = table
         self.gpu_types = gpu_types
-        self.sensitivity = sensitivity or load_sensitivity(3)
+        self.fixed_sensitivity = sensitivity              # None: the profiles of the servers' CPU:GPU ratio
         self.models = gavel_models()
         self.mechanism, self.least_free = mechanism, least_free
         self._jobs: dict[int, tuple[str, int, np.ndarray]] = {}   # slot -> (job type, GPUs, throughput row)
@@ -79,6 +104,7 @@ class TypeAwareResources:
         if not cluster.has_resources:
             raise HetschedError(f"'+{self.mechanism}' needs servers with CPU cores and memory, e.g. a cluster "
                                 f"'4x8/24/500@v100+4x8/24/500@k80' or a Synergy .ini file")
+        self.sensitivity = self.fixed_sensitivity or load_sensitivity(profiles_ratio_for(cluster))
         pools, first_gpu, next_id = [], [], 0
         first_of = []                                     # each server's first GPU id, numbered as the Placer does
         for server in cluster.servers:
