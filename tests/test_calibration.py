@@ -182,3 +182,15 @@ def test_a_failed_runtime_run_keeps_its_state_and_logs(tmp_path, caplog):
     kept = list(tmp_path.iterdir())
     assert len(kept) == 1 and kept[0].name.startswith("gavel-") and (kept[0] / "scheduler.log").exists()
     assert str(kept[0]) in caplog.text
+
+
+def test_the_gavel_comparison_runs_tune_on_servers():
+    """`benchmarks/runtime_vs_sim.py --policy max_min_fairness_perf+tune --cluster 1x2/12/250@v100+...`: the
+    simulated side reads server groups (it read GPU counts only) and credits TUNE's speedups."""
+    from hetsched.experiments.runtime_vs_sim import simulated, trace
+
+    cluster = "1x2/12/250@v100+1x2/12/250@k80"
+    jobs = trace("gavel", 10, 4.0, 2.0, 0)
+    tuned = simulated("gavel", jobs, cluster, "max_min_fairness_perf+tune", 4.0)
+    plain = simulated("gavel", jobs, cluster, "max_min_fairness_perf", 4.0)
+    assert len(tuned) == len(jobs) and tuned.notna().all() and (tuned < plain - 1e-9).any()

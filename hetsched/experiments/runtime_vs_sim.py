@@ -82,7 +82,7 @@ def simulated(system: str, jobs: list[Job], cluster: str, policy: str, round_s: 
                        lease_start_s=lease_start_s * scale, fixed_rounds=fixed_rounds,
                        round_origin_s=origin_s * scale % (round_s * scale) if fixed_rounds else 0.0)
         return res.jobs_frame().set_index("job_id")["jct_s"] / scale
-    res = simulate(jobs, ClusterSpec.parse(cluster), policy, emulated_throughputs(job_types_of(jobs)),
+    res = simulate(jobs, ClusterSpec.load(cluster), policy, emulated_throughputs(job_types_of(jobs)),
                    round_s=round_s, min_reset_interval_s=0.0, dynamic_adaptation=system == "shockwave",
                    lease_start_s=lease_start_s, fixed_rounds=fixed_rounds,
                    over_deadline=system != "shockwave",
