@@ -4,6 +4,8 @@ realistic round length; prints the headline gaps as one JSON line and writes the
     python benchmarks/runtime_vs_sim.py --system gavel --round 60 --jobs 40
     python benchmarks/runtime_vs_sim.py --system shockwave --round 60 --jobs 40
     python benchmarks/runtime_vs_sim.py --system synergy --round 60 --jobs 40
+    python benchmarks/runtime_vs_sim.py --system gavel --policy max_min_fairness_perf+tune \
+        --cluster 1x2/12/250@v100+1x2/12/250@k80 --round 60 --jobs 40      # TUNE on two GPU types
 
 What each system runs, and the three simulations the runtime is compared with (the papers' rules, the runtime's
 fixed rounds, calibrated with the measured lease start): `hetsched.experiments.runtime_vs_sim`. Wall time is
