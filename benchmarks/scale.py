@@ -50,7 +50,7 @@ def main() -> None:
                   args.num_jobs)
     wall, mark = time.perf_counter(), clock.reading()
     policy = policy_for(args.policy, 0, partitions=args.partitions)
-    result = simulate(jobs, ClusterSpec.parse(args.cluster), policy, table, record_timeline=False)
+    result = simulate(jobs, ClusterSpec.load(args.cluster), policy, table, record_timeline=False)
     row = summary(result)
     spent = clock.since(mark)
     row.update({"cpu_s": round(spent["cpu_s"], 1), "wall_s": round(time.perf_counter() - wall, 1),

@@ -64,3 +64,15 @@ def test_validation_errors():
         ClusterSpec(("v 100",), (1,))
     with pytest.raises(Exception):
         ClusterSpec.parse("1:1:1").counts = (2, 2, 2)  # frozen
+
+
+def test_the_own_cluster_comparison_takes_every_cluster_form():
+    """`own_cluster.with_new_type` reads its clusters as `simulate` does: Gavel's forms and server groups."""
+    from hetsched import load_throughputs
+    from hetsched.experiments.own_cluster import with_new_type
+
+    table = load_throughputs("gavel_simulation")
+    frame = with_new_type(table, {"counts": "v100=4,k80=4", "servers": "1x4/24/500@v100+1x4/24/500@k80"},
+                          ["max_min_fairness_perf"], num_jobs=6, jobs_per_hour=2.0)
+    assert frame.set_index("cluster")["avg_jct_s"].to_dict() == pytest.approx(
+        dict.fromkeys(["counts", "servers"], frame["avg_jct_s"].iloc[0]))     # the same GPUs, the same schedule

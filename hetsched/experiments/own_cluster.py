@@ -101,7 +101,7 @@ def with_new_type(table: ThroughputTable, clusters: dict[str, str], policies, nu
     rows = []
     for label, text in clusters.items():
         for policy in policies:
-            r = summary(simulate(jobs, ClusterSpec.parse(text), policy, table, record_timeline=False, seed=seed))
+            r = summary(simulate(jobs, ClusterSpec.load(text), policy, table, record_timeline=False, seed=seed))
             rows.append({"cluster": label, "cluster_spec": text, "policy": policy, **with_hours(r)})
     return pd.DataFrame(rows)
 
