@@ -15,6 +15,7 @@ Gavel job types map to Synergy's profiled models through `data/resources/gavel_m
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 
 import numpy as np
 import pandas as pd
@@ -37,9 +38,9 @@ def gavel_models() -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _gavel_models() -> tuple[tuple[str, str], ...]:       # read once: emulated workers ask at every report
+def _gavel_models() -> MappingProxyType:                  # read once: emulated workers ask at every report
     frame = pd.read_csv(data_dir() / "resources" / "gavel_models.csv")
-    return tuple(zip(frame["gavel_model"], frame["synergy_model"]))
+    return MappingProxyType(dict(zip(frame["gavel_model"], frame["synergy_model"])))
 
 
 def type_demand(profile, ratio: float, gpus: int, server: tuple[int, float, float]) -> tuple[float, float, float]:
@@ -65,17 +66,22 @@ def type_demand(profile, ratio: float, gpus: int, server: tuple[int, float, floa
     return cpu, mem, max(1.0, best / fair_rate)
 
 
+def profile_name(job_type: str) -> str:
+    """The Synergy profile a Gavel job type maps to (its model's, through gavel_models.csv; else the model)."""
+    from hetsched.model.catalog import split_job_type
+
+    model = split_job_type(job_type)[0]
+    return _gavel_models().get(model, model)
+
+
 def share_speedup(job_type: str, ratio: float, gpus: int, server: tuple[int, float, float], cpus: float,
                   mem_gb: float) -> float:
     """The speedup the placement stage credits a Gavel job with at a per-GPU share of `cpus` and `mem_gb` on a
     type `ratio` times as fast as the reference, on servers of shape `server` (GPUs, cores, GB) and with the
     profiles of their CPU:GPU ratio: its class's speedup when the share holds its demand, else 1 (the table's
     rate). 1 for a model without a profile. Emulated workers run at it (runtime/worker.py)."""
-    from hetsched.model.catalog import split_job_type
-
-    model = split_job_type(job_type)[0]
     shape = ClusterSpec.from_servers([Server("gpu", int(server[0]), int(server[1]), float(server[2]))])
-    name, profiles = gavel_models().get(model, model), load_sensitivity(profiles_ratio_for(shape))
+    name, profiles = profile_name(job_type), load_sensitivity(profiles_ratio_for(shape))
     if name not in profiles:
         return 1.0
     cpu, mem, speedup = type_demand(profiles[name], ratio, gpus, server)
@@ -125,9 +131,7 @@ class TypeAwareResources:
             self._register(slot)
 
     def profile_of(self, job_type: str):
-        from hetsched.model.catalog import split_job_type
-        model = split_job_type(job_type)[0]
-        name = self.models.get(model, model)
+        name = profile_name(job_type)
         if name not in self.sensitivity:
             raise HetschedError(f"no CPU/memory profile for job type {job_type!r}; map its model in "
                                 f"data/resources/gavel_models.csv (known models: {', '.join(self.models)})")
