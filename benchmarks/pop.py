@@ -34,7 +34,7 @@ SENSE = {"max_min_fairness": 1, "max_sum_throughput": 1, "finish_time_fairness":
 def collect_views(num_jobs: int, cluster: str, interarrival_s: float, skip: int, every: int, count: int):
     table = load_throughputs()
     jobs = islice(GavelGenerator(seed=0, mean_interarrival_s=interarrival_s, throughputs=table), num_jobs)
-    sim = RoundSimulation(jobs, ClusterSpec.parse(cluster), "max_min_fairness_perf", table, record_timeline=False)
+    sim = RoundSimulation(jobs, ClusterSpec.load(cluster), "max_min_fairness_perf", table, record_timeline=False)
     views, steps = [], 0
     while len(views) < count and sim.step():
         steps += 1

@@ -1,3 +1,4 @@
+import pandas as pd
 import pytest
 
 from hetsched import ClusterSpec, Server, SpecError
@@ -76,3 +77,24 @@ def test_the_own_cluster_comparison_takes_every_cluster_form():
                           ["max_min_fairness_perf"], num_jobs=6, jobs_per_hour=2.0)
     assert frame.set_index("cluster")["avg_jct_s"].to_dict() == pytest.approx(
         dict.fromkeys(["counts", "servers"], frame["avg_jct_s"].iloc[0]))     # the same GPUs, the same schedule
+
+
+def test_parse_names_load_for_the_forms_only_load_reads():
+    """`parse` reads GPU counts; handed a server group or a cluster file it says that `load` reads them, instead of
+    listing those forms among the ones the string failed to match."""
+    for text in ("1x4/24/500@v100", "cluster.ini", "nodes.csv"):
+        with pytest.raises(SpecError, match=r"parse reads GPU counts only; ClusterSpec\.load reads"):
+            ClusterSpec.parse(text)
+    with pytest.raises(SpecError, match="none of the forms"):
+        ClusterSpec.parse("16x8/24")
+
+
+def test_the_fig11_timeline_takes_server_groups():
+    """Fig. 11's timeline reads its cluster as `simulate` does: server groups give the same shares as the counts."""
+    from hetsched import load_throughputs
+    from hetsched.experiments.microbench import hierarchical_timeline
+
+    table = load_throughputs("gavel_simulation")
+    counts = hierarchical_timeline(table, cluster="3:3:3", timesteps=4)
+    servers = hierarchical_timeline(table, cluster="3x1/8/64@v100+3x1/8/64@p100+3x1/8/64@k80", timesteps=4)
+    pd.testing.assert_frame_equal(counts, servers)

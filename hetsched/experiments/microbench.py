@@ -42,7 +42,7 @@ def hierarchical_timeline(table: ThroughputTable, jobs=None, entity_weights=None
     if timesteps is None:
         timesteps = int(max(j.arrival_time_s for j in jobs)) + 4
     pol = make_policy(policy, entity_policy=entity_policy)
-    core = Scheduler(ClusterSpec.parse(cluster), pol, table, entity_weights=entity_weights)
+    core = Scheduler(ClusterSpec.load(cluster), pol, table, entity_weights=entity_weights)
     rows, pending = [], list(jobs)
     for step in range(timesteps):
         while pending and pending[0].arrival_time_s <= step:

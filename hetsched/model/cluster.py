@@ -23,7 +23,7 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 #: What `ClusterSpec.load` reads, for error messages.
 FORMS = ("V100:P100:K80 ('36:36:36'), TYPE=COUNT,... ('v100=36,k80=4'), server groups "
          "SERVERSxGPUS/CPUS/GB[/MBps][@TYPE] joined by '+' ('16x8/24/500', '2x8/24/500@v100+4x4/32/256@k80'), "
-         "or a .ini or .json cluster file")
+         "or a .ini, .json or .csv (node list) cluster file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +114,8 @@ class ClusterSpec:
         else:
             parts = text.split(":")
             if len(parts) != len(GAVEL_GPU_ORDER):
+                if _SHAPES.match(text) or _file_reader(text):
+                    raise SpecError(f"cluster: parse reads GPU counts only; ClusterSpec.load reads {text!r}")
                 raise SpecError(f"cluster: {text!r} is none of the forms {FORMS}")
             types = list(GAVEL_GPU_ORDER)
             counts = [_parse_count(p, t, text) for p, t in zip(parts, types)]
@@ -145,7 +147,7 @@ class ClusterSpec:
         `"16x8/24/500"` (servers x GPUs/CPUs/GB, optional `/MBps` and `@type`, `+` joins groups), or from the
         string forms of `parse`."""
         text = text.strip()
-        reader = CLUSTER_FILE_READERS.get(text.lower().rpartition(".")[2]) if "." in text else None
+        reader = _file_reader(text)
         if reader is not None:
             return reader(text, prices_per_hour=prices_per_hour)
         if _SHAPES.match(text):
@@ -211,6 +213,11 @@ def _parse_shapes(text: str) -> list[Server]:
     if not servers:
         raise SpecError(f"cluster: {text!r} has no servers")
     return servers
+
+
+def _file_reader(text: str) -> Callable[..., "ClusterSpec"] | None:
+    """The reader of a cluster file's extension (`.ini`, `.json`, `.csv`), None for other strings."""
+    return CLUSTER_FILE_READERS.get(text.lower().rpartition(".")[2]) if "." in text else None
 
 
 def _parse_count(text: str, name: str, whole: str) -> int:
