@@ -134,7 +134,7 @@ def dask_cli(tmp_path_factory):
 
 
 # With `-n 3` (make test), the notebook tests run on one worker: they share the session's tiny-preset run (`runs`,
-# about 400 s), which would otherwise run once per worker. Every other test is its own unit of work, as with
+# about 190 s), which would otherwise run once per worker. Every other test is its own unit of work, as with
 # `--dist load`. (pytest-xdist's `loadgroup` cannot do this under pytest 9: it renames `item._nodeid`, which pytest
 # 9 no longer reads, so its groups are silently ignored.)
 NOTEBOOK_TESTS = ("tests/test_notebooks.py::", "tests/test_notebook_numbers.py::")
