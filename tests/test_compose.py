@@ -221,3 +221,20 @@ def test_a_simulation_config_refuses_windows_no_stream_completes(bad, named):
         simulate(stream, ClusterSpec.load("4:4:4"), "max_min_fairness_perf", record_timeline=False,
                  **{"max_rounds": 2000, **bad})
     assert SimulationConfig(window=[600, 800]).window == (600, 800)          # a JSON list is the same window
+
+
+@pytest.mark.parametrize("field", ["cpu_demand", "mem_demand_gb"])
+def test_runs_that_place_cpu_and_memory_refuse_a_jobs_own_demands(field):
+    """A job's own CPU or memory demand (a trace's column) is read by no placement: the runs that place CPU and
+    memory refuse it by name instead of placing the job by its profile; a GPU-only run has nothing to ignore."""
+    table = load_throughputs()
+    gavel = make_generator("gavel", seed=0, mean_interarrival_s=900.0).jobs(6)
+    synergy = make_generator("synergy", jobs_per_hour=12.0).jobs(6)
+    cluster = ClusterSpec.load("2x4/24/500@v100+1x4/24/500@k80")
+    for jobs, policy, config in ((gavel, "gavel+tune", None), (gavel, "las+fair", None),
+                                 (synergy, "FIFO+tune", SimulationConfig.for_system("synergy"))):
+        jobs = [replace(j, **{field: 4.0}) if i == 2 else j for i, j in enumerate(jobs)]
+        with pytest.raises(HetschedError, match=f"job {jobs[2].job_id}: sets its own cpu_demand/mem_demand_gb"):
+            simulate(jobs, cluster if config is None else ClusterSpec.load("1x8/24/500"), policy, table, config=config)
+    jobs = [replace(j, **{field: 4.0}) for j in gavel]
+    assert summary(simulate(jobs, cluster, "gavel", table))["num_jobs"] == 6

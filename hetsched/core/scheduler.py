@@ -179,6 +179,10 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
             self.decide.slots_grown(len(self.job_of_slot))
 
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
+        if (self.whole_rounds or self.resources is not None) and (job.cpu_demand, job.mem_demand_gb) != (None, None):
+            raise HetschedError(f"job {job.job_id}: sets its own cpu_demand/mem_demand_gb, which no placement reads: "
+                                "CPU and memory demands come from its job type's profile (docs/rules.md#profiles). "
+                                "Leave those fields empty")
         if self.whole_rounds:                   # the stage keeps the job's demands and rates by slot
             s = self._take_slot(job)
             self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)

@@ -24,7 +24,9 @@ class Job:
 
     `total_steps` is a float when generated (duration x throughput) and integral when read from a trace.
     `slo_factor` is Gavel's SLO: the job must finish within `slo_factor x duration_s` of its arrival.
-    `cpu_demand`/`mem_demand_gb` are Synergy's ideal per-job demands (None = GPU-proportional share).
+    `cpu_demand`/`mem_demand_gb` are a job's own CPU cores and GB, kept from a trace; no placement reads them (demands
+    come from the job type's profile, docs/rules.md#profiles), so runs that place CPU and memory refuse jobs that set
+    them.
     `entity` is the user, team or virtual cluster that hierarchical policies share among (None = no entity);
     `user` and `vc` keep a production trace's own fields. `pinned_gpu_types` is a `|`-separated list of the
     GPU types the job may run on (empty = any), as production traces record GPU-model constraints; the core
