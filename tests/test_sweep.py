@@ -193,8 +193,8 @@ def test_an_empty_sweep_is_refused_not_a_keyerror_in_the_figure():
                                           (dict(window=(20, 10)), "window="),
                                           (dict(generator="synergy", cluster="2x8/24/500", split=(10, 10)),
                                            "class split"),
-                                          (dict(generator="synergy", cluster="2x8/24/500", profiles_ratio=7),
-                                           "ratio must be one of"),
+                                          (dict(generator="synergy", cluster="2x8/24/500", profiles_ratio=-1),
+                                           "ratio must be a whole number"),
                                           (dict(jobs_per_hour=None, window=None, num_jobs=None),   # a TypeError
                                            "needs jobs_per_hour \\(continuous\\) or num_jobs")])
 def test_a_misspelt_config_stops_the_sweep_before_any_run(tmp_path, bad, message):

@@ -78,7 +78,7 @@ def test_ratio_profiles_change_iteration_counts():
 
 
 @pytest.mark.parametrize("kwargs", [dict(jobs_per_hour=0), dict(split=(10, 10)), dict(split=(-1, 50, 51)),
-                                    dict(ratio=7)])
+                                    dict(ratio=0), dict(ratio=-1)])
 def test_bad_parameters(kwargs):
     with pytest.raises(SpecError):
         SynergyGenerator(**kwargs).jobs(1)

@@ -270,8 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--jobs-per-hour", type=float, metavar="R", help="arrival rate instead of --mean-interarrival")
     sim.add_argument("--split", default="20:70:10", help="synergy: image:language:speech class split (%%)")
     sim.add_argument("--philly-trace", type=Path, help="synergy: Philly cluster_job_log for --multi-gpu GPU counts")
-    sim.add_argument("--profiles-ratio", type=int, choices=(3, 4, 5, 6), default=None,
-                     help="CPU:GPU ratio of Synergy's profiles (default: the cluster's)")
+    sim.add_argument("--profiles-ratio", type=positive_int, default=None, metavar="CORES",
+                     help="CPU:GPU ratio of Synergy's profiles: 3-6 are stored, others derived from the grids "
+                          "(default: the cluster's, rounded)")
     sim.add_argument("--num-jobs", type=positive_int)
     sim.add_argument("--static", action="store_true")
     sim.add_argument("--multi-gpu", action="store_true")

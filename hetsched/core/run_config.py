@@ -68,6 +68,9 @@ class SimulationConfig:
         if self.max_active_jobs is not None and not (whole_numbers((self.max_active_jobs,), 1)
                                                      and self.max_active_jobs >= 1):
             bad.append(f"max_active_jobs={self.max_active_jobs!r} (None or a whole number >= 1)")
+        if self.profiles_ratio is not None and not (whole_numbers((self.profiles_ratio,), 1)
+                                                    and self.profiles_ratio >= 1):
+            bad.append(f"profiles_ratio={self.profiles_ratio!r} (None or whole cores per GPU >= 1)")
         if bad:
             raise HetschedError(f"simulation config: {', '.join(bad)}")
 

@@ -6,12 +6,11 @@ from hetsched.resources.profiles import JobResources, ModelProfile, SensitivityT
 
 
 def profiles_ratio_for(cluster) -> int:
-    """The profile set that matches a cluster's CPU:GPU ratio (3, 4, 5 or 6; 3 otherwise)."""
+    """The profile set of a cluster's CPU:GPU ratio, rounded to whole cores per GPU (at least 1): the stored sets
+    for 3-6, a derived one otherwise (docs/rules.md#profiles); 3 for a cluster without CPU counts."""
     servers = cluster.server_shapes()
     if servers and all(s.cpu_cores for s in servers):
-        ratio = round(sum(s.cpu_cores for s in servers) / sum(s.num_gpus for s in servers))
-        if ratio in (3, 4, 5, 6):
-            return ratio
+        return max(1, round(sum(s.cpu_cores for s in servers) / sum(s.num_gpus for s in servers)))
     return 3
 
 

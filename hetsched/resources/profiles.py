@@ -7,7 +7,7 @@ are the project's own (`data/resources/`), typed in from the artifact's model fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Mapping
@@ -137,11 +137,18 @@ class ProfileJobKeys:
         return f"job type {job_type!r} is not a profiled model of {self.name!r}; {nearest(job_type, self.job_types)}"
 
 
-@lru_cache(maxsize=8)
+#: The fair memory per GPU of every stored profile set (500 GB servers of 8 GPUs), and the fair CPU of the base set.
+FAIR_MEM_GB_PER_GPU, BASE_RATIO = 62.5, 3
+
+
+@lru_cache(maxsize=16)
 def load_sensitivity(ratio: int = 3) -> SensitivityTable:
-    """Synergy's profiles for a CPU:GPU ratio of 3 (default), 4, 5 or 6."""
+    """Synergy's profiles for a CPU:GPU ratio: the stored sets of 3 (default), 4, 5 and 6, and for any other whole
+    ratio a set derived from the base set's grids (docs/rules.md#profiles)."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, np.integer)) or ratio < 1:
+        raise SpecError(f"sensitivity: CPU:GPU ratio must be a whole number of cores per GPU >= 1, got {ratio!r}")
     if ratio not in RATIOS:
-        raise SpecError(f"sensitivity: CPU:GPU ratio must be one of {RATIOS}, got {ratio!r}")
+        return derived_sensitivity(load_sensitivity(BASE_RATIO), int(ratio))
     folder = data_dir() / "resources"
     profiles = pd.read_csv(folder / "synergy_profiles.csv")
     grid = pd.read_csv(folder / "synergy_sensitivity.csv")
@@ -158,3 +165,18 @@ def load_sensitivity(ratio: int = 3) -> SensitivityTable:
                                       float(row.ideal_mem_gb_per_gpu), float(row.storage_mbps_per_gpu),
                                       float(row.placement_penalty), g)
     return SensitivityTable(out, ratio, f"synergy-{ratio}")
+
+
+def derived_sensitivity(base: SensitivityTable, ratio: int) -> SensitivityTable:
+    """The profiles of servers with `ratio` cores per GPU, from the base set's grids: a job's fair share is `ratio`
+    cores and 62.5 GB per GPU, its iteration time there the base's scaled by the grid's throughput at the two fair
+    shares, its ideal point the base's (every grid saturates there; the language models' 20 GB reads the grid's 20.83 row)
+    and its speedup the grid's ideal over fair.
+    The stored sets of ratios 4 and 5 are this derivation to their printed digits (tests/test_profiles.py)."""
+    out = {}
+    for name, p in base.profiles.items():
+        base_fair = p.relative_throughput(base.ratio, FAIR_MEM_GB_PER_GPU)
+        fair = p.relative_throughput(ratio, FAIR_MEM_GB_PER_GPU)
+        ideal = p.relative_throughput(max(p.cpus_per_gpu, CPU_LEVELS[0]), max(p.mem_gb_per_gpu, MEM_LEVELS[0]))
+        out[name] = replace(p, iteration_time_s=p.iteration_time_s * base_fair / fair, speedup=ideal / fair)
+    return SensitivityTable(out, ratio, f"synergy-{ratio} (derived)")
