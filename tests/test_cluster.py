@@ -98,3 +98,23 @@ def test_the_fig11_timeline_takes_server_groups():
     counts = hierarchical_timeline(table, cluster="3:3:3", timesteps=4)
     servers = hierarchical_timeline(table, cluster="3x1/8/64@v100+3x1/8/64@p100+3x1/8/64@k80", timesteps=4)
     pd.testing.assert_frame_equal(counts, servers)
+
+
+def test_pod_requests_compare_each_pods_request_per_gpu_with_the_servers_share(tmp_path):
+    """openb-style pods against servers of 16 cores and 64 GB per GPU: CPU-only pods are left out, a pod's request
+    is per GPU, and a pod above the GPU-proportional share is counted."""
+    from hetsched.experiments.own_cluster import pod_requests
+
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                    "a,8000,16384,1,1000\n"          # 8 cores, 16 GB per GPU
+                    "b,40000,65536,2,1000\n"         # 20 cores, 32 GB per GPU: above the CPU share
+                    "c,4000,262144,1,500\n"          # 4 cores, 256 GB per GPU: above the memory share
+                    "d,64000,65536,0,0\n")           # CPU only: not a GPU pod
+    table = pod_requests(pods, ClusterSpec.load("2x4/64/256@v100")).set_index("resource")
+    assert table["gpu_pods"].tolist() == [3, 3]
+    assert table.loc["cpu_cores", "fair_share_per_gpu"] == 16 and table.loc["mem_gb", "fair_share_per_gpu"] == 64
+    assert table.loc["cpu_cores", "request_per_gpu_median"] == 8 and table.loc["mem_gb", "request_per_gpu_median"] == 32
+    assert table["pods_above_fair_pct"].tolist() == pytest.approx([100 / 3, 100 / 3])
+    with pytest.raises(ValueError, match="need CPU cores and memory"):
+        pod_requests(pods, ClusterSpec.parse("v100=8"))

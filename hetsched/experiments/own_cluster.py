@@ -138,3 +138,25 @@ def replay(trace: str | Path, fmt: str, cluster: ClusterSpec, policies, gpu_map:
              "pinned": sum(bool(j.pinned_gpu_types) for j in runnable), "conversion": reports[0].summary()}
     return pd.DataFrame(rows), pd.concat(frames, ignore_index=True), facts
 
+
+
+def pod_requests(pods: str | Path, cluster: ClusterSpec) -> pd.DataFrame:
+    """What openb's GPU pods ask for against what the cluster's servers give a GPU: per resource (CPU cores, GB of
+    memory), the pods' requests per GPU (median, 90th percentile) next to the cluster's GPU-proportional share
+    (its total over its GPUs), and the percentage of GPU pods whose request per GPU exceeds that share, the jobs
+    Synergy's TUNE could give more than the fair share to (docs/rules.md#profiles)."""
+    p = pd.read_csv(pods, usecols=["cpu_milli", "memory_mib", "num_gpu"])
+    p = p[p["num_gpu"] > 0]
+    servers = cluster.server_shapes()
+    if not servers or not all(s.cpu_cores and s.dram_gb for s in servers):
+        raise ValueError("pod_requests: the cluster's servers need CPU cores and memory")
+    gpus = sum(s.num_gpus for s in servers)
+    rows = []
+    for resource, column, scale, total in (("cpu_cores", "cpu_milli", 1000, sum(s.cpu_cores for s in servers)),
+                                           ("mem_gb", "memory_mib", 1024, sum(s.dram_gb for s in servers))):
+        per_gpu = p[column].to_numpy(float) / scale / p["num_gpu"].to_numpy(float)
+        fair = total / gpus
+        rows.append({"resource": resource, "gpu_pods": len(per_gpu), "request_per_gpu_median": np.median(per_gpu),
+                     "request_per_gpu_p90": np.quantile(per_gpu, 0.9), "fair_share_per_gpu": fair,
+                     "pods_above_fair_pct": 100 * float(np.mean(per_gpu > fair))})
+    return pd.DataFrame(rows)
