@@ -56,3 +56,22 @@ def test_tune_gains_little_where_the_fair_share_already_meets_the_demands():
            for policy in ("FIFO+fair", "FIFO+tune") for r in (3, 12)}
     gain = {r: 1 - jct["FIFO+tune", r] / jct["FIFO+fair", r] for r in (3, 12)}
     assert gain[3] > 0.1 and 0 <= gain[12] < gain[3] / 2, gain
+
+
+def test_each_gpu_types_servers_credit_the_profiles_of_their_own_ratio(gavel_table):
+    """Gavel's allocation + TUNE: V100 servers with 3 cores a GPU and K80 servers with 12 credit the classes that
+    a cluster of only those servers would (one ratio for the whole cluster, 8, gave both the same set)."""
+    from hetsched.resources.hetero import TypeAwareResources
+
+    def speedups(cluster: str, types: tuple[str, ...]) -> dict[str, list[float]]:
+        r = TypeAwareResources(ClusterSpec.load(cluster), types, gavel_table, "tune")
+        for slot, job_type in enumerate(("ResNet-18 (batch size 64)", "ResNet-50 (batch size 64)", "CycleGAN")):
+            r.add_job(slot, job_type, 1, gavel_table.isolated[gavel_table.index((job_type, 1)), :, 0]
+                      [[gavel_table.gpu_index(t) for t in types]])
+        return {t: [c["speedup"][r._code[s][w]] for s in r._code] for w, (t, c) in enumerate(zip(types, r.classes))}
+
+    v100, k80 = "2x8/24/500@v100", "1x8/96/1000@k80"
+    mixed = speedups(f"{v100}+{k80}", ("v100", "k80"))
+    assert mixed["v100"] == speedups(v100 + "+1x8/24/500@k80", ("v100", "k80"))["v100"]
+    assert mixed["k80"] == speedups("2x8/96/1000@v100+" + k80, ("v100", "k80"))["k80"]
+    assert max(mixed["v100"]) > 1.5 and mixed["v100"] != mixed["k80"]

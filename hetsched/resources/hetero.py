@@ -111,7 +111,7 @@ class TypeAwareResources:
             raise HetschedError(f"'+{self.mechanism}' needs servers with CPU cores and memory, e.g. a cluster "
                                 f"'4x8/24/500@v100+4x8/24/500@k80' or a Synergy .ini file")
         self.sensitivity = self.fixed_sensitivity or load_sensitivity(profiles_ratio_for(cluster))
-        pools, first_gpu, next_id = [], [], 0
+        pools, first_gpu, next_id, self.type_sensitivity = [], [], 0, []
         first_of = []                                     # each server's first GPU id, numbered as the Placer does
         for server in cluster.servers:
             first_of.append(next_id)
@@ -120,6 +120,9 @@ class TypeAwareResources:
             mine = [k for k, s in enumerate(cluster.servers) if s.gpu_type == w]
             pools.append(ServerPool([cluster.servers[k] for k in mine]) if mine else None)
             first_gpu.append([first_of[k] for k in mine])
+            # Each type's servers credit the profiles of their own CPU:GPU ratio (docs/rules.md#profiles).
+            self.type_sensitivity.append(self.fixed_sensitivity or (load_sensitivity(profiles_ratio_for(
+                ClusterSpec.from_servers([cluster.servers[k] for k in mine]))) if mine else self.sensitivity))
         self.pools, self.first_gpu, self.stages, self.classes = pools, first_gpu, [], []
         for pool in pools:
             shares: list[tuple[float, float, float]] = []
@@ -145,7 +148,7 @@ class TypeAwareResources:
 
     def _register(self, slot: int) -> None:
         job_type, gpus, tput = self._jobs[slot]
-        p = self.profile_of(job_type)
+        name = profile_name(job_type)
         ref = self.gpu_types.index(REFERENCE_TYPE) if REFERENCE_TYPE in self.gpu_types else int(np.argmax(tput))
         codes = []
         for w, (pool, cls) in enumerate(zip(self.pools, self.classes)):
@@ -157,6 +160,7 @@ class TypeAwareResources:
             key = (job_type, gpus, round(ratio, 9))
             code = cls["index"].get(key)
             if code is None:
+                p = self.type_sensitivity[w][name]
                 cpu, mem, speedup = type_demand(p, ratio, gpus, pool.size[:3])
                 code = len(cls["shares"])
                 cls["index"][key] = code
