@@ -83,7 +83,7 @@ def class_split_configs(preset: str, policies: list[str], splits, *, loads=None)
 
 def ratio_configs(preset: str, policies: list[str], ratios=(3, 4, 5, 6), *, loads=None) -> list[RunConfig]:
     """The CPU:GPU ratio figures: servers with 8 GPUs and 24/32/40/48 CPUs, each with its own profiles (the
-    artifact swaps in `models-4/5/6` with `cluster_4/5/6.ini`)."""
+    artifact swaps in `models-4/5/6` with `cluster_4/5/6.ini`); other ratios get derived profiles (R26)."""
     return [c.with_(profiles_ratio=r) for r in ratios
             for c in single_gpu_configs(preset, policies, loads=loads, cpus=8 * r)]
 
