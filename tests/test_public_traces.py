@@ -83,6 +83,7 @@ def test_openb_pins_gpu_models_and_counts_fractional_gpus_as_one():
     assert [j.duration_s for j in jobs] == [5000.0, 1900.0, 8000.0]
     assert [j.scale_factor for j in jobs] == [1, 1, 8]
     assert (rep.no_gpus, rep.no_duration) == (1, 1)               # the CPU pod; the pending pod
+    assert rep.part_gpus == 1 and "1 asked for part of a GPU" in rep.summary()   # p1: 460 milli-GPUs
     table = load_throughputs("gavel_simulation")
     t4 = jobs[1]
     assert t4.total_steps == pytest.approx(1900 * 0.8 * table.get(t4.job_type, 1, "p100"))
@@ -101,6 +102,7 @@ def test_pai2020_groups_tasks_into_jobs_and_reads_users_beside_it(tmp_path):
     assert [(j.scale_factor, j.pinned_gpu_types, j.duration_s) for j in jobs] == [(1, "v100", 3700.0),
                                                                                  (1, "", 600.0)]
     assert rep.no_duration == 1                                   # j3 is still running
+    assert rep.part_gpus == 0                                     # j1: two workers at 50 % make one GPU
     (tmp_path / "pai_task_table.csv").write_text(PAI_TASKS)
     (tmp_path / "pai_job_table.csv").write_text(PAI_JOBS)
     jobs = read_trace(tmp_path / "pai_task_table.csv", "pai2020")

@@ -92,10 +92,12 @@ def openb_records(data, source: str = "<openb_pod_list.csv>") -> pd.DataFrame:
                              source=source, line=1)
         scheduled = times(c, "scheduled_time", first, source)
         deleted = times(c, "deletion_time", first, source)
+        gpus = _counts(c, "num_gpu", first, source)
+        milli = numbers(c, "gpu_milli", first, source, minimum=0) if "gpu_milli" in c.columns else 1000.0
         frames.append(records_frame(
             arrival_s=times(c, "creation_time", first, source, empty_ok=False), duration_s=deleted - scheduled,
-            gpus=_counts(c, "num_gpu", first, source), user="", vc="", status=text(c, "pod_phase"),
-            gpu_model=pinned(text(c, "gpu_spec"))))
+            gpus=gpus, user="", vc="", status=text(c, "pod_phase"), gpu_model=pinned(text(c, "gpu_spec")),
+            gpus_requested=gpus * np.minimum(milli, 1000.0) / 1000.0))
     return _gather(frames)
 
 
@@ -110,7 +112,7 @@ def alibaba2026_records(data, source: str = "<job_info_df.csv>") -> pd.DataFrame
             arrival_s=times(c, "submit_time", first, source, empty_ok=False),
             duration_s=numbers(c, "duration", first, source, empty_ok=True, minimum=0),
             gpus=np.ceil(gpus).astype(np.int64), user="", vc=text(c, "organization"), status=text(c, "job_type"),
-            gpu_model=pinned(text(c, "gpu_model"))))
+            gpu_model=pinned(text(c, "gpu_model")), gpus_requested=gpus))
     return _gather(frames)
 
 
@@ -142,7 +144,8 @@ def pai2020_records(data, source: str = "<pai_task_table.csv>", job_table: Path 
     users = _pai_users(job_table, jobs.index) if job_table is not None else ""
     return records_frame(arrival_s=jobs["start"].to_numpy(), duration_s=(jobs["end"] - jobs["start"]).to_numpy(),
                          gpus=np.ceil(jobs["gpu"].to_numpy() - 1e-9).astype(np.int64), user=users, vc="",
-                         status=jobs["status"].to_numpy(), gpu_model=jobs["model"].to_numpy())
+                         status=jobs["status"].to_numpy(), gpu_model=jobs["model"].to_numpy(),
+                         gpus_requested=jobs["gpu"].to_numpy())
 
 
 def _pai_users(path: Path, names: pd.Index) -> np.ndarray:
