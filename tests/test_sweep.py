@@ -203,3 +203,24 @@ def test_a_misspelt_config_stops_the_sweep_before_any_run(tmp_path, bad, message
     with pytest.raises(HetschedError, match=message):
         sweep(configs, cache_dir=tmp_path, use_dask=False, progress=False)
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_a_worker_killed_after_the_results_are_in_is_not_reported(caplog):
+    """On a loaded machine a nanny kills a worker that takes more than 4 s to exit and logs a WARNING; a sweep's
+    closing cluster keeps that out of the caller's output (it broke `hetsched compare`'s clean stderr) and leaves
+    the logger's level as it was."""
+    import logging
+
+    from hetsched.experiments.sweep import close_quietly
+
+    class SlowToExit:
+        def close(self):
+            logging.getLogger("distributed.nanny").warning("Worker process still alive after 4.0 seconds, killing")
+            logging.getLogger("distributed.nanny").error("a real error still shows")
+
+    nanny = logging.getLogger("distributed.nanny")
+    before = nanny.level
+    with caplog.at_level(logging.WARNING):
+        close_quietly(SlowToExit())
+    assert [r.getMessage() for r in caplog.records] == ["a real error still shows"]
+    assert nanny.level == before

@@ -320,7 +320,7 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
         finally:
             client.close()
             if cluster is not None:
-                cluster.close()
+                close_quietly(cluster)
     else:
         for c in todo:
             row = run(c)
@@ -332,6 +332,18 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
         print(f"simulations: {len(todo)} run, {len(configs) - len(todo)} from the cache, "
               f"{time.perf_counter() - started:.1f} s", flush=True)
     return pd.DataFrame([rows[c.key()] for c in configs])
+
+
+def close_quietly(cluster) -> None:
+    """Stop a LocalCluster whose results are in. A nanny whose worker takes more than 4 s to exit (a loaded
+    machine) kills it and logs a WARNING; the runs are over, so that is not news for the caller's output."""
+    nanny = logging.getLogger("distributed.nanny")
+    level = nanny.level
+    nanny.setLevel(logging.ERROR)
+    try:
+        cluster.close()
+    finally:
+        nanny.setLevel(level)
 
 
 def local_cluster(n_workers: int = 2):
