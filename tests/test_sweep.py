@@ -211,7 +211,7 @@ def test_a_worker_killed_after_the_results_are_in_is_not_reported(caplog):
     the logger's level as it was."""
     import logging
 
-    from hetsched.experiments.sweep import close_quietly
+    from hetsched.experiments.local_dask import close_quietly
 
     class SlowToExit:
         def close(self):

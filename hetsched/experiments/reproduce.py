@@ -156,7 +156,7 @@ def _one_dask_cluster(parameters: dict | None):
     if "dask_address" in chosen or chosen.get("use_dask") is False:
         yield None
         return
-    from hetsched.experiments.sweep import close_quietly, local_cluster
+    from hetsched.experiments.local_dask import close_quietly, local_cluster
 
     # Its scheduler runs in this process: Dask's own handler prints its warnings, and its INFO lines do not reach
     # the caller's handlers (the CLI's) among the figures' progress.

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from hetsched.core.run_config import whole_numbers
 from hetsched.errors import HetschedError
+from hetsched.experiments.local_dask import close_quietly, local_cluster
 from hetsched.solvers import clock
 
 log = logging.getLogger(__name__)
@@ -332,27 +333,6 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
         print(f"simulations: {len(todo)} run, {len(configs) - len(todo)} from the cache, "
               f"{time.perf_counter() - started:.1f} s", flush=True)
     return pd.DataFrame([rows[c.key()] for c in configs])
-
-
-def close_quietly(cluster) -> None:
-    """Stop a LocalCluster whose results are in. A nanny whose worker takes more than 4 s to exit (a loaded
-    machine) kills it and logs a WARNING; the runs are over, so that is not news for the caller's output."""
-    nanny = logging.getLogger("distributed.nanny")
-    level = nanny.level
-    nanny.setLevel(logging.ERROR)
-    try:
-        cluster.close()
-    finally:
-        nanny.setLevel(level)
-
-
-def local_cluster(n_workers: int = 2):
-    """Dask's LocalCluster as sweeps use it: single-thread worker processes. Loopback only: the scheduler, the
-    workers and the dashboard bind 127.0.0.1 on free ports."""
-    from dask.distributed import LocalCluster
-
-    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                        dashboard_address="127.0.0.1:0")
 
 
 def parse_window(window, name: str = "window") -> tuple[int, int] | None:
