@@ -84,6 +84,8 @@ def test_openb_pins_gpu_models_and_counts_fractional_gpus_as_one():
     assert [j.scale_factor for j in jobs] == [1, 1, 8]
     assert (rep.no_gpus, rep.no_duration) == (1, 1)               # the CPU pod; the pending pod
     assert rep.part_gpus == 1 and "1 asked for part of a GPU" in rep.summary()   # p1: 460 milli-GPUs
+    with pytest.raises(TraceError, match=r"openb.csv:3: field 'gpu_milli': expected a number >= 0, got 'x'"):
+        parse("openb", OPENB.replace(",1,460,", ",1,x,"))
     table = load_throughputs("gavel_simulation")
     t4 = jobs[1]
     assert t4.total_steps == pytest.approx(1900 * 0.8 * table.get(t4.job_type, 1, "p100"))

@@ -216,11 +216,11 @@ def pinned(models: pd.Series, ignore: Iterable[str] = ()) -> pd.Series:
 
 
 def records_frame(**columns) -> pd.DataFrame:
-    """The records of `RECORD`'s columns; `gpus_requested` (optional, default `gpus`) is what the trace asked for
-    before whole GPUs: openb's milli-GPUs, PAI's percentages."""
+    """The records of `RECORD`'s columns; `part_gpu` (optional, default False) marks a job that asked for part of
+    a GPU (openb's milli-GPUs, PAI's percentages) and was given whole GPUs."""
     frame = pd.DataFrame({c: columns[c] for c in RECORD})
     frame["gpus"] = frame["gpus"].astype(np.int64)
-    frame["gpus_requested"] = np.asarray(columns.get("gpus_requested", frame["gpus"]), float)
+    frame["part_gpu"] = np.asarray(columns.get("part_gpu", False), bool) & np.ones(len(frame), bool)
     return frame
 
 
@@ -256,7 +256,7 @@ def to_jobs(records: pd.DataFrame, mapping: JobMapping | None = None, filters: F
     if filters.max_jobs is not None:
         r = r.iloc[:filters.max_jobs]
     out.rounded_up = int((r["scale_factor"].to_numpy() != r["gpus"].to_numpy()).sum())
-    out.part_gpus = int((r["gpus_requested"].to_numpy() < r["gpus"].to_numpy() - 1e-9).sum())
+    out.part_gpus = int(r["part_gpu"].to_numpy().sum())
     out.frame = _map_frame(r, table, mapping)
     if materialize:
         out.jobs = frame_to_jobs(out.frame)

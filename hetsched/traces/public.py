@@ -93,12 +93,31 @@ def openb_records(data, source: str = "<openb_pod_list.csv>") -> pd.DataFrame:
         scheduled = times(c, "scheduled_time", first, source)
         deleted = times(c, "deletion_time", first, source)
         gpus = _counts(c, "num_gpu", first, source)
-        milli = numbers(c, "gpu_milli", first, source, minimum=0) if "gpu_milli" in c.columns else 1000.0
         frames.append(records_frame(
             arrival_s=times(c, "creation_time", first, source, empty_ok=False), duration_s=deleted - scheduled,
             gpus=gpus, user="", vc="", status=text(c, "pod_phase"), gpu_model=pinned(text(c, "gpu_spec")),
-            gpus_requested=gpus * np.minimum(milli, 1000.0) / 1000.0))
+            part_gpu=_part_gpu(c, gpus, first, source)))
     return _gather(frames)
+
+
+def _part_gpu(chunk, gpus: np.ndarray, first: int, source: str) -> np.ndarray:
+    """openb pods with GPUs that asked for less than 1000 milli-GPUs each (only cells other than "1000" are
+    parsed: a million-row list is mostly whole GPUs)."""
+    if "gpu_milli" not in chunk.columns:
+        return np.zeros(len(chunk), bool)
+    cells = chunk["gpu_milli"].str.strip()
+    ask = ((cells != "1000") & (gpus > 0)).to_numpy()
+    out = np.zeros(len(chunk), bool)
+    if ask.any():
+        rows = np.flatnonzero(ask)
+        milli = pd.to_numeric(cells.iloc[rows], errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(milli) | (milli < 0)
+        if bad.any():
+            i = int(rows[np.flatnonzero(bad)[0]])
+            raise TraceError(f"expected a number >= 0, got {cells.iloc[i]!r}", source=source, line=first + i,
+                             field="gpu_milli")
+        out[rows] = milli < 1000
+    return out
 
 
 def alibaba2026_records(data, source: str = "<job_info_df.csv>") -> pd.DataFrame:
@@ -112,7 +131,7 @@ def alibaba2026_records(data, source: str = "<job_info_df.csv>") -> pd.DataFrame
             arrival_s=times(c, "submit_time", first, source, empty_ok=False),
             duration_s=numbers(c, "duration", first, source, empty_ok=True, minimum=0),
             gpus=np.ceil(gpus).astype(np.int64), user="", vc=text(c, "organization"), status=text(c, "job_type"),
-            gpu_model=pinned(text(c, "gpu_model")), gpus_requested=gpus))
+            gpu_model=pinned(text(c, "gpu_model")), part_gpu=gpus < np.ceil(gpus)))
     return _gather(frames)
 
 
@@ -145,7 +164,7 @@ def pai2020_records(data, source: str = "<pai_task_table.csv>", job_table: Path 
     return records_frame(arrival_s=jobs["start"].to_numpy(), duration_s=(jobs["end"] - jobs["start"]).to_numpy(),
                          gpus=np.ceil(jobs["gpu"].to_numpy() - 1e-9).astype(np.int64), user=users, vc="",
                          status=jobs["status"].to_numpy(), gpu_model=jobs["model"].to_numpy(),
-                         gpus_requested=jobs["gpu"].to_numpy())
+                         part_gpu=jobs["gpu"].to_numpy() < np.ceil(jobs["gpu"].to_numpy() - 1e-9) - 1e-9)
 
 
 def _pai_users(path: Path, names: pd.Index) -> np.ndarray:
