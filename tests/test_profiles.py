@@ -38,7 +38,7 @@ def test_other_ratios_are_derived_and_a_cpu_rich_cluster_gets_its_own():
     assert rich["res18"].speedup == 1.0
     assert rich["res18"].iteration_time_s == pytest.approx(load_sensitivity(3)["res18"].iteration_time_s / 2.4)
     assert profiles_ratio_for(ClusterSpec.load("4x8/96/1000")) == 12
-    assert profiles_ratio_for(ClusterSpec.load("1x8/4/64")) == 1            # half a core per GPU rounds up to 1
+    assert profiles_ratio_for(ClusterSpec.load("1x8/4/64")) == 1            # half a core per GPU: at least 1
     assert profiles_ratio_for(ClusterSpec.parse("8:0:0")) == 3              # no CPU counts: the default set
     for bad in (0, -2, 2.5, True):
         with pytest.raises(SpecError, match="whole number of cores per GPU"):

@@ -170,9 +170,9 @@ def load_sensitivity(ratio: int = 3) -> SensitivityTable:
 def derived_sensitivity(base: SensitivityTable, ratio: int) -> SensitivityTable:
     """The profiles of servers with `ratio` cores per GPU, from the base set's grids: a job's fair share is `ratio`
     cores and 62.5 GB per GPU, its iteration time there the base's scaled by the grid's throughput at the two fair
-    shares, its ideal point the base's (every grid saturates there; the language models' 20 GB reads the grid's 20.83 row)
-    and its speedup the grid's ideal over fair.
-    The stored sets of ratios 4 and 5 are this derivation to their printed digits (tests/test_profiles.py)."""
+    shares, its ideal point the base's (every grid saturates there; the language models' 20 GB reads the grid's
+    20.83-GB row) and its speedup the grid's ideal over fair. The stored sets of ratios 4 and 5 are this derivation
+    to their printed digits (tests/test_profiles.py)."""
     out = {}
     for name, p in base.profiles.items():
         base_fair = p.relative_throughput(base.ratio, FAIR_MEM_GB_PER_GPU)
