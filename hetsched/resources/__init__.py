@@ -6,12 +6,17 @@ from hetsched.resources.profiles import JobResources, ModelProfile, SensitivityT
 
 
 def profiles_ratio_for(cluster) -> int:
-    """The profile set of a cluster's CPU:GPU ratio, rounded to whole cores per GPU (at least 1): the stored sets
-    for 3-6, a derived one otherwise (docs/rules.md#profiles); 3 for a cluster without CPU counts."""
-    servers = cluster.server_shapes()
+    """The profile set of a cluster's CPU:GPU ratio (`servers_ratio` of its servers)."""
+    return servers_ratio(cluster.server_shapes())
+
+
+def servers_ratio(servers) -> int:
+    """Servers' CPU:GPU ratio, rounded to whole cores per GPU (at least 1): the stored profile sets for 3-6, a
+    derived one otherwise (docs/rules.md#profiles); 3 for servers without CPU counts."""
     if servers and all(s.cpu_cores for s in servers):
         return max(1, round(sum(s.cpu_cores for s in servers) / sum(s.num_gpus for s in servers)))
     return 3
 
 
-__all__ = ["JobResources", "ModelProfile", "SensitivityTable", "load_sensitivity", "profiles_ratio_for"]
+__all__ = ["JobResources", "ModelProfile", "SensitivityTable", "load_sensitivity", "profiles_ratio_for",
+           "servers_ratio"]

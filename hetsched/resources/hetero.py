@@ -24,7 +24,7 @@ from hetsched.model.cluster import ClusterSpec, Server
 from hetsched.core.scheduler import Assignment, RoundPlan
 from hetsched.errors import HetschedError
 from hetsched.model.throughputs import ThroughputTable, data_dir
-from hetsched.resources import profiles_ratio_for
+from hetsched.resources import profiles_ratio_for, servers_ratio
 from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources.pool import IDEAL, ServerPool
 from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
@@ -80,8 +80,8 @@ def share_speedup(job_type: str, ratio: float, gpus: int, server: tuple[int, flo
     type `ratio` times as fast as the reference, on servers of shape `server` (GPUs, cores, GB) and with the
     profiles of their CPU:GPU ratio: its class's speedup when the share holds its demand, else 1 (the table's
     rate). 1 for a model without a profile. Emulated workers run at it (runtime/worker.py)."""
-    shape = ClusterSpec.from_servers([Server("gpu", int(server[0]), int(server[1]), float(server[2]))])
-    name, profiles = profile_name(job_type), load_sensitivity(profiles_ratio_for(shape))
+    shape = Server("gpu", int(server[0]), int(server[1]), float(server[2]))
+    name, profiles = profile_name(job_type), load_sensitivity(servers_ratio([shape]))
     if name not in profiles:
         return 1.0
     cpu, mem, speedup = type_demand(profiles[name], ratio, gpus, server)
@@ -121,8 +121,8 @@ class TypeAwareResources:
             pools.append(ServerPool([cluster.servers[k] for k in mine]) if mine else None)
             first_gpu.append([first_of[k] for k in mine])
             # Each type's servers credit the profiles of their own CPU:GPU ratio (docs/rules.md#profiles).
-            self.type_sensitivity.append(self.fixed_sensitivity or (load_sensitivity(profiles_ratio_for(
-                ClusterSpec.from_servers([cluster.servers[k] for k in mine]))) if mine else self.sensitivity))
+            self.type_sensitivity.append(self.fixed_sensitivity or (
+                load_sensitivity(servers_ratio([cluster.servers[k] for k in mine])) if mine else self.sensitivity))
         self.pools, self.first_gpu, self.stages, self.classes = pools, first_gpu, [], []
         for pool in pools:
             shares: list[tuple[float, float, float]] = []

@@ -156,10 +156,10 @@ def require_columns(chunk: pd.DataFrame, columns: Iterable[str], source: str, wh
 
 
 def numbers(chunk: pd.DataFrame, column: str, first_line: int, source: str, *, empty_ok: bool = False,
-            minimum: float | None = None) -> np.ndarray:
-    """A column as floats; an unparsable cell (or an empty one unless `empty_ok`, which gives NaN) is an
-    error at its line."""
-    raw = chunk[column].str.strip()
+            minimum: float | None = None, rows: np.ndarray | None = None) -> np.ndarray:
+    """A column as floats (only the chunk's `rows`, if given); an unparsable cell (or an empty one unless
+    `empty_ok`, which gives NaN) is an error at its line."""
+    raw = (chunk[column] if rows is None else chunk[column].iloc[rows]).str.strip()
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
     empty = (raw == "").to_numpy()
     bad = (np.isnan(values) & ~(empty & empty_ok)) | np.isinf(values)
@@ -169,7 +169,8 @@ def numbers(chunk: pd.DataFrame, column: str, first_line: int, source: str, *, e
         i = int(np.flatnonzero(bad)[0])
         cell = raw.iloc[i]
         need = "a number" if minimum is None else f"a number >= {minimum:g}"
-        raise TraceError(f"expected {need}, got {cell!r}", source=source, line=first_line + i, field=column)
+        line = first_line + (i if rows is None else int(rows[i]))
+        raise TraceError(f"expected {need}, got {cell!r}", source=source, line=line, field=column)
     return values
 
 

@@ -110,13 +110,7 @@ def _part_gpu(chunk, gpus: np.ndarray, first: int, source: str) -> np.ndarray:
     out = np.zeros(len(chunk), bool)
     if ask.any():
         rows = np.flatnonzero(ask)
-        milli = pd.to_numeric(cells.iloc[rows], errors="coerce").to_numpy(dtype=float)
-        bad = ~np.isfinite(milli) | (milli < 0)
-        if bad.any():
-            i = int(rows[np.flatnonzero(bad)[0]])
-            raise TraceError(f"expected a number >= 0, got {cells.iloc[i]!r}", source=source, line=first + i,
-                             field="gpu_milli")
-        out[rows] = milli < 1000
+        out[rows] = numbers(chunk, "gpu_milli", first, source, minimum=0, rows=rows) < 1000
     return out
 
 
