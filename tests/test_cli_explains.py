@@ -86,8 +86,8 @@ def test_empty_window_and_bad_round_are_errors(capsys):
      "--mean-interarrival (a --static stream arrives at t = 0)"),
     (["generate", "shockwave", "--name", "120_0.2_5_100_40_25_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic",
       "--seed", "3"], "generate shockwave does not use --seed (--name sets it)"),
-    (["simulate", "--policy", "las", "--generate", "synergy", "--num-jobs", "3", "--jobs-per-hour", "2",
-      "--mean-interarrival", "5"], "--mean-interarrival (gavel and shockwave generators)"),
+    (["simulate", "--policy", "las", "--generate", "synergy", "--num-jobs", "3", "--mean-interarrival", "5"],
+     "--mean-interarrival (gavel and shockwave generators)"),
     (["simulate", "--policy", "las", "--generate", "gavel", "--num-jobs", "3", "--jobs-per-hour", "2",
       "--max-jobs", "2"], "--max-jobs (production traces: --trace with --from)"),
     (["simulate", "--policy", "las", "--trace", "data/traces/synergy_static_100.csv", "--num-jobs", "3"],
@@ -98,6 +98,51 @@ def test_a_stream_option_the_stream_does_not_use_is_refused(args, message, tmp_p
     out = tmp_path / "jobs.csv"
     assert main([*args, "--out", str(out)] if args[0] == "generate" else args) == 2
     assert message in capsys.readouterr().err and not out.exists()
+
+
+GAVEL = ["simulate", "--policy", "gavel", "--generate", "gavel", "--num-jobs", "6", "--jobs-per-hour", "2"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([*GAVEL, "--ideal", "--round", "100"], "simulate --ideal does not use --round: a fluid run has no rounds"),
+    ([*GAVEL, "--ideal", "--min-reset-interval", "60"], "does not use --min-reset-interval"),
+    ([*GAVEL, "--ideal", "--placement-aware"], "fluid rates place no job on servers"),
+    ([*GAVEL, "--cluster", "2x4/24/500@v100", "--gpus-per-server", "2:2:2"],
+     "'2x4/24/500@v100' gives its servers, so GPUs per server ('2:2:2') have nothing to set"),
+    ([*GAVEL, "--cluster", "v100=4,a100=4", "--gpus-per-server", "2:2:2", "--gpu-map", "a100=v100x2"],
+     "are V:P:K counts for v100/p100/k80, and 'v100=4,a100=4' has a100"),
+    ([*GAVEL[:2], "max_min_fairness_water_filling_perf", *GAVEL[3:], "--entity-weights", "WEIGHTS"],
+     "--entity-weights needs jobs with entities (users, teams, vcs); --generate gavel streams have none"),
+    (["compare", "--streams", "gavel", "--openb-dir", "x"], "--openb-dir is read by the openb stream only"),
+    (["convert", "trace", "data/traces/synergy_static_100.csv", "OUT", "--gpu-map", "T4=p100x0.8", "--seed", "2"],
+     "convert trace: --seed, --gpu-map act only when job types are drawn from a throughput table"),
+    (["convert", "trace", "data/traces/synergy_static_100.csv", "OUT", "--entity", "user"],
+     "--entity applies to the production traces"),
+])
+def test_an_option_the_run_cannot_act_on_is_refused(args, message, tmp_path, capsys):
+    """Each of these ran as if the option had not been given: same numbers, no word said."""
+    weights = tmp_path / "weights.csv"
+    weights.write_text("entity,weight\nteamA,2\n")
+    out = tmp_path / "compare"
+    args = [{"WEIGHTS": str(weights), "OUT": str(out)}.get(a, a) for a in args] + (
+        ["--out", str(out)] if args[0] == "compare" else [])
+    assert main(args) == 2
+    assert message in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    ([*GAVEL, "--mean-interarrival", "100"], "argument --mean-interarrival: not allowed with argument --jobs-per-hour"),
+    (["generate", "gavel", "--num-jobs", "3", "--jobs-per-hour", "2", "--mean-interarrival", "9", "--out", "OUT"],
+     "argument --mean-interarrival: not allowed with argument --jobs-per-hour"),
+    (["compare", "--no-dask", "--dask-address", "tcp://127.0.0.1:1"],
+     "argument --dask-address: not allowed with argument --no-dask"),
+])
+def test_two_options_that_set_one_thing_are_refused(args, message, tmp_path, capsys):
+    """--mean-interarrival won over --jobs-per-hour, and --dask-address over --no-dask, without a word."""
+    out = tmp_path / "jobs.csv"
+    with pytest.raises(SystemExit) as exc:
+        main([str(out) if a == "OUT" else a for a in args])
+    assert exc.value.code == 2 and message in capsys.readouterr().err and not out.exists()
 
 
 def test_a_gpu_type_in_the_wrong_case_is_named_a_typo(capsys):

@@ -52,6 +52,24 @@ def test_weights_from_a_file_move_jcts_between_teams(helios_trace, tmp_path, cap
     assert flipped["teamB"] < even["teamB"] and flipped["teamA"] > even["teamA"]
 
 
+def test_weights_that_name_no_entity_of_the_trace_are_refused_or_named(helios_trace, tmp_path, capsys):
+    """Weights for entities that no job has, or a policy that shares among none, changed nothing without a word."""
+    weights = tmp_path / "w.csv"
+    weights.write_text("entity,weight\nteam_a,3\n")                  # a typo for teamA
+    args = ["simulate", "--policy", "max_min_fairness_water_filling_perf", "--cluster", "2:2:2", "--trace",
+            str(helios_trace), "--from", "helios", "--json", "--entity-weights", str(weights)]
+    assert main(args) == 2
+    assert f"no job in {helios_trace} belongs to an entity of {weights} (the trace's entities: teamA, teamB)" in \
+        capsys.readouterr().err
+    weights.write_text("entity,weight\nteamA,3\nteamC,2\n")
+    assert main(args) == 0
+    assert f"no job in {helios_trace} belongs to teamC (1 of the entities in {weights})" in capsys.readouterr().err
+    weights.write_text("entity,weight\nteamA,3\n")
+    args[2] = "max_min_fairness_perf"
+    assert main(args) == 2
+    assert "policy 'max_min_fairness_perf' does not share among entities" in capsys.readouterr().err
+
+
 def test_entity_user_instead_of_vc(helios_trace, tmp_path, capsys):
     by_user = _entity_jcts(helios_trace, tmp_path, capsys, "--entity", "user")
     assert set(by_user.index) == {"u0", "u1", "u2", "u3"}

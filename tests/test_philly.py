@@ -79,3 +79,22 @@ def test_as_production_trace_with_table_job_types_and_filters(tmp_path, capsys):
                  "--status", "Killed"]) == 0
     assert "2 rows: 1 jobs kept" in capsys.readouterr().err
     assert [j.scale_factor for j in read_trace(out)] == [8]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--status", "Killed"], "--status applies to a Philly log read as the other production traces are: add "
+                             "--job-types table"),
+    (["--job-types", "synergy", "--vc", "vc1"], "--vc applies to a Philly log read as"),
+    (["--entity", "user"], "--entity applies to a Philly log read as"),
+    (["--seed", "4"], "--seed acts only when job types are drawn from a throughput table"),
+])
+def test_options_of_the_table_draw_need_job_types_table(extra, message, tmp_path, capsys):
+    """With Synergy's class split (philly's default) a filter switched job types to the table's draw without a
+    word; --entity, --seed and --throughputs did nothing."""
+    from hetsched.cli.main import main
+
+    path = tmp_path / "cluster_job_log"
+    path.write_text(json.dumps(LOG))
+    out = tmp_path / "jobs.csv"
+    assert main(["convert", "trace", str(path), str(out), "--from", "philly", *extra]) == 2
+    assert message in capsys.readouterr().err and not out.exists()

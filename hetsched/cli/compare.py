@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from hetsched.cli import positive_int
+from hetsched.errors import HetschedError
 
 
 def add_compare_parser(sub) -> None:
@@ -24,8 +25,9 @@ def add_compare_parser(sub) -> None:
                                                        "../shared/data/alibaba_openb, or $HETSCHED_SHARED)")
     cmp.add_argument("--out", default="outputs/compare", help="folder for rows/summary/gains/refused CSVs")
     cmp.add_argument("--cache-dir", default="outputs/.cache")
-    cmp.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")
-    cmp.add_argument("--no-dask", action="store_true", help="run in this process")
+    where = cmp.add_mutually_exclusive_group()
+    where.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")
+    where.add_argument("--no-dask", action="store_true", help="run in this process")
     cmp.set_defaults(func=_cmd_compare)
 
 
@@ -33,6 +35,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     import pandas as pd
     from hetsched.experiments import compare_systems as S
 
+    if args.openb_dir is not None and "openb" not in args.streams:
+        raise HetschedError(f"compare: --openb-dir is read by the openb stream only, and --streams is "
+                            f"{' '.join(args.streams)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)          # before the runs: a folder that cannot be made loses nothing
     rows = S.compare(args.streams, args.preset, args.policies,

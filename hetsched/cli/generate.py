@@ -157,9 +157,10 @@ def add_generate_parser(sub) -> None:
     gen = sub.add_parser("generate", help="generate a job stream exactly as an artifact's generator does")
     gen.add_argument("family", choices=sorted(GENERATORS), help="generator family")
     gen.add_argument("--seed", type=int, default=None, help="RNG seed (default: 0 for gavel, 42 for synergy)")
-    gen.add_argument("--mean-interarrival", type=float, metavar="SECONDS",
-                     help="mean inter-arrival time in seconds (3600 / jobs per hour)")
-    gen.add_argument("--jobs-per-hour", type=float, metavar="R", help="Poisson arrival rate (jobs per hour)")
+    rate = gen.add_mutually_exclusive_group()             # one arrival rate: neither silently wins
+    rate.add_argument("--mean-interarrival", type=float, metavar="SECONDS",
+                      help="mean inter-arrival time in seconds (3600 / jobs per hour)")
+    rate.add_argument("--jobs-per-hour", type=float, metavar="R", help="Poisson arrival rate (jobs per hour)")
     gen.add_argument("--num-jobs", type=positive_int, default=None,
                      help="jobs to generate (shockwave --name: from the name)")
     gen.add_argument("--multi-gpu", action="store_true", help="draw scale factors 1/2/4/8")

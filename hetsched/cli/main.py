@@ -23,6 +23,12 @@ def _cmd_convert_trace(args: argparse.Namespace) -> int:
 
     fmt = args.from_ or infer_format(args.input)
     options = import_options(args, fmt, args.throughputs, args.seed)
+    drawn = [flag for flag, given in (("--throughputs", args.throughputs != "gavel_simulation"),
+                                      ("--seed", args.seed != 0), ("--gpu-map", args.gpu_map is not None)) if given]
+    if drawn and not options:
+        raise HetschedError(f"convert trace: {', '.join(drawn)} {'act' if len(drawn) > 1 else 'acts'} only when job "
+                            f"types are drawn from a throughput table (production traces; philly with --job-types "
+                            f"table), and {fmt!r} keeps its own")
     reports: list = []
     if options:
         options["report"] = reports.append
@@ -140,6 +146,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     check_gpu_types(cluster.gpu_types, table, f"the cluster {args.cluster!r}")
     if args.round is not None and not args.round > 0:
         raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
+    unused = [flag for flag, value in (("--round", args.round), ("--min-reset-interval", args.min_reset_interval))
+              if value is not None]
+    if args.ideal and unused:
+        raise HetschedError(f"simulate --ideal does not use {' or '.join(unused)}: a fluid run has no rounds and "
+                            f"recomputes the allocation at every arrival and completion")
     window = parse_window(args.window, "simulate: --window")
     jobs = _jobs_for_simulation(args, table, cluster, window)
     system = _system_rules(args, jobs)
@@ -151,11 +162,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.partitions != 1:
         params["partitions"] = args.partitions
     policy = policy_for(args.policy, args.seed or 0, system=system, **params)
-    if args.entity_weights is not None:
-        from hetsched.model.entities import read_entity_weights
-        overrides_entities = {"entity_weights": read_entity_weights(args.entity_weights)}
-    else:
-        overrides_entities = {}
+    overrides_entities = {"entity_weights": _entity_weights(args, jobs)} if args.entity_weights is not None else {}
     overrides = dict(seed=args.seed or 0, window=window, ideal=args.ideal,
                      **overrides_entities,
                      placement_aware=args.placement_aware, record_timeline=False, profiles_ratio=args.profiles_ratio)
@@ -190,6 +197,28 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         for key, value in row.items():
             print(f"{key:>16}: {value:.6g}" if isinstance(value, float) else f"{key:>16}: {value}")
     return 0
+
+
+def _entity_weights(args: argparse.Namespace, jobs) -> dict[str, float]:
+    """`--entity-weights`, checked against the stream: weights that name no job's entity would change nothing."""
+    from hetsched.model.entities import read_entity_weights
+
+    weights = read_entity_weights(args.entity_weights)
+    if not isinstance(jobs, list):
+        raise HetschedError(f"simulate: --entity-weights needs jobs with entities (users, teams, vcs); "
+                            f"--generate {args.generate} streams have none")
+    present = {j.entity for j in jobs if j.entity}
+    missing = sorted(set(weights) - present)
+    if len(missing) == len(weights):
+        have = ", ".join(sorted(present)[:5]) + (", ..." if len(present) > 5 else "") if present else "none"
+        raise HetschedError(f"simulate: no job in {args.trace} belongs to an entity of {args.entity_weights} "
+                            f"(the trace's entities: {have})")
+    if missing:
+        names = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+        print(f"warning: no job in {args.trace} belongs to {names} ({len(missing)} of the entities in "
+              f"{args.entity_weights}): their weights change nothing",
+              file=sys.stderr)
+    return weights
 
 
 def _parse_prices(text: str | None) -> dict[str, float]:
@@ -266,8 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=None,
                      help="RNG seed: trace generators, FIFO/Gandiva tie-breaks, Shockwave's MILP solver "
                           "(default: 0; the synergy generator 42)")
-    sim.add_argument("--mean-interarrival", type=float, metavar="SECONDS")
-    sim.add_argument("--jobs-per-hour", type=float, metavar="R", help="arrival rate instead of --mean-interarrival")
+    rate = sim.add_mutually_exclusive_group()             # one arrival rate: neither silently wins
+    rate.add_argument("--mean-interarrival", type=float, metavar="SECONDS")
+    rate.add_argument("--jobs-per-hour", type=float, metavar="R", help="arrival rate instead of --mean-interarrival")
     sim.add_argument("--split", default="20:70:10", help="synergy: image:language:speech class split (%%)")
     sim.add_argument("--philly-trace", type=Path, help="synergy: Philly cluster_job_log for --multi-gpu GPU counts")
     sim.add_argument("--profiles-ratio", type=positive_int, default=None, metavar="CORES",

@@ -51,7 +51,7 @@ def import_options(args: argparse.Namespace, fmt: str, throughputs: str, seed: i
 
     chosen = [f for f in ("since_h", "until_h", "vc", "gpus", "status", "max_jobs", "max_duration_h",
                           "reference_gpu")
-              if getattr(args, f, None) is not None]
+              if getattr(args, f, None) is not None] + (["entity"] if args.entity != "auto" else [])
     if fmt not in PRODUCTION_FORMATS:
         if chosen or getattr(args, "job_types", None):
             raise HetschedError(f"--{chosen[0].replace('_', '-') if chosen else 'job-types'} applies to the "
@@ -59,7 +59,11 @@ def import_options(args: argparse.Namespace, fmt: str, throughputs: str, seed: i
         return {}
     if args.job_types == "synergy" and fmt != "philly":
         raise HetschedError("--job-types synergy applies to --from philly only")
-    if fmt == "philly" and args.job_types != "table" and not chosen:
+    if fmt == "philly" and args.job_types != "table":
+        if chosen:          # they switched job types to the table's draw, unannounced
+            raise HetschedError(f"--{chosen[0].replace('_', '-')} applies to a Philly log read as the other "
+                                f"production traces are: add --job-types table (Synergy's class split, the "
+                                f"default, reads the whole log)")
         return {}
     hours = [None if h is None else h * 3600.0 for h in (args.since_h, args.until_h)]
     filters = Filters(since_s=hours[0], until_s=hours[1], vcs=_set(args.vc, flag="--vc"),

@@ -228,6 +228,9 @@ def validate(p: Pipeline, cluster=None) -> None:
         raise CompositionError(str(rules), str(rates), "the preemption penalty is credited by Shockwave's round "
                                "rules, which come with runtime batch sizes", "Use SimulationConfig.for_system("
                                "'shockwave'), or set dynamic_adaptation=True")
+    if rules.ideal and rates.placement_aware:
+        raise CompositionError(str(rules), str(rates), "fluid rates place no job on servers, so no job is spread "
+                               "over them", "Drop placement_aware, or use rounds (ideal=False)")
     if rules.ideal and (rates.batch_size or rules.preemption_penalty_s):
         raise CompositionError(str(rules), str(rates), "fluid rates have no micro-tasks to penalise or switch",
                                "Use rounds (ideal=False)")

@@ -96,6 +96,9 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self.decide = decide
         self.whole_rounds = decide is not None and decide.whole_rounds   # rates from the stage, not the table
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
+        if self.entity_weights and not policy.uses_entities:
+            raise HetschedError(f"policy {policy.name!r} does not share among entities, so entity weights would "
+                                f"change nothing; use a hierarchical policy (max_min_fairness_water_filling[_perf])")
         self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}

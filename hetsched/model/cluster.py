@@ -128,6 +128,11 @@ class ClusterSpec:
             if len(per) != len(GAVEL_GPU_ORDER):
                 raise SpecError(f"cluster: GPUs per server {gpus_per_server!r} must have the form V:P:K")
             per_type = {t: _parse_count(p, t, gpus_per_server) for t, p in zip(GAVEL_GPU_ORDER, per)}
+            other = [t for t in types if t not in per_type]
+            if other:
+                raise SpecError(f"cluster: GPUs per server {gpus_per_server!r} are V:P:K counts for "
+                                f"{'/'.join(GAVEL_GPU_ORDER)}, and {text!r} has {', '.join(other)}; give servers "
+                                f"as shapes instead (servers x GPUs/CPUs/GB@type, e.g. '2x8/24/500@{other[0]}')")
             for t, n in zip(types, counts):
                 size = per_type.get(t, 1)
                 if size == 0:
@@ -148,6 +153,9 @@ class ClusterSpec:
         string forms of `parse`."""
         text = text.strip()
         reader = _file_reader(text)
+        if (reader is not None or _SHAPES.match(text)) and gpus_per_server:
+            raise SpecError(f"cluster: {text!r} gives its servers, so GPUs per server ({gpus_per_server!r}) have "
+                            f"nothing to set; drop them, or give GPU counts such as '36:36:36'")
         if reader is not None:
             return reader(text, prices_per_hour=prices_per_hour)
         if _SHAPES.match(text):
