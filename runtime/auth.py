@@ -77,7 +77,19 @@ def write_secret(path: Path, value: str) -> None:
 
 
 def read_secret(path: str | Path) -> str:
-    return Path(path).read_text().strip()
+    return check_token(Path(path).read_text().strip(), f"token file {path}")
+
+
+def check_token(token: str, source: str) -> str:
+    """`token` if it can be one: a non-empty run of printable ASCII without spaces. gRPC refuses other metadata
+    with a bare "INTERNAL: Invalid metadata", and an empty token would let in every caller that sends none."""
+    if not token:
+        raise HetschedError(f"{source} is empty: a token is one line (`hetsched scheduler` writes new ones)")
+    bad = next((c for c in token if not "!" <= c <= "~"), None)
+    if bad is not None:
+        raise HetschedError(f"{source}: a token is one line of printable ASCII without spaces, and this one has "
+                            f"{bad!r}")
+    return token
 
 
 def channel(address: str, token: str | None, tls_ca: str | None = None, scheme: str = "Bearer",
@@ -88,6 +100,9 @@ def channel(address: str, token: str | None, tls_ca: str | None = None, scheme: 
     if port.isdigit() and not 1 <= int(port) <= 65535:
         # gRPC dials the port modulo 2^16 (":99999" reached :34463) and would hand the token to whatever is there
         raise HetschedError(f"scheduler address {address!r}: the port must be 1..65535")
+    if server_name and not tls_ca:
+        raise HetschedError(f"a TLS server name ({server_name!r}) checks the scheduler's certificate, and without a "
+                            f"CA certificate (--tls-ca) the channel has no TLS")
     value = f"{scheme} {token}"
     options = [("grpc.max_receive_message_length", 16 << 20)]
     if tls_ca:

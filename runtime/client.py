@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from hetsched.cli import positive_int
+
 from .main import DEFAULT_PORT
 
 STATUS_COLUMNS = ("job_id", "state", "steps_done", "total_steps", "attempts")
@@ -24,6 +26,10 @@ def add_connection_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", default=None, help="the scheduler's state directory: its port and client.token")
     p.add_argument("--tls-ca", default=None, help="PEM CA certificate: talk TLS to the scheduler")
     p.add_argument("--tls-server-name", default=None, help="expected name in the scheduler's certificate")
+
+
+#: `submit`'s options that describe its one job (argparse dests); a trace gives its jobs, so they are refused there.
+ONE_JOB = ("job_type", "steps", "scale_factor", "command", "job_id", "priority", "entity", "adaptation")
 
 
 def add_client_commands(sub) -> None:
@@ -43,14 +49,15 @@ def add_client_commands(sub) -> None:
                         help="a trace: leave out its first N rows (to resume a submission that stopped)")
     submit.add_argument("--timeout", type=float, default=120.0,
                         help="seconds per job to wait for a scheduler that is busy or restarting")
-    submit.set_defaults(func=run_submit)
+    submit.set_defaults(func=run_submit, one_job={d: submit.get_default(d) for d in ONE_JOB})
     status = sub.add_parser("status", help="jobs of a running scheduler, page by page; --metrics for its figures")
     add_connection_args(status)
     status.add_argument("--state", action="append", default=[], help="only jobs in this state (repeatable)")
     status.add_argument("--json", action="store_true", help="one JSON object per job")
     status.add_argument("--metrics", action="store_true", help="round time, queue, leases, workers, RPC errors")
-    status.add_argument("--page-size", type=int, default=1000)
-    status.add_argument("--limit", type=int, default=None, help="at most this many jobs")
+    status.add_argument("--page-size", type=positive_int, default=1000, help="jobs per call (the scheduler sends "
+                        "at most 5000)")
+    status.add_argument("--limit", type=positive_int, default=None, help="at most this many jobs")
     status.set_defaults(func=run_status)
     cancel = sub.add_parser("cancel", help="stop queued or running jobs for good (state: cancelled)")
     add_connection_args(cancel)
@@ -64,12 +71,12 @@ def add_client_commands(sub) -> None:
 
 
 def _stub(args):
-    from .auth import channel, read_secret
+    from .auth import channel, check_token, read_secret
     from .stubs import pb2_grpc
 
     address, state = args.scheduler, Path(args.state_dir) if args.state_dir else None
     if os.environ.get("HETSCHED_CLIENT_TOKEN"):
-        token = os.environ["HETSCHED_CLIENT_TOKEN"]
+        token = check_token(os.environ["HETSCHED_CLIENT_TOKEN"], "$HETSCHED_CLIENT_TOKEN")
     elif args.token_file or state:
         token = read_secret(args.token_file or state / "client.token")
     else:
@@ -98,6 +105,10 @@ def _jobs(args):
     from hetsched.model.jobs import Job
 
     if args.trace:
+        one_job = [f"--{d.replace('_', '-')}" for d, default in args.one_job.items() if getattr(args, d) != default]
+        if one_job:
+            raise ValueError(f"{', '.join(one_job)} describe one job, and {args.trace} gives its jobs: submit the "
+                             f"trace, or one job without it")
         from hetsched.traces.formats import read_trace
         return read_trace(args.trace)
     if not args.job_type or not args.steps:
@@ -174,6 +185,11 @@ def _submit_one(stub, request, timeout_s: float, restarting: bool = False) -> in
 def _status(stub, args) -> int:
     from .stubs import pb2
 
+    listing = [flag for flag, given in (("--state", args.state), ("--limit", args.limit is not None),
+                                        ("--page-size", args.page_size != 1000)) if given]
+    if args.metrics and listing:
+        raise ValueError(f"--metrics prints the scheduler's figures, not jobs to choose from: drop "
+                         f"{', '.join(listing)}")
     first = stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=10)
     if args.metrics:
         metrics = {"workers": first.workers, "gpus": first.gpus, "cpu_cores": first.cpu_cores,

@@ -18,10 +18,10 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 def _secret(env: str, path: str | None, fallback: Path | None = None) -> str:
     """A token from $ENV, from a file, or (scheduler only) from STATE_DIR, created 0600 when missing."""
-    from .auth import new_token, read_secret, write_secret
+    from .auth import check_token, new_token, read_secret, write_secret
 
     if os.environ.get(env):
-        return os.environ[env]
+        return check_token(os.environ[env], f"${env}")
     if path:
         return read_secret(path)
     if fallback is None:

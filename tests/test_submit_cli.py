@@ -3,6 +3,7 @@ trace that stops midway says which rows are stored and how to resume (`--skip`).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -120,3 +121,53 @@ def test_a_submission_waits_for_a_restarting_scheduler_and_a_wrong_address_fails
     finally:
         starter.join(10)
         again.stop()
+
+
+def test_one_job_options_beside_a_trace_are_refused(tmp_path, monkeypatch, capsys):
+    """`submit trace.csv --priority 5` stored the trace's jobs at their own priority, without a word."""
+    trace = tmp_path / "trace.csv"
+    write_trace([Job(i, 0.0, RESNET, 1, 100) for i in range(2)], trace)
+    fake = FakeScheduler()
+    monkeypatch.setattr(client, "_stub", lambda args: fake)
+    assert main(["submit", str(trace), "--priority", "5", "--entity", "teamA"]) == 2
+    assert f"--priority, --entity describe one job, and {trace} gives its jobs" in capsys.readouterr().err
+    assert fake.stored == []
+    assert main(["submit", str(trace)]) == 0 and len(fake.stored) == 2
+
+
+def test_tokens_that_grpc_cannot_send_and_a_server_name_without_tls_are_refused(tmp_path, monkeypatch, capsys):
+    """A token file with two lines ended in 'INTERNAL: Invalid metadata', an empty one in a scheduler that let in
+    callers with an empty token, and --tls-server-name without --tls-ca was dropped."""
+    from hetsched.errors import HetschedError
+    from hetsched.runtime.auth import channel, read_secret
+    from hetsched.runtime.main import scheduler_credentials
+    token = tmp_path / "token"
+    for text, message in (("", "is empty"), ("\n", "is empty"), ("abc\ndef\n", "has '\\n'"), ("a b", "has ' '")):
+        token.write_text(text)
+        with pytest.raises(HetschedError, match=re.escape(message)):
+            read_secret(token)
+    token.write_text("abc\n")
+    assert read_secret(token) == "abc"
+    with pytest.raises(HetschedError, match="without a CA certificate"):
+        channel("127.0.0.1:50551", CLIENT, server_name="localhost")
+    monkeypatch.setenv("HETSCHED_CLIENT_TOKEN", "a\tb")
+    assert main(["status", "--scheduler", "127.0.0.1:1"]) == 2
+    assert "$HETSCHED_CLIENT_TOKEN: a token is one line" in capsys.readouterr().err
+    args = type("Args", (), {"state_dir": str(tmp_path / "state"), "client_token_file": None,
+                             "worker_token_file": None})
+    with pytest.raises(HetschedError, match="HETSCHED_CLIENT_TOKEN"):
+        scheduler_credentials(args)
+
+
+def test_status_refuses_listing_options_with_metrics_and_counts_below_one(monkeypatch, capsys):
+    """`status --metrics --state queued` printed every figure as if --state had not been given; `--limit -1`
+    listed no job."""
+    calls = []
+    monkeypatch.setattr(client, "_stub", lambda args: calls.append(args))
+    assert main(["status", "--metrics", "--state", "queued", "--limit", "3"]) == 2
+    assert "--metrics prints the scheduler's figures, not jobs to choose from: drop --state, --limit" in \
+        capsys.readouterr().err
+    for flag in ("--limit", "--page-size"):
+        with pytest.raises(SystemExit):
+            main(["status", flag, "-1"])
+        assert f"argument {flag}: expected a whole number >= 1, got '-1'" in capsys.readouterr().err
