@@ -109,6 +109,15 @@ def test_rejects_clusters_it_cannot_schedule():
         simulate([Job(0, 0.0, "ResNet-50 (batch size 64)", 1, 100)], synergy_cluster(servers=1), "FIFO+tune")
 
 
+def test_a_job_pinned_to_a_gpu_type_the_pool_lacks_is_refused():
+    """Synergy's server rounds ran a job pinned to k80s on the pool's v100s; every other stage refused it."""
+    pinned = [Job(0, 0.0, "alexnet", 1, 100, pinned_gpu_types="k80")]
+    with pytest.raises(HetschedError, match=r"job 0: pinned to GPU types \['k80'\], none of which this cluster"):
+        simulate(pinned, synergy_cluster(servers=1), "FIFO+tune")
+    allowed = [Job(0, 0.0, "alexnet", 1, 100, pinned_gpu_types="k80|v100")]
+    assert simulate(allowed, synergy_cluster(servers=1), "FIFO+tune").jobs[0].jct_s > 0
+
+
 @pytest.mark.parametrize("policy", ["SRTF+fair", "LAS+fair", "FTF+fair", "TETRIS+fair", "LAS+tune", "FTF+opt"])
 def test_merged_rounds_are_exact_on_a_queueing_single_gpu_stream(policy, single_stream):
     """Single-GPU jobs under heavy load: merged rounds (set-only or order-stable) give the same JCTs."""

@@ -187,6 +187,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
                                 "CPU and memory demands come from its job type's profile (docs/rules.md#profiles). "
                                 "Leave those fields empty")
         if self.whole_rounds:                   # the stage keeps the job's demands and rates by slot
+            self._pin_mask(job)                 # one pool of one GPU type: a pin elsewhere is refused
             s = self._take_slot(job)
             self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
             self.scale[s] = job.scale_factor
