@@ -114,6 +114,8 @@ GAVEL = ["simulate", "--policy", "gavel", "--generate", "gavel", "--num-jobs", "
     ([*GAVEL[:2], "max_min_fairness_water_filling_perf", *GAVEL[3:], "--entity-weights", "WEIGHTS"],
      "--entity-weights needs jobs with entities (users, teams, vcs); --generate gavel streams have none"),
     (["compare", "--streams", "gavel", "--openb-dir", "x"], "--openb-dir is read by the openb stream only"),
+    (["simulate", "--policy", "gavel", "--trace", "data/traces/shockwave_120_40_25.csv", "--window", "100:200"],
+     "--window 100:200 names 80 job ids that data/traces/shockwave_120_40_25.csv lacks (its ids run from 0 to 119)"),
     (["convert", "trace", "data/traces/synergy_static_100.csv", "OUT", "--gpu-map", "T4=p100x0.8", "--seed", "2"],
      "convert trace: --seed, --gpu-map act only when job types are drawn from a throughput table"),
     (["convert", "trace", "data/traces/synergy_static_100.csv", "OUT", "--entity", "user"],
