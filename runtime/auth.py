@@ -82,7 +82,7 @@ def read_secret(path: str | Path) -> str:
 
 def check_token(token: str, source: str) -> str:
     """`token` if it can be one: a non-empty run of printable ASCII without spaces. gRPC refuses other metadata
-    with a bare "INTERNAL: Invalid metadata", and an empty token would let in every caller that sends none."""
+    with a bare "INTERNAL: Invalid metadata", and an empty one is refused later without naming its source."""
     if not token:
         raise HetschedError(f"{source} is empty: a token is one line (`hetsched scheduler` writes new ones)")
     bad = next((c for c in token if not "!" <= c <= "~"), None)

@@ -136,8 +136,9 @@ def test_one_job_options_beside_a_trace_are_refused(tmp_path, monkeypatch, capsy
 
 
 def test_tokens_that_grpc_cannot_send_and_a_server_name_without_tls_are_refused(tmp_path, monkeypatch, capsys):
-    """A token file with two lines ended in 'INTERNAL: Invalid metadata', an empty one in a scheduler that let in
-    callers with an empty token, and --tls-server-name without --tls-ca was dropped."""
+    """A token file with two lines ended in 'INTERNAL: Invalid metadata', an empty one in UNAUTHENTICATED or
+    'both a client and a worker token are required' (no file named), and --tls-server-name without --tls-ca was
+    dropped."""
     from hetsched.errors import HetschedError
     from hetsched.runtime.auth import channel, read_secret
     from hetsched.runtime.main import scheduler_credentials
