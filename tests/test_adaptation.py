@@ -100,3 +100,20 @@ def test_cap_guard_and_static_jobs(tacc):
     ad.add_job(Job(2, 0.0, "LM (batch size 10)", 1, total_steps=1e6))
     ad.evaluate(lambda _: 1e5)
     assert not ad.flagged(1) and not ad.flagged(2)
+
+
+def test_adaptive_jobs_in_a_run_with_fixed_batch_sizes_are_refused(tacc):
+    """Under Gavel's round rules an accordion or GNS job ran at its first batch size, as if static, without a
+    word (the runtime already refused such a submission)."""
+    from hetsched import ClusterSpec, HetschedError
+    from hetsched.sim.simulator import SimulationConfig, simulate
+
+    jobs = read_trace("data/traces/shockwave_120_40_25.csv")[:12]
+    adaptive = next(j for j in jobs if j.mode != AdaptationMode.STATIC)
+    cluster = ClusterSpec.parse("v100=8")
+    with pytest.raises(HetschedError, match=f"job {adaptive.job_id} adapts its batch size \\({adaptive.mode.value}\\)"):
+        simulate(jobs, cluster, "gavel", tacc)
+    assert simulate(jobs, cluster, "gavel", tacc, SimulationConfig.for_system("shockwave")).jobs
+    from dataclasses import replace
+    static = [replace(j, mode=AdaptationMode.STATIC) for j in jobs]
+    assert len(simulate(static, cluster, "gavel", tacc).jobs) == len(jobs)

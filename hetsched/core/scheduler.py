@@ -182,6 +182,10 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
             self.decide.slots_grown(len(self.job_of_slot))
 
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
+        if self.adaptation is None and job.mode != "static":
+            raise HetschedError(f"job {job.job_id} adapts its batch size ({job.mode.value}), and this run keeps batch "
+                                "sizes fixed: use Shockwave's round rules (--rules shockwave, or "
+                                "SimulationConfig.for_system('shockwave')), or static jobs (generate --static-modes)")
         if (self.whole_rounds or self.resources is not None) and (job.cpu_demand, job.mem_demand_gb) != (None, None):
             raise HetschedError(f"job {job.job_id}: sets its own cpu_demand/mem_demand_gb, which no placement reads: "
                                 "CPU and memory demands come from its job type's profile (docs/rules.md#profiles). "
