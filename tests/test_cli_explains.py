@@ -9,7 +9,8 @@ import logging
 import pytest
 
 from hetsched import __version__
-from hetsched.cli.main import _json_ready, main
+from hetsched.cli.main import main
+from hetsched.cli.simulate import _json_ready
 
 SMALL = ["--generate", "gavel", "--static", "--num-jobs", "12", "--cluster", "2:2:2", "--json"]
 
@@ -114,6 +115,8 @@ GAVEL = ["simulate", "--policy", "gavel", "--generate", "gavel", "--num-jobs", "
     ([*GAVEL[:2], "max_min_fairness_water_filling_perf", *GAVEL[3:], "--entity-weights", "WEIGHTS"],
      "--entity-weights needs jobs with entities (users, teams, vcs); --generate gavel streams have none"),
     (["compare", "--streams", "gavel", "--openb-dir", "x"], "--openb-dir is read by the openb stream only"),
+    ([*GAVEL, "--gpu-map", "T4=p100x0.8"], "--gpu-map maps t4, none of them among the cluster's GPU types and the "
+                                           "jobs' pins (k80, p100, v100): it would change nothing"),
     (["simulate", "--policy", "gavel", "--trace", "data/traces/shockwave_120_40_25.csv", "--window", "100:200"],
      "--window 100:200 names 80 job ids that data/traces/shockwave_120_40_25.csv lacks (its ids run from 0 to 119)"),
     (["convert", "trace", "data/traces/synergy_static_100.csv", "OUT", "--gpu-map", "T4=p100x0.8", "--seed", "2"],
@@ -130,6 +133,12 @@ def test_an_option_the_run_cannot_act_on_is_refused(args, message, tmp_path, cap
         ["--out", str(out)] if args[0] == "compare" else [])
     assert main(args) == 2
     assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_a_gpu_map_rule_that_no_gpu_reads_is_named(capsys):
+    assert main([*GAVEL, "--cluster", "v100=2,t4=2", "--gpu-map", "T4=p100x0.8,A10=v100x1.1", "--json"]) == 0
+    assert "warning: --gpu-map maps a10 (1 of 2), not among the cluster's GPU types and the jobs' pins" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, message", [

@@ -59,11 +59,12 @@ def test_weights_that_name_no_entity_of_the_trace_are_refused_or_named(helios_tr
     args = ["simulate", "--policy", "max_min_fairness_water_filling_perf", "--cluster", "2:2:2", "--trace",
             str(helios_trace), "--from", "helios", "--json", "--entity-weights", str(weights)]
     assert main(args) == 2
-    assert f"no job in {helios_trace} belongs to an entity of {weights} (the trace's entities: teamA, teamB)" in \
-        capsys.readouterr().err
+    assert f"{weights} weighs team_a, none of them among the entities of {helios_trace} (teamA, teamB): it would " \
+        "change nothing" in capsys.readouterr().err
     weights.write_text("entity,weight\nteamA,3\nteamC,2\n")
     assert main(args) == 0
-    assert f"no job in {helios_trace} belongs to teamC (1 of the entities in {weights})" in capsys.readouterr().err
+    assert f"warning: {weights} weighs teamC (1 of 2), not among the entities of {helios_trace}" in \
+        capsys.readouterr().err
     weights.write_text("entity,weight\nteamA,3\n")
     args[2] = "max_min_fairness_perf"
     assert main(args) == 2
