@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hetsched.core.pipeline import CPU_MEMORY_PLACEMENTS
+from hetsched.core.registry import place_of, policy_for
 from hetsched.model.cluster import ClusterSpec
 from hetsched.model.throughputs import JobKey, ThroughputTable
 
@@ -33,7 +33,7 @@ def violations(result, cluster: ClusterSpec, table: ThroughputTable | None = Non
     tl = result.timeline_frame()
     out = _capacity(tl, cluster) + _work(tl, result, adapted=result.adaptations is not None)
     # Rates above the table's: batch sizes adapted (Shockwave) or CPU/memory shares above the fair one (TUNE).
-    cpu_memory = any(m in CPU_MEMORY_PLACEMENTS for m in result.policy.split("+")[1:])
+    cpu_memory = place_of(policy_for(result.policy, 0)).cpu_memory     # a bare ordering places greedily
     fixed_rates = result.adaptations is None and result.resource_stats is None and not cpu_memory
     space_sharing = bool((tl["partner_id"] >= 0).any())
     if table is not None and fixed_rates:
