@@ -54,7 +54,21 @@ def test_missing_config_and_misplaced_flag(capsys):
     assert "presets: tacc_32gpus" in capsys.readouterr().err
     assert main(["simulate", "--policy", "gandiva_fair", "--cluster", "v100=4", "--trace", CANONICAL,
                  "--throughputs", "shockwave_tacc", "--shockwave-config", "tacc_32gpus"]) == 2
-    assert "--policy shockwave only" in capsys.readouterr().err
+    assert "applies to Shockwave's planner only" in capsys.readouterr().err
+
+
+def test_every_planner_gets_shockwaves_rules_and_its_config(capsys):
+    """`shockwave_agnostic` is the planner too: `--rules auto` gave it Gavel's rules (no preemption penalty) and
+    --shockwave-config was refused for it, both read off the name's first word."""
+    args = ["simulate", "--policy", "shockwave_agnostic", "--cluster", "v100=4,k80=4", "--generate", "gavel",
+            "--num-jobs", "8", "--jobs-per-hour", "3", "--json"]
+    runs = []
+    for extra in ([], ["--shockwave-config", "scale_64gpus"]):
+        assert main([*args, *extra]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert all(r["config"]["rules"] == "shockwave" and "preemption penalty 20 s" in r["config"]["stages"]["rules"]
+               for r in runs)
+    assert runs[0]["avg_jct_s"] != runs[1]["avg_jct_s"]          # the config reached the planner
 
 
 def test_bad_trace_line_names_file_line_and_field(tmp_path, capsys):

@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--min-reset-interval", type=float, default=None,
                      help="minimum seconds between allocation recomputes (default: Gavel's 1920, Shockwave's 1000)")
     sim.add_argument("--rules", choices=("auto", "gavel", "synergy", "shockwave"), default="auto",
-                     help="round rules of an artifact (auto: shockwave for --policy shockwave and for traces with "
+                     help="round rules of an artifact (auto: shockwave for Shockwave's planner and for traces with "
                           "accordion/gns jobs: 120-s rounds, 20-s preemption penalty, batch-size adaptation)")
     sim.add_argument("--shockwave-config", metavar="PRESET|JSON",
                      help="shockwave planner hyper-parameters: tacc_32gpus (default), scale_64gpus, "

@@ -66,12 +66,12 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster, window: tuple
     return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
 
 
-def _system_rules(args: argparse.Namespace, jobs) -> str | None:
+def _system_rules(args: argparse.Namespace, jobs, planner: bool) -> str | None:
     """`--rules auto`: Shockwave's round rules for its planner and for streams with batch-size adaptation."""
     if args.rules != "auto":
         return args.rules
     adaptive = args.generate == "shockwave" or (isinstance(jobs, list) and any(j.mode.value != "static" for j in jobs))
-    return "shockwave" if args.policy.split("+")[0] == "shockwave" or adaptive else None
+    return "shockwave" if planner or adaptive else None
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -79,7 +79,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     from hetsched.model.cluster import ClusterSpec
     from hetsched.sim.metrics import summary, with_hours
-    from hetsched.core.registry import pipeline_for
+    from hetsched.core.registry import decide_of, pipeline_for
     from hetsched.sim.simulator import SimulationConfig, policy_for, simulate
     from hetsched.model.throughputs import load_throughputs
 
@@ -107,12 +107,12 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         pins = {t for j in jobs for t in j.allowed_gpu_types} if isinstance(jobs, list) else set()
         _names_used(set(rules), set(cluster.gpu_types) | pins, "--gpu-map maps", "the cluster's GPU types and the "
                     "jobs' pins")
-    system = _system_rules(args, jobs)
-    planner = args.policy.split("+")[0] == "shockwave"
+    planner = decide_of(policy_for(args.policy, 0)).kind == "planner"     # shockwave, shockwave_agnostic, +tune
+    system = _system_rules(args, jobs, planner)
     params = {"config": args.shockwave_config} if args.shockwave_config and planner else {}
     if args.shockwave_config and not planner:
-        raise HetschedError("simulate: --shockwave-config applies to --policy shockwave only (and its compositions, "
-                            "e.g. shockwave+tune)")
+        raise HetschedError("simulate: --shockwave-config applies to Shockwave's planner only (shockwave, "
+                            "shockwave_agnostic, and their compositions, e.g. shockwave+tune)")
     if args.partitions != 1:
         params["partitions"] = args.partitions
     policy = policy_for(args.policy, args.seed or 0, system=system, **params)
