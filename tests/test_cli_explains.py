@@ -10,7 +10,7 @@ import pytest
 
 from hetsched import __version__
 from hetsched.cli.main import main
-from hetsched.cli.simulate import _json_ready
+from hetsched.cli.simulate import json_ready
 
 SMALL = ["--generate", "gavel", "--static", "--num-jobs", "12", "--cluster", "2:2:2", "--json"]
 
@@ -208,7 +208,7 @@ def test_an_output_path_that_cannot_be_written_is_an_error_before_the_work(tmp_p
 
 
 def test_undefined_metrics_are_null_not_nan():
-    row = _json_ready({"a": float("nan"), "b": float("inf"), "c": {"d": -float("inf")}, "e": 1.5})
+    row = json_ready({"a": float("nan"), "b": float("inf"), "c": {"d": -float("inf")}, "e": 1.5})
     assert json.dumps(row, allow_nan=False) == '{"a": null, "b": null, "c": {"d": null}, "e": 1.5}'
 
 

@@ -12,7 +12,7 @@ from hetsched.errors import HetschedError
 from hetsched.ui.names import vocabulary_frame
 from hetsched.cli.generate import IMPORT_OPTIONS, add_generate_parser
 from hetsched.cli.profile import add_profile_parser
-from hetsched.cli.simulate import _cmd_simulate
+from hetsched.cli.simulate import run_simulate
 from hetsched.cli.traces import add_import_args
 
 
@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--json", action="store_true", help="print one JSON object")
     stream = IMPORT_OPTIONS | {"mean_interarrival", "jobs_per_hour", "split", "philly_trace", "num_jobs", "static",
                                "multi_gpu", "multi_priority"}      # --seed and --throughputs act on every run
-    sim.set_defaults(func=_cmd_simulate, stream_defaults={d: sim.get_default(d) for d in sorted(stream)})
+    sim.set_defaults(func=run_simulate, stream_defaults={d: sim.get_default(d) for d in sorted(stream)})
 
     from hetsched.runtime.main import add_scheduler_args, add_worker_args, run_scheduler, run_worker
 

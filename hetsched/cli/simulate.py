@@ -74,7 +74,7 @@ def _system_rules(args: argparse.Namespace, jobs, planner: bool) -> str | None:
     return "shockwave" if planner or adaptive else None
 
 
-def _cmd_simulate(args: argparse.Namespace) -> int:
+def run_simulate(args: argparse.Namespace) -> int:
     import json
 
     from hetsched.model.cluster import ClusterSpec
@@ -89,8 +89,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.jobs_out:               # before the run, not after it: a folder that cannot be made loses nothing
         Path(args.jobs_out).parent.mkdir(parents=True, exist_ok=True)
     mark = clock.reading()
-    rules = parse_gpu_map(args.gpu_map)
-    table = apply_gpu_map(load_throughputs(args.throughputs), rules)
+    gpu_map = parse_gpu_map(args.gpu_map)
+    table = apply_gpu_map(load_throughputs(args.throughputs), gpu_map)
     cluster = ClusterSpec.load(args.cluster, gpus_per_server=args.gpus_per_server,
                                prices_per_hour=_parse_prices(args.prices))
     check_gpu_types(cluster.gpu_types, table, f"the cluster {args.cluster!r}")
@@ -103,9 +103,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                             f"recomputes the allocation at every arrival and completion")
     window = parse_window(args.window, "simulate: --window")
     jobs = _jobs_for_simulation(args, table, cluster, window)
-    if rules:
+    if gpu_map:
         pins = {t for j in jobs for t in j.allowed_gpu_types} if isinstance(jobs, list) else set()
-        _names_used(set(rules), set(cluster.gpu_types) | pins, "--gpu-map maps", "the cluster's GPU types and the "
+        _names_used(set(gpu_map), set(cluster.gpu_types) | pins, "--gpu-map maps", "the cluster's GPU types and the "
                     "jobs' pins")
     planner = decide_of(policy_for(args.policy, 0)).kind == "planner"     # shockwave, shockwave_agnostic, +tune
     system = _system_rules(args, jobs, planner)
@@ -146,7 +146,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                      "trace": str(args.trace) if args.trace else None, "generate": args.generate,
                      "partitions": args.partitions}
     if args.json:
-        print(json.dumps(_json_ready(row), allow_nan=False))
+        print(json.dumps(json_ready(row), allow_nan=False))
     else:
         for key, value in row.items():
             print(f"{key:>16}: {value:.6g}" if isinstance(value, float) else f"{key:>16}: {value}")
@@ -195,12 +195,12 @@ def _parse_prices(text: str | None) -> dict[str, float]:
     return out
 
 
-def _json_ready(value):
+def json_ready(value):
     """Valid JSON: NaN and infinities (undefined metrics, saturated runs) become null."""
     import math
 
     if isinstance(value, dict):
-        return {k: _json_ready(v) for k, v in value.items()}
+        return {k: json_ready(v) for k, v in value.items()}
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
