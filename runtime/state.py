@@ -22,7 +22,7 @@ from collections import Counter
 import numpy as np
 
 from hetsched.model.cluster import ClusterSpec, Server
-from hetsched.core.scheduler import Scheduler
+from hetsched.core.scheduler import Scheduler, check_entity_weights
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
 from hetsched.core.registry import build_scheduler, check_runtime, decide_of, job_catalog, pipeline_for, policy_for
@@ -67,6 +67,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         self.seed, self.worker_timeout_s, self.max_attempts = seed, worker_timeout_s, max_attempts
         self.slowdowns = slowdowns or {}
         self.entity_weights = dict(entity_weights or {})
+        check_entity_weights(decide, self.entity_weights)          # now, not when the first worker joins
         self.checkpoints = checkpoints
         self.epoch = float(store.meta("epoch") or time.time())
         store.set_meta("epoch", repr(self.epoch))

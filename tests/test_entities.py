@@ -119,6 +119,13 @@ def test_runtime_keeps_entities_through_submit_storage_and_admission(tmp_path):
     assert [r.entity for r in Store(tmp_path / "s.sqlite").jobs()] == ["teamA", "teamB", ""]
 
 
+def test_the_runtime_refuses_entity_weights_for_a_flat_policy_before_any_worker_joins(tmp_path):
+    """`hetsched scheduler --policy gavel --entity-weights w.csv` listened, and the weights went nowhere."""
+    with pytest.raises(HetschedError, match="'max_min_fairness_perf' does not share among entities"):
+        RuntimeState(Store(tmp_path / "s.sqlite"), "max_min_fairness_perf", 10.0, load_throughputs("gavel_simulation"),
+                     entity_weights={"teamA": 2.0})
+
+
 def test_store_from_before_entities_gains_the_column(tmp_path):
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)

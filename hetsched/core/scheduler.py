@@ -68,6 +68,13 @@ class RoundPlan:
     round_steps: np.ndarray | None = None     # a whole-round stage's iterations per job in one full round
 
 
+def check_entity_weights(policy, entity_weights) -> None:
+    """Entity weights act only on a policy that shares among entities; for any other they would change nothing."""
+    if entity_weights and not policy.uses_entities:
+        raise HetschedError(f"policy {policy.name!r} does not share among entities, so entity weights would change "
+                            f"nothing; use a hierarchical policy (max_min_fairness_water_filling[_perf])")
+
+
 class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwitching, MeasuredRates):
     """The one scheduler: Gavel's mechanism around an allocation policy (priorities = allocation / share
     received, then placement), or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
@@ -96,9 +103,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self.decide = decide
         self.whole_rounds = decide is not None and decide.whole_rounds   # rates from the stage, not the table
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
-        if self.entity_weights and not policy.uses_entities:
-            raise HetschedError(f"policy {policy.name!r} does not share among entities, so entity weights would "
-                                f"change nothing; use a hierarchical policy (max_min_fairness_water_filling[_perf])")
+        check_entity_weights(policy, self.entity_weights)
         self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
