@@ -179,6 +179,18 @@ def test_a_run_config_refuses_streams_no_run_can_mean(bad, named):
     assert BASE.with_(timeout_s=0.0).timeout_s == 0.0          # a zero budget is a real one (test above)
 
 
+@pytest.mark.parametrize("stream, named", [
+    (dict(trace="t.csv", jobs_per_hour=None, multi_gpu=True), "multi_gpu (a replayed trace keeps its own jobs)"),
+    (dict(trace="t.csv", split=(10, 80, 10)), "jobs_per_hour, split (a replayed trace keeps its own jobs)"),
+    (dict(generator="synergy", slos=True), "slos (Gavel's generator only)"),
+])
+def test_a_run_config_refuses_stream_fields_its_stream_does_not_read(stream, named):
+    """A replayed trace ran as it is whatever rate, GPU counts or class split the config gave, and Synergy's
+    generator drew no SLOs or priorities: same rows, under another config's name and cache key."""
+    with pytest.raises(HetschedError, match=re.escape(named)):
+        BASE.with_(**stream)
+
+
 def test_an_empty_sweep_is_refused_not_a_keyerror_in_the_figure():
     """A notebook given no policies swept nothing, and its tidy step raised KeyError 'avg_jct_s'."""
     with pytest.raises(HetschedError, match="no runs: the list of configs is empty"):
@@ -188,7 +200,7 @@ def test_an_empty_sweep_is_refused_not_a_keyerror_in_the_figure():
 @pytest.mark.parametrize("bad, message", [(dict(policy="las_prefr"), "unknown policy"),
                                           (dict(cluster="36:36"), "V100:P100:K80"),
                                           (dict(throughputs="gavel_simulaton"), "no throughput dataset"),
-                                          (dict(trace="missing.csv"), "no such file"),
+                                          (dict(trace="missing.csv", jobs_per_hour=None), "no such file"),
                                           (dict(policy="shockwave", planner="tacc_32gpu"), "presets"),
                                           (dict(window=(20, 10)), "window="),
                                           (dict(generator="synergy", cluster="2x8/24/500", split=(10, 10)),

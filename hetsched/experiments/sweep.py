@@ -98,6 +98,15 @@ class RunConfig:
             bad.append(f"timeout_s={self.timeout_s!r} (CPU seconds >= 0, or None)")
         if self.horizon is not None and not (self.horizon > 0 and self.jobs_per_hour and self.window):
             bad.append(f"horizon={self.horizon!r} (positive, on a continuous stream with a window; or None)")
+        stream = {"generator": "gavel", "jobs_per_hour": None, "multi_gpu": False, "multi_priority": False,
+                  "slos": False}                            # what generators read and a replayed trace does not
+        if self.trace:
+            unread = [f for f, v in stream.items() if getattr(self, f) != v] + (
+                ["split"] if tuple(self.split) != (20, 70, 10) else [])
+            bad += [f"{', '.join(unread)} (a replayed trace keeps its own jobs)"] if unread else []
+        elif self.generator == "synergy" and (self.multi_priority or self.slos):
+            bad.append(f"{', '.join(f for f in ('multi_priority', 'slos') if getattr(self, f))} (Gavel's generator "
+                       f"only)")
         if bad:
             raise HetschedError(f"run config: {', '.join(bad)}")
 
