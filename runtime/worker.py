@@ -64,6 +64,8 @@ class Worker:
                  heartbeat_s: float = 0.3, emulate: bool = False, name: str = "", report_s: float = 0.2,
                  tls_ca: str | None = None, tls_server_name: str | None = None, advertise_host: str = "127.0.0.1",
                  job_uids: str = "auto", cpu_cores: int | None = None, mem_gb: float | None = None):
+        if emulate and job_uids not in ("auto", "same"):
+            raise HetschedError(f"job uids {job_uids!r}: an emulated worker runs no job process to give them to")
         self.address, self.gpu_type, self.num_gpus = address, gpu_type, num_gpus
         detected = detect_resources()
         self.cpu_cores = detected[0] if cpu_cores is None else cpu_cores

@@ -82,6 +82,9 @@ def test_a_worker_checks_what_it_reports_before_it_dials(tmp_path):
                           (dict(mem_gb=math.nan), "mem_gb"), (dict(name="x" * 500), "name")):
         with pytest.raises(InvalidInput, match=f"^{field}"):
             Worker("127.0.0.1:1", WORKER, "v100", work_dir=str(tmp_path / "w"), emulate=True, **kwargs)
+    from hetsched.errors import HetschedError
+    with pytest.raises(HetschedError, match="an emulated worker runs no job process"):     # the uids were dropped
+        Worker("127.0.0.1:1", WORKER, "v100", work_dir=str(tmp_path / "w"), emulate=True, job_uids="61000-61999")
     assert not (tmp_path / "w").exists()
 
 
