@@ -118,7 +118,7 @@ GAVEL = ["simulate", "--policy", "gavel", "--generate", "gavel", "--num-jobs", "
     ([*GAVEL, "--gpu-map", "T4=p100x0.8"], "--gpu-map maps t4, none of them among the cluster's GPU types and the "
                                            "jobs' pins (k80, p100, v100): it would change nothing"),
     (["simulate", "--policy", "gavel", "--trace", "data/traces/shockwave_120_40_25.csv", "--window", "100:200"],
-     "--window 100:200 names 80 job ids that data/traces/shockwave_120_40_25.csv lacks (its ids run from 0 to 119)"),
+     "window 100:200 names 80 job ids that the 120 jobs lack (ids 0 to 119)"),
     (["convert", "trace", "data/traces/synergy_static_100.csv", "OUT", "--gpu-map", "T4=p100x0.8", "--seed", "2"],
      "convert trace: --seed, --gpu-map act only when job types are drawn from a throughput table"),
     (["convert", "trace", "data/traces/synergy_static_100.csv", "OUT", "--entity", "user"],

@@ -54,6 +54,21 @@ def test_window_stops_when_window_jobs_finish(gavel_table):
     assert len(jct_cdf(result)) == 30
 
 
+@pytest.mark.parametrize("ideal", [False, True])
+def test_a_window_with_ids_the_job_list_lacks_is_refused_before_the_run(gavel_table, ideal):
+    """(100, 200) on 120 jobs measured 20 of them, and (500, 600) ran them all before saying no job of the window
+    finished; not a SimulationError, which a sweep reads as a saturated point."""
+    from hetsched import HetschedError
+    jobs = GavelGenerator(seed=0, mean_interarrival_s=1500, throughputs=gavel_table).jobs(120)
+    named = r"window 100:200 names 80 job ids that the 120 jobs lack \(ids 0 to 119\)"
+    with pytest.raises(HetschedError, match=named) as err:
+        simulate(jobs, ClusterSpec.parse("4:4:4"), "max_min_fairness_perf", gavel_table, window=(100, 200),
+                 ideal=ideal)
+    assert not isinstance(err.value, SimulationError)
+    assert len(simulate(jobs, ClusterSpec.parse("4:4:4"), "max_min_fairness_perf", gavel_table,
+                        window=(100, 120), ideal=ideal).window_ids()) == 20
+
+
 def test_static_makespan_beats_fifo(gavel_table):
     jobs = GavelGenerator(seed=0, static=True, multi_gpu=True, throughputs=gavel_table).jobs(60)
     mk = {p: run(jobs, gavel_table, p, "8:8:8", record_timeline=False).makespan_s

@@ -34,12 +34,6 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster, window: tuple
         if not jobs:
             raise HetschedError(f"simulate: no jobs to simulate in {args.trace} (an empty file, or import filters "
                                 f"such as --since-h, --until-h, --vc, --gpus or --status that keep none)")
-        if window:                      # a window past the trace's ids measured fewer jobs, or none after the run
-            ids = {j.job_id for j in jobs}
-            lacking = sum(i not in ids for i in range(*window))
-            if lacking:
-                raise HetschedError(f"simulate: --window {args.window} names {lacking} job ids that {args.trace} "
-                                    f"lacks (its ids run from {min(ids)} to {max(ids)})")
         return jobs
     if args.generate == "synergy":
         if args.window is None and args.num_jobs is None:

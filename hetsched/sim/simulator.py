@@ -16,13 +16,13 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from hetsched.model.cluster import ClusterSpec
-from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (re-exported)
+from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (SimulationError re-exported)
 from hetsched.model.jobs import Job
 from hetsched.core import kernels
 from hetsched.core.pipeline import Pipeline, grid_start
 from hetsched.core.registry import build_scheduler, pipeline_for, policy_for  # noqa: F401  (policy_for re-exported)
 from hetsched.sim.result import Result, ResultBuilder
-from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig  # noqa: F401  (re-exported)
+from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig  # noqa: F401  (SimulationError re-exported)
 from hetsched.model.throughputs import ThroughputTable, load_throughputs
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,16 @@ def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | objec
     raise SimulationError(f"stopped after max_rounds={sim.config.max_rounds}")
 
 
+def _check_window(window: tuple[int, int], jobs) -> None:
+    """A window with job ids the list lacks measured fewer jobs than it names (or none, after the whole run)."""
+    ids = {j.job_id for j in jobs}
+    lacking = sum(i not in ids for i in range(*window))
+    if lacking:
+        span = f"ids {min(ids)} to {max(ids)}" if ids else "no jobs"
+        raise HetschedError(f"window {window[0]}:{window[1]} names {lacking} job ids that the {len(jobs)} jobs "
+                            f"lack ({span})")      # not a SimulationError: a sweep would read it as saturation
+
+
 class RoundSimulation:
     """The one round loop as an object: `step()` runs one iteration (credit, arrivals, plan, run) of any
     pipeline's scheduler; `result()` at the end (docs/rules.md#round)."""
@@ -97,6 +107,8 @@ class RoundSimulation:
         self.config = config = replace(config, round_s=pipeline.rules.round_s)
         self.sched = build_scheduler(pipeline, cluster, table, seed=config.seed,
                                      entity_weights=config.entity_weights)
+        if config.window is not None and isinstance(jobs, (list, tuple)):
+            _check_window(config.window, jobs)
         self.arrivals = Arrivals(jobs)
         self.out = ResultBuilder(self.sched, config, core_accounts=self.rules.credit == "round")
         self.window_left = None if config.window is None else config.window[1] - config.window[0]
