@@ -105,8 +105,9 @@ GAVEL = ["simulate", "--policy", "gavel", "--generate", "gavel", "--num-jobs", "
 
 
 @pytest.mark.parametrize("args, message", [
-    ([*GAVEL, "--ideal", "--round", "100"], "simulate --ideal does not use --round: a fluid run has no rounds"),
-    ([*GAVEL, "--ideal", "--min-reset-interval", "60"], "does not use --min-reset-interval"),
+    ([*GAVEL, "--ideal", "--round", "100"], "rules 'ideal (fluid, no rounds)' x round_s=100.0: a fluid run has no "
+                                            "rounds"),
+    ([*GAVEL, "--ideal", "--min-reset-interval", "60"], "x min_reset_interval_s=60.0: a fluid run has no rounds"),
     ([*GAVEL, "--ideal", "--placement-aware"], "fluid rates place no job on servers"),
     ([*GAVEL, "--cluster", "2x4/24/500@v100", "--gpus-per-server", "2:2:2"],
      "'2x4/24/500@v100' gives its servers, so GPUs per server ('2:2:2') have nothing to set"),

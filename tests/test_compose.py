@@ -163,6 +163,17 @@ def test_estimates_and_profiles_need_the_stage_they_change():
         pipeline_for(policy_for("shockwave", 0), SimulationConfig(ideal=True), spec)
 
 
+def test_a_fluid_run_refuses_round_settings_it_has_no_rounds_for():
+    """SimulationConfig(ideal=True, round_s=60) ran as if the round length had not been given."""
+    spec = ClusterSpec.parse("4:4:4")
+    for config, named in ((SimulationConfig(ideal=True, round_s=60.0), "round_s=60.0"),
+                          (SimulationConfig(ideal=True, min_reset_interval_s=0.0), "min_reset_interval_s=0.0"),
+                          (SimulationConfig(ideal=True, placement_aware=True), "placement-aware")):
+        with pytest.raises(CompositionError, match=named):
+            pipeline_for(policy_for("gavel", 0), config, spec)
+    assert pipeline_for(policy_for("gavel", 0), SimulationConfig.for_system("gavel", ideal=True), spec).rules.ideal
+
+
 def test_readme_shows_the_registry_table():
     from pathlib import Path
 

@@ -90,11 +90,6 @@ def run_simulate(args: argparse.Namespace) -> int:
     check_gpu_types(cluster.gpu_types, table, f"the cluster {args.cluster!r}")
     if args.round is not None and not args.round > 0:
         raise HetschedError(f"simulate: --round must be positive seconds, got {args.round}")
-    unused = [flag for flag, value in (("--round", args.round), ("--min-reset-interval", args.min_reset_interval))
-              if value is not None]
-    if args.ideal and unused:
-        raise HetschedError(f"simulate --ideal does not use {' or '.join(unused)}: a fluid run has no rounds and "
-                            f"recomputes the allocation at every arrival and completion")
     window = parse_window(args.window, "simulate: --window")
     jobs = _jobs_for_simulation(args, table, cluster, window)
     if gpu_map:

@@ -113,6 +113,8 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
     if isinstance(policy, str):
         policy = policy_for(policy, config.seed)
     decide = decide_of(policy)
+    if config.ideal:
+        _refuse_round_settings(config, decide.kind)
     rules = RoundRules(
         round_s=float(config.round_s if config.round_s is not None else DEFAULT_ROUND_S[decide.kind]),
         credit=config.credit or ("round" if decide.kind == "ordering" else "task"),
@@ -125,6 +127,19 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
     pipeline = Pipeline(policy.name, decide, Select(SELECT_FOR[decide.kind]), place_of(policy), rates, rules)
     validate(pipeline, cluster)
     return pipeline
+
+
+def _refuse_round_settings(config, kind: str) -> None:
+    """A fluid run has no rounds and recomputes at every arrival and completion: a round length or reset interval
+    other than the defaults (as `SimulationConfig.for_system` sets them) would change nothing."""
+    given = [f"{name}={value!r}" for name, value, default in (
+        ("round_s", config.round_s, DEFAULT_ROUND_S[kind]),
+        ("min_reset_interval_s", config.min_reset_interval_s, type(config).min_reset_interval_s)) if value not in (
+        None, default)]
+    if given:
+        raise CompositionError("rules 'ideal (fluid, no rounds)'", ", ".join(given), "a fluid run has no rounds and "
+                               "recomputes the allocation at every arrival and completion", "Drop them, or use "
+                               "rounds (ideal=False)")
 
 
 def head_of(pipeline: Pipeline) -> str:
