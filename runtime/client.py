@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from hetsched.cli import positive_int
+from hetsched.cli import changed, positive_int
 
 from .main import DEFAULT_PORT
 
@@ -58,7 +58,7 @@ def add_client_commands(sub) -> None:
     status.add_argument("--page-size", type=positive_int, default=1000, help="jobs per call (the scheduler sends "
                         "at most 5000)")
     status.add_argument("--limit", type=positive_int, default=None, help="at most this many jobs")
-    status.set_defaults(func=run_status)
+    status.set_defaults(func=run_status, listing={d: status.get_default(d) for d in ("state", "limit", "page_size")})
     cancel = sub.add_parser("cancel", help="stop queued or running jobs for good (state: cancelled)")
     add_connection_args(cancel)
     cancel.add_argument("job_ids", type=int, nargs="+")
@@ -105,7 +105,7 @@ def _jobs(args):
     from hetsched.model.jobs import Job
 
     if args.trace:
-        one_job = [f"--{d.replace('_', '-')}" for d, default in args.one_job.items() if getattr(args, d) != default]
+        one_job = changed(args, args.one_job)
         if one_job:
             raise ValueError(f"{', '.join(one_job)} describe one job, and {args.trace} gives its jobs: submit the "
                              f"trace, or one job without it")
@@ -185,8 +185,7 @@ def _submit_one(stub, request, timeout_s: float, restarting: bool = False) -> in
 def _status(stub, args) -> int:
     from .stubs import pb2
 
-    listing = [flag for flag, given in (("--state", args.state), ("--limit", args.limit is not None),
-                                        ("--page-size", args.page_size != 1000)) if given]
+    listing = changed(args, args.listing)
     if args.metrics and listing:
         raise ValueError(f"--metrics prints the scheduler's figures, not jobs to choose from: drop "
                          f"{', '.join(listing)}")

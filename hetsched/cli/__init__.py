@@ -13,6 +13,11 @@ class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def changed(args: argparse.Namespace, defaults: dict) -> list[str]:
+    """The flags among `defaults` (argparse dests -> their parser's defaults) that this command line changed."""
+    return [f"--{d.rstrip('_').replace('_', '-')}" for d, default in defaults.items() if getattr(args, d) != default]
+
+
 def positive_int(text: str) -> int:
     """argparse type of a count: a whole number >= 1 (a negative --num-jobs ended in islice's ValueError, and 0 jobs
     in 'no job finished inside the measured window')."""

@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from hetsched.cli import DefaultsHelp, positive_int
+from hetsched.cli import DefaultsHelp, changed, positive_int
 from hetsched.errors import HetschedError
 from hetsched.ui.names import vocabulary_frame
 from hetsched.cli.generate import IMPORT_OPTIONS, add_generate_parser
@@ -22,8 +22,7 @@ def _cmd_convert_trace(args: argparse.Namespace) -> int:
 
     fmt = args.from_ or infer_format(args.input)
     options = import_options(args, fmt, args.throughputs, args.seed)
-    drawn = [flag for flag, given in (("--throughputs", args.throughputs != "gavel_simulation"),
-                                      ("--seed", args.seed != 0), ("--gpu-map", args.gpu_map is not None)) if given]
+    drawn = changed(args, args.table_options)
     if drawn and not options:
         raise HetschedError(f"convert trace: {', '.join(drawn)} {'act' if len(drawn) > 1 else 'acts'} only when job "
                             f"types are drawn from a throughput table (production traces; philly with --job-types "
@@ -92,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--from", dest="from_", choices=sorted(FORMATS), default=None, help="input format")
     tr.add_argument("--to", choices=sorted(FORMATS), default=None, help="output format")
     add_import_args(tr, with_table=True)
-    tr.set_defaults(func=_cmd_convert_trace)
+    tr.set_defaults(func=_cmd_convert_trace,        # what only a table's draw of job types reads
+                    table_options={d: tr.get_default(d) for d in ("throughputs", "seed", "gpu_map")})
     tp = conv_sub.add_parser("throughputs", help="convert Gavel/Shockwave throughput JSON to a table, or merge "
                                                  "tables (later inputs win where they overlap)")
     tp.add_argument("inputs", type=Path, nargs="+", help=".json (Gavel/Shockwave layout), .parquet or .csv")

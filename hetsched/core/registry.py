@@ -132,10 +132,11 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
 def _refuse_round_settings(config, kind: str) -> None:
     """A fluid run has no rounds and recomputes at every arrival and completion: a round length or reset interval
     other than the defaults (as `SimulationConfig.for_system` sets them) would change nothing."""
-    given = [f"{name}={value!r}" for name, value, default in (
-        ("round_s", config.round_s, DEFAULT_ROUND_S[kind]),
-        ("min_reset_interval_s", config.min_reset_interval_s, type(config).min_reset_interval_s)) if value not in (
-        None, default)]
+    given = []
+    if config.round_s not in (None, DEFAULT_ROUND_S[kind]):
+        given.append(f"round_s={config.round_s!r}")
+    if config.min_reset_interval_s != type(config).min_reset_interval_s:
+        given.append(f"min_reset_interval_s={config.min_reset_interval_s!r}")
     if given:
         raise CompositionError("rules 'ideal (fluid, no rounds)'", ", ".join(given), "a fluid run has no rounds and "
                                "recomputes the allocation at every arrival and completion", "Drop them, or use "
