@@ -27,7 +27,10 @@ def test_canonical_round_trip_is_exact(tmp_path, jobs, suffix):
 
 def test_gavel_trace_round_trip(tmp_path, jobs):
     path = tmp_path / "jobs.trace"
-    write_trace(jobs, path)
+    kept = write_trace(jobs, path, lossy=True)        # Gavel's format has SLOs but no durations for their deadlines
+    assert all(j.slo_factor is not None for j in jobs)
+    assert kept.lost == {"duration_s": len(jobs)} and not kept.unread
+    assert kept.rounded["total_steps"] == sum(not float(j.total_steps).is_integer() for j in jobs)
     again = read_trace(path)
     assert [(j.job_type, j.scale_factor, int(j.total_steps), j.priority_weight, j.slo_factor, j.command)
             for j in jobs] == [(j.job_type, j.scale_factor, j.total_steps, j.priority_weight, j.slo_factor,
@@ -129,3 +132,38 @@ def test_unknown_extension_and_read_only_format(tmp_path):
         write_trace([], tmp_path / "x.trace", "philly")
     with pytest.raises(TraceError, match="cannot read"):
         read_trace(tmp_path / "missing.trace")
+
+
+@pytest.mark.parametrize("fmt, change, field", [
+    ("gavel", dict(pinned_gpu_types="v100"), "pinned_gpu_types"),
+    ("shockwave", dict(pinned_gpu_types="v100"), "pinned_gpu_types"),
+    ("gavel", dict(mode=AdaptationMode.GNS), "mode"),
+    ("gavel", dict(entity="teamA"), "entity"),
+    ("synergy", dict(priority_weight=2.0), "priority_weight"),
+    ("synergy", dict(slo_factor=2.0), "slo_factor"),
+    ("gavel", dict(job_id=7), "job_id"),                    # ids are line numbers there
+])
+def test_artifact_formats_refuse_fields_they_cannot_carry(tmp_path, gavel_table, fmt, change, field):
+    """The artifacts' formats dropped these without a word (a pinned job ran anywhere, a GNS job as static)."""
+    jobs = GavelGenerator(seed=1, mean_interarrival_s=700, throughputs=gavel_table).jobs(4)
+    jobs = [jobs[0], jobs[1].with_(**change), *jobs[2:]]
+    path = tmp_path / "out"
+    with pytest.raises(TraceError, match=rf"{fmt}'s format cannot carry .*{field} \("):
+        write_trace(jobs, path, fmt)
+    assert not path.exists()
+    kept = write_trace(jobs, path, fmt, lossy=True)
+    assert field in kept.lost and f"dropped {field}" in kept.summary()
+
+
+def test_a_gavel_trace_with_an_slo_but_no_duration_is_refused_by_the_core(tmp_path, gavel_table):
+    """Gavel's .trace has an SLO column but no duration: the SLO policy ran as if there were no SLOs (0 violations
+    instead of 5 on a 30-job stream)."""
+    from hetsched import ClusterSpec
+    from hetsched.errors import HetschedError
+    from hetsched.sim.simulator import simulate
+
+    jobs = GavelGenerator(seed=0, mean_interarrival_s=900, slos=True, throughputs=gavel_table).jobs(5)
+    write_trace(jobs, tmp_path / "s.trace", lossy=True)
+    with pytest.raises(HetschedError, match=r"job 0: an SLO \(10 x its duration\) but no duration_s"):
+        simulate(read_trace(tmp_path / "s.trace"), ClusterSpec.parse("2:2:2"), "gavel", gavel_table)
+    simulate(jobs, ClusterSpec.parse("2:2:2"), "gavel", gavel_table)          # the jobs themselves run

@@ -28,3 +28,8 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
+
+
+LOSSY_HELP = ("write Gavel's, Shockwave's or Synergy's format even where it cannot carry a field the jobs set "
+              "(pinned GPU types, adaptation modes, entities, an SLO's duration, ...), which is refused otherwise; "
+              ".csv and .parquet keep every field")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hetsched.cli import positive_int
+from hetsched.cli import LOSSY_HELP, positive_int
 from hetsched.errors import HetschedError
 
 
@@ -88,7 +88,7 @@ def mean_interarrival(args: argparse.Namespace) -> float | None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from hetsched.traces import make_generator, write_trace
+    from hetsched.traces import make_generator
 
     refuse_unused(args, f"generate {args.family}", args.family)
     if args.family == "shockwave":
@@ -97,9 +97,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         raise HetschedError(f"generate {args.family}: --num-jobs is required")
     if args.family == "synergy":
         jobs = synergy_generator(args).jobs(args.num_jobs)
-        write_trace(jobs, args.out, args.to or "synergy")
-        print(f"wrote {len(jobs)} jobs to {args.out}", file=sys.stderr)
-        return 0
+        return _write(jobs, args, args.to or "synergy")
     options = dict(seed=args.seed or 0, multi_gpu=args.multi_gpu, multi_priority=args.multi_priority,
                    slos=args.slos, static=args.static, throughputs=args.throughputs)
     if not args.static:
@@ -107,9 +105,14 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         if interarrival is None:
             raise HetschedError("generate: give --mean-interarrival SECONDS or --jobs-per-hour R (or --static)")
         options["mean_interarrival_s"] = interarrival
-    jobs = make_generator(args.family, **options).jobs(args.num_jobs)
-    write_trace(jobs, args.out, args.to)
-    print(f"wrote {len(jobs)} jobs to {args.out}", file=sys.stderr)
+    return _write(make_generator(args.family, **options).jobs(args.num_jobs), args, args.to)
+
+
+def _write(jobs: list, args: argparse.Namespace, fmt: str | None) -> int:
+    from hetsched.traces import write_trace
+
+    kept = write_trace(jobs, args.out, fmt, lossy=args.lossy).summary()
+    print(f"wrote {len(jobs)} jobs to {args.out}" + (f"; {kept}" if kept else ""), file=sys.stderr)
     return 0
 
 
@@ -125,7 +128,6 @@ def _mix(text: str, size: int, flag: str) -> tuple[float, ...]:
 
 def _generate_shockwave(args: argparse.Namespace) -> int:
     """Shockwave's generator from an artifact-style name (`--name`) or from the flags."""
-    from hetsched.traces import write_trace
     from hetsched.traces.generators.shockwave import ShockwaveGenerator
 
     table = args.throughputs or "shockwave_tacc"
@@ -144,10 +146,7 @@ def _generate_shockwave(args: argparse.Namespace) -> int:
                                  scale_factor_mix=_mix(args.scale_factor_mix, 4, "--scale-factor-mix"),
                                  multi_gpu=args.multi_gpu, dynamic=not args.static_modes, throughputs=table)
         num = args.num_jobs
-    jobs = gen.jobs(num)
-    write_trace(jobs, args.out, args.to or ("shockwave" if args.out.suffix == ".trace" else None))
-    print(f"wrote {len(jobs)} jobs to {args.out}", file=sys.stderr)
-    return 0
+    return _write(gen.jobs(num), args, args.to or ("shockwave" if args.out.suffix == ".trace" else None))
 
 
 def add_generate_parser(sub) -> None:
@@ -182,5 +181,6 @@ def add_generate_parser(sub) -> None:
     gen.add_argument("--out", required=True, type=Path,
                      help="output (.csv, .parquet or .trace; synergy writes its replay format unless --to)")
     gen.add_argument("--to", choices=sorted(FORMATS), default=None, help="output format (default: by extension)")
+    gen.add_argument("--lossy", action="store_true", help=LOSSY_HELP)
     gen.set_defaults(func=_cmd_generate, stream_defaults={d: gen.get_default(d)
                                                           for d in sorted(set().union(*GENERATOR_OPTIONS.values()))})

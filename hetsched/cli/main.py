@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from hetsched.cli import DefaultsHelp, changed, positive_int
+from hetsched.cli import LOSSY_HELP, DefaultsHelp, changed, positive_int
 from hetsched.errors import HetschedError
 from hetsched.ui.names import vocabulary_frame
 from hetsched.cli.generate import IMPORT_OPTIONS, add_generate_parser
@@ -28,6 +28,7 @@ def _cmd_convert_trace(args: argparse.Namespace) -> int:
                             f"types are drawn from a throughput table (production traces; philly with --job-types "
                             f"table), and {fmt!r} keeps its own")
     reports: list = []
+    kept = ""
     if options:
         options["report"] = reports.append
     to = args.to or infer_format(args.output, sniff=False)
@@ -40,11 +41,13 @@ def _cmd_convert_trace(args: argparse.Namespace) -> int:
         count = len(frame)
     else:
         jobs = read_trace(args.input, fmt, **options)
-        write_trace(jobs, args.output, to)
+        kept = write_trace(jobs, args.output, to, lossy=args.lossy).summary()
         count = len(jobs)
     if reports:
         print(reports[0].summary(), file=sys.stderr)
     print(f"converted {count} jobs: {args.input} -> {args.output}", file=sys.stderr)
+    if kept:
+        print(kept, file=sys.stderr)
     return 0
 
 
@@ -90,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("output", type=Path)
     tr.add_argument("--from", dest="from_", choices=sorted(FORMATS), default=None, help="input format")
     tr.add_argument("--to", choices=sorted(FORMATS), default=None, help="output format")
+    tr.add_argument("--lossy", action="store_true", help=LOSSY_HELP)
     add_import_args(tr, with_table=True)
     tr.set_defaults(func=_cmd_convert_trace,        # what only a table's draw of job types reads
                     table_options={d: tr.get_default(d) for d in ("throughputs", "seed", "gpu_map")})

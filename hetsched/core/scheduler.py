@@ -191,6 +191,9 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
             raise HetschedError(f"job {job.job_id} adapts its batch size ({job.mode.value}), and this run keeps batch "
                                 "sizes fixed: use Shockwave's round rules (--rules shockwave, or "
                                 "SimulationConfig.for_system('shockwave')), or static jobs (generate --static-modes)")
+        if job.slo_factor is not None and job.duration_s is None:     # Gavel's .trace has SLOs but no durations
+            raise HetschedError(f"job {job.job_id}: an SLO ({job.slo_factor:g} x its duration) but no duration_s, so "
+                                "no deadline; give the trace as .csv or .parquet, which keep durations")
         if (self.whole_rounds or self.resources is not None) and (job.cpu_demand, job.mem_demand_gb) != (None, None):
             raise HetschedError(f"job {job.job_id}: sets its own cpu_demand/mem_demand_gb, which no placement reads: "
                                 "CPU and memory demands come from its job type's profile (docs/rules.md#profiles). "

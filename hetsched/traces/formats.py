@@ -14,6 +14,7 @@ from hetsched.model.jobs import Job
 from hetsched.traces.canonical import (format_canonical_csv, parse_canonical_csv, read_canonical_parquet,
                         write_canonical_parquet)
 from hetsched.traces.gavel_tsv import format_gavel_trace, parse_gavel_trace
+from hetsched.traces.keeps import Kept, check_write
 from hetsched.traces.shockwave_tsv import format_shockwave_trace, looks_like_shockwave_trace, parse_shockwave_trace
 from hetsched.traces.philly import parse_philly_trace
 from hetsched.traces.production import convert, convert_frame
@@ -112,15 +113,22 @@ def read_trace(path: str | Path, fmt: str | None = None, **kwargs) -> list[Job]:
     return spec.parse(data, source=source, **kwargs)
 
 
-def write_trace(jobs: Iterable[Job], path: str | Path, fmt: str | None = None) -> None:
-    """Write jobs in a writable format (gavel, shockwave, synergy, csv, parquet)."""
+def write_trace(jobs: Iterable[Job], path: str | Path, fmt: str | None = None, *, lossy: bool = False) -> Kept:
+    """Write jobs in a writable format (gavel, shockwave, synergy, csv, parquet). The artifacts' formats are read
+    back: a field they cannot carry is refused unless `lossy` (hetsched/traces/keeps.py); what they round or drop
+    is in the returned `Kept` (its `summary()`)."""
     source = str(path)
     spec = _get(fmt or infer_format(path, sniff=False), source)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     if spec.write_file is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         spec.write_file(jobs, Path(path))
-    elif spec.format is not None:
-        Path(path).write_text(spec.format(jobs))
-    else:
-        raise TraceError(f"format {spec.name!r} is read-only; write gavel, shockwave, synergy, csv or parquet",
-                         source=source)
+        return Kept(spec.name)
+    if spec.format is not None:
+        jobs = list(jobs)
+        text = spec.format(jobs)
+        kept = Kept(spec.name) if spec.name == "csv" else check_write(jobs, spec.name, text, spec.parse, source, lossy)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+        return kept
+    raise TraceError(f"format {spec.name!r} is read-only; write gavel, shockwave, synergy, csv or parquet",
+                     source=source)
