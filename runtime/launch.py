@@ -76,7 +76,9 @@ def submit_request(job: Job, job_id: int):
     return pb2.SubmitJobRequest(job_id=job_id, job_type=job.job_type, scale_factor=job.scale_factor,
                                 total_steps=int(job.total_steps), priority_weight=job.priority_weight,
                                 command=command, entity=job.entity or "",
-                                adaptation="" if job.mode.value == "static" else job.mode.value)
+                                adaptation="" if job.mode.value == "static" else job.mode.value,
+                                pinned_gpu_types=job.pinned_gpu_types, slo_factor=job.slo_factor or 0.0,
+                                duration_s=job.duration_s or 0.0)
 
 
 class LocalCluster:

@@ -120,6 +120,8 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         validate.job_fields(self.catalog, job_id=row.job_id, job_type=row.job_type, scale_factor=row.scale_factor,
                             total_steps=row.total_steps, priority_weight=row.priority_weight, command=row.command,
                             allow_unknown_type=allow_unknown_type, max_scale_factor=max_scale_factor)
+        validate.job_limits(self.table, pinned_gpu_types=row.pinned_gpu_types, slo_factor=row.slo_factor,
+                            duration_s=row.duration_s)
 
     # ---- clients ----------------------------------------------------------------------------------------
     def submit(self, req) -> int:
@@ -133,10 +135,13 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                                 max_scale_factor=self.peak_gpus or validate.MAX_SCALE_FACTOR)
             if len(req.entity) > 200:
                 raise validate.InvalidInput("entity: at most 200 characters")
+            validate.job_limits(self.table, pinned_gpu_types=req.pinned_gpu_types, slo_factor=req.slo_factor,
+                                duration_s=req.duration_s)
             mode = adaptation_field(req.adaptation, req.job_type, self.pipeline.rates.batch_size)
             row = self.store.add_job(req.job_type, req.scale_factor, req.total_steps, priority, req.command,
                                      time.time(), req.job_id if req.job_id >= 0 else None, entity=req.entity,
-                                     adaptation=mode)
+                                     adaptation=mode, pinned_gpu_types=req.pinned_gpu_types,
+                                     slo_factor=req.slo_factor, duration_s=req.duration_s)
             self.active[row.job_id] = row
             self.to_admit.append(row.job_id)
             events.info("submit job=%d type=%r scale=%d steps=%d", row.job_id, row.job_type, row.scale_factor,
@@ -302,7 +307,8 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
             job = Job(job_id=row.job_id, arrival_time_s=max(0.0, row.submitted_s - self.epoch),
                       job_type=row.job_type, scale_factor=row.scale_factor, total_steps=float(row.total_steps),
                       priority_weight=row.priority_weight, command=row.command, entity=row.entity or None,
-                      mode=row.adaptation or "static")
+                      mode=row.adaptation or "static", pinned_gpu_types=row.pinned_gpu_types,
+                      slo_factor=row.slo_factor or None, duration_s=row.duration_s or None)
             done = max(self.live_steps.get(job_id, 0), row.steps_done)
             try:
                 self.core.add_job(job, remaining_steps=max(1.0, row.total_steps - done))

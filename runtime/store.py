@@ -26,12 +26,16 @@ CREATE TABLE IF NOT EXISTS jobs (
     log_tail TEXT NOT NULL DEFAULT '',
     entity TEXT NOT NULL DEFAULT '',  -- user/team/vc for hierarchical policies
     adaptation TEXT NOT NULL DEFAULT '',         -- batch-size adaptation: '' (static), accordion, gns
-    batch_size INTEGER NOT NULL DEFAULT 0        -- an adaptive job's current batch size (0: its type's)
+    batch_size INTEGER NOT NULL DEFAULT 0,       -- an adaptive job's current batch size (0: its type's)
+    pinned_gpu_types TEXT NOT NULL DEFAULT '',   -- '|'-separated GPU types the job may run on ('': any)
+    slo_factor REAL NOT NULL DEFAULT 0,          -- Gavel's SLO x duration_s after submission (0: none)
+    duration_s REAL NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 LATER_COLUMNS = (("entity", "TEXT NOT NULL DEFAULT ''"), ("adaptation", "TEXT NOT NULL DEFAULT ''"),
-                 ("batch_size", "INTEGER NOT NULL DEFAULT 0"))
+                 ("batch_size", "INTEGER NOT NULL DEFAULT 0"), ("pinned_gpu_types", "TEXT NOT NULL DEFAULT ''"),
+                 ("slo_factor", "REAL NOT NULL DEFAULT 0"), ("duration_s", "REAL NOT NULL DEFAULT 0"))
 
 
 class DuplicateJob(ValueError):
@@ -55,6 +59,9 @@ class JobRow:
     entity: str = ""
     adaptation: str = ""
     batch_size: int = 0              # total_steps and steps_done are counted at this batch size (0: the type's)
+    pinned_gpu_types: str = ""
+    slo_factor: float = 0.0          # 0: no SLO
+    duration_s: float = 0.0
 
 
 class Store:
@@ -81,7 +88,8 @@ class Store:
             return self._db.execute(sql, args).fetchall()
 
     def add_job(self, job_type: str, scale_factor: int, total_steps: int, priority_weight: float, command: str,
-                submitted_s: float, job_id: int | None = None, entity: str = "", adaptation: str = "") -> JobRow:
+                submitted_s: float, job_id: int | None = None, entity: str = "", adaptation: str = "",
+                pinned_gpu_types: str = "", slo_factor: float = 0.0, duration_s: float = 0.0) -> JobRow:
         """Insert a queued job; raises `DuplicateJob` when the id is taken."""
         with self._lock:
             if job_id is None or job_id < 0:
@@ -92,14 +100,14 @@ class Store:
                                        f"explicitly (a free id below the largest)")
             try:
                 self._db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, "
-                                 "command, state, submitted_s, entity, adaptation) "
-                                 "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?)",
+                                 "command, state, submitted_s, entity, adaptation, pinned_gpu_types, slo_factor, "
+                                 "duration_s) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
                                  (job_id, job_type, scale_factor, total_steps, priority_weight, command, submitted_s,
-                                  entity, adaptation))
+                                  entity, adaptation, pinned_gpu_types, slo_factor, duration_s))
             except sqlite3.IntegrityError:
                 raise DuplicateJob(f"job_id: {job_id} already exists") from None
         return JobRow(job_id, job_type, scale_factor, total_steps, priority_weight, command, "queued", 0, 0,
-                      submitted_s, None, "", entity, adaptation)
+                      submitted_s, None, "", entity, adaptation, 0, pinned_gpu_types, slo_factor, duration_s)
 
     def page(self, after: int, limit: int, states: tuple[str, ...] = ()) -> list[JobRow]:
         """Up to `limit` jobs with id >= `after`, in id order (keyset paging: stable while jobs are added)."""

@@ -64,6 +64,21 @@ def job_fields(table: ThroughputTable, *, job_id: int, job_type: str, scale_fact
         raise InvalidInput("command: must name a program")
 
 
+def job_limits(table: ThroughputTable, *, pinned_gpu_types: str, slo_factor: float, duration_s: float) -> None:
+    """A job's pins and SLO: pinned types the table measures, an SLO only with the duration its deadline needs."""
+    _string("pinned_gpu_types", pinned_gpu_types, MAX_JOB_TYPE, empty_ok=True)
+    unknown = [t for t in pinned_gpu_types.split("|") if t and t not in table.gpu_types]
+    if unknown:
+        raise InvalidInput(f"pinned_gpu_types: {unknown} not in the throughput table {table.name!r}; "
+                           f"allowed: {list(table.gpu_types)}, '|'-separated")
+    for name, value in (("slo_factor", slo_factor), ("duration_s", duration_s)):
+        if not (math.isfinite(value) and value >= 0):
+            raise InvalidInput(f"{name}: a finite number >= 0 (0: none), got {value}")
+    if slo_factor and not duration_s:
+        raise InvalidInput("slo_factor: needs duration_s, since its deadline is slo_factor x duration_s after "
+                           "submission")
+
+
 def worker_fields(table: ThroughputTable, *, gpu_type: str, num_gpus: int, name: str, cpu_cores: int = 0,
                   mem_gb: float = 0.0) -> None:
     worker_resources(num_gpus=num_gpus, name=name, cpu_cores=cpu_cores, mem_gb=mem_gb)
