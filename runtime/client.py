@@ -29,7 +29,8 @@ def add_connection_args(p: argparse.ArgumentParser) -> None:
 
 
 #: `submit`'s options that describe its one job (argparse dests); a trace gives its jobs, so they are refused there.
-ONE_JOB = ("job_type", "steps", "scale_factor", "command", "job_id", "priority", "entity", "adaptation")
+ONE_JOB = ("job_type", "steps", "scale_factor", "command", "job_id", "priority", "entity", "adaptation",
+           "pinned_gpu_types", "slo", "duration")
 
 
 def add_client_commands(sub) -> None:
@@ -45,6 +46,10 @@ def add_client_commands(sub) -> None:
     submit.add_argument("--entity", default="", help="user/team/vc for hierarchical policies")
     submit.add_argument("--adaptation", default="static", choices=("static", "accordion", "gns"),
                         help="batch-size adaptation of the job (Shockwave's; needs a batch size in its type)")
+    submit.add_argument("--pinned-gpu-types", default="", help="one job: the GPU types it may run on, e.g. v100|p100")
+    submit.add_argument("--slo", type=float, default=None,
+                        help="one job: finish within SLO x --duration seconds of submission (Gavel's SLO policies)")
+    submit.add_argument("--duration", type=float, default=None, help="one job: its duration in seconds (with --slo)")
     submit.add_argument("--skip", type=int, default=0,
                         help="a trace: leave out its first N rows (to resume a submission that stopped)")
     submit.add_argument("--timeout", type=float, default=120.0,
@@ -116,7 +121,8 @@ def _jobs(args):
     command = args.command or template_for(args.job_type).command
     return [Job(max(args.job_id, 0), 0.0, args.job_type, args.scale_factor, args.steps,
                 priority_weight=args.priority, command=command, entity=args.entity or None,
-                mode=args.adaptation)]
+                mode=args.adaptation, pinned_gpu_types=args.pinned_gpu_types, slo_factor=args.slo,
+                duration_s=args.duration)]
 
 
 def _submit(stub, args) -> int:

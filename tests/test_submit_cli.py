@@ -172,3 +172,18 @@ def test_status_refuses_listing_options_with_metrics_and_counts_below_one(monkey
         with pytest.raises(SystemExit):
             main(["status", flag, "-1"])
         assert f"argument {flag}: expected a whole number >= 1, got '-1'" in capsys.readouterr().err
+
+
+def test_one_job_carries_its_pins_and_slo_and_a_trace_its_own(tmp_path, monkeypatch, capsys):
+    """The request had no field for a job's pinned GPU types or SLO (docs/rules.md#runtime-jobs)."""
+    fake = FakeScheduler()
+    monkeypatch.setattr(client, "_stub", lambda args: fake)
+    assert main(["submit", "--job-type", RESNET, "--steps", "100", "--pinned-gpu-types", "v100|p100", "--slo", "2",
+                 "--duration", "3000"]) == 0
+    trace = tmp_path / "trace.csv"
+    write_trace([Job(0, 0.0, RESNET, 1, 100, pinned_gpu_types="k80", slo_factor=1.2, duration_s=900.0)], trace)
+    assert main(["submit", str(trace)]) == 0
+    assert main(["submit", str(trace), "--pinned-gpu-types", "v100"]) == 2
+    assert "--pinned-gpu-types describe one job" in capsys.readouterr().err
+    assert [(r.pinned_gpu_types, r.slo_factor, r.duration_s) for r in fake.stored] == [("v100|p100", 2.0, 3000.0),
+                                                                                       ("k80", 1.2, 900.0)]
