@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hetsched.cli import positive_int
 from hetsched.errors import HetschedError
+from hetsched.io.atomic import replacing
 
 
 def add_compare_parser(sub) -> None:
@@ -47,7 +48,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     summary, gains, refused = S.table(rows), S.gains(rows), S.refusals(rows)
     for name, frame in (("rows", rows.drop(columns=["jcts"], errors="ignore")), ("summary", summary),
                         ("gains", gains), ("refused", refused)):
-        frame.to_csv(out / f"{name}.csv", index=False)
+        with replacing(out / f"{name}.csv") as tmp:
+            frame.to_csv(tmp, index=False)
     with pd.option_context("display.width", 200, "display.max_rows", 500, "display.max_columns", 20):
         shown = summary.assign(**{m: [S.value_ci(row, m) for _, row in summary.iterrows()]
                                   for m in ("avg_jct_h", "p99_jct_h", "makespan_h", "worst_rho", "gpu_util",

@@ -120,7 +120,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     pipeline = pipeline_for(policy, config, cluster)
     result = simulate(jobs, cluster, pipeline, table, config)
     if args.jobs_out:
-        result.jobs_frame().to_csv(args.jobs_out, index=False)
+        from hetsched.io.atomic import replacing
+
+        with replacing(args.jobs_out) as tmp:
+            result.jobs_frame().to_csv(tmp, index=False)
     row = summary(result)
     if not row["num_jobs"]:
         raise HetschedError(f"simulate: no job finished inside the measured window "

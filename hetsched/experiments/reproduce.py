@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from hetsched.errors import HetschedError
 from hetsched.experiments import check_preset
+from hetsched.io.atomic import replacing, write_text
 
 log = logging.getLogger(__name__)
 INTERACTIVE = {"explore"}  # notebooks that are not figures
@@ -92,9 +93,7 @@ def _record(out_root: Path, runs: Sequence[NotebookRun]) -> list[NotebookRun]:
     known = json.loads(path.read_text()) if path.exists() else {}
     for run in runs:
         known[run.name] = {**asdict(run), "out_dir": str(run.out_dir.relative_to(out_root.resolve()))}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
-    tmp.replace(path)
+    write_text(path, json.dumps(known, indent=1, sort_keys=True))
     order = {p.stem: i for i, p in enumerate(figure_notebooks())}
     return [NotebookRun(**{**row, "out_dir": out_root.resolve() / row["out_dir"]})
             for row in sorted(known.values(), key=lambda r: (order.get(r["name"], len(order)), r["name"]))]
@@ -182,5 +181,6 @@ def write_results_table(out_root: Path, runs: Sequence[NotebookRun]) -> Path | N
     for col in table.columns[table.dtypes == object]:
         table[col] = table[col].astype("string")            # columns that mix numbers and labels across figures
     path = out_root / "results.parquet"
-    table.to_parquet(path, index=False)
+    with replacing(path) as tmp:
+        table.to_parquet(tmp, index=False)
     return path

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from hetsched.core.run_config import whole_numbers
 from hetsched.errors import HetschedError
 from hetsched.experiments.local_dask import close_quietly, local_cluster
+from hetsched.io.atomic import write_text
 from hetsched.solvers import clock
 
 log = logging.getLogger(__name__)
@@ -257,10 +258,7 @@ def _cached(cache_dir: Path | None, config: RunConfig) -> dict | None:
 def _store(cache_dir: Path | None, row: dict) -> None:
     if cache_dir is None:
         return
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache_dir / f"{row['key']}.json.tmp"
-    tmp.write_text(json.dumps(row, default=str))
-    tmp.replace(cache_dir / f"{row['key']}.json")        # atomic: a killed run leaves no half file
+    write_text(cache_dir / f"{row['key']}.json", json.dumps(row, default=str))   # a killed run leaves no half file
 
 
 _RESTART = ("Restart the workers, or this process, after changing the code, and install the same version on every "

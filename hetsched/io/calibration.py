@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hetsched.errors import HetschedError
+from hetsched.io.atomic import write_text
 
 FORMAT = "hetsched-calibration/1"
 
@@ -36,7 +37,7 @@ def calibration_of(figures: dict) -> dict:
 
 def write_calibration(path: str | Path, figures: dict) -> dict:
     out = calibration_of(figures)
-    Path(path).write_text(json.dumps(out, indent=1) + "\n")
+    write_text(path, json.dumps(out, indent=1) + "\n")
     return out
 
 

@@ -217,14 +217,16 @@ def merge_tables(paths) -> ThroughputTable:
 
 def write_frame(frame: pd.DataFrame, path: str | Path) -> None:
     """Write the long table as Parquet or CSV by extension."""
+    from hetsched.io.atomic import replacing
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix.lower() == ".parquet":
-        frame.to_parquet(path, index=False, compression="zstd")
-    elif path.suffix.lower() == ".csv":
-        frame.to_csv(path, index=False)
-    else:
+    if path.suffix.lower() not in (".parquet", ".csv"):
         raise ThroughputError(f"{path}: write .parquet or .csv")
+    with replacing(path) as tmp:
+        if path.suffix.lower() == ".parquet":
+            frame.to_parquet(tmp, index=False, compression="zstd")
+        else:
+            frame.to_csv(tmp, index=False)
 
 
 _CACHE: dict[tuple[str, int, int], ThroughputTable] = {}

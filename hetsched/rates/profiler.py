@@ -33,6 +33,7 @@ import pandas as pd
 
 from hetsched.model.catalog import split_job_type
 from hetsched.errors import HetschedError
+from hetsched.io.atomic import replacing
 from hetsched.io.throughput_json import COLUMNS
 
 DEFAULT_BATCH = 32          # job types without a batch size in their name (A3C, CycleGAN)
@@ -315,12 +316,11 @@ def _read_existing(path: Path) -> pd.DataFrame:
 
 
 def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    if path.suffix == ".parquet":
-        frame.to_parquet(tmp, index=False)
-    else:
-        frame.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        if path.suffix == ".parquet":
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, index=False)
 
 
 def tasks(spec: ProfileSpec) -> list[tuple]:

@@ -105,13 +105,17 @@ class Result:
         frame = self.jobs_frame().drop(columns=["jct_s", "in_window"])
         table = pa.Table.from_pandas(frame, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), META_KEY: json.dumps(meta)})
-        pq.write_table(table, path)
+        from hetsched.io.atomic import replacing
+
         for name, extra in (("timeline", self.timeline), ("adaptations", self.adaptations)):
-            side = _side_file(path, name)
+            side = _side_file(path, name)          # first: the main file, written last, vouches for its sides
             if extra is not None:
-                pd.DataFrame(extra).to_parquet(side, index=False)
+                with replacing(side) as tmp:
+                    pd.DataFrame(extra).to_parquet(tmp, index=False)
             else:
                 side.unlink(missing_ok=True)
+        with replacing(path) as tmp:
+            pq.write_table(table, tmp)
         return path
 
     @classmethod

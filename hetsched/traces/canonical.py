@@ -160,13 +160,16 @@ def write_canonical_frame(frame, path: str | Path) -> None:
             default = f.default.value if isinstance(f.default, AdaptationMode) else f.default
             out[f.name] = [default] * len(out)
     out = out[list(JOB_FIELDS)]
-    if path.suffix.lower() == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.Table.from_pandas(out, preserve_index=False), path, compression="zstd")
-    elif path.suffix.lower() == ".csv":
-        out["needs_data_dir"] = out["needs_data_dir"].map({True: "1", False: "0"})
-        out.to_csv(path, index=False, lineterminator="\n")
-    else:
+    if path.suffix.lower() not in (".parquet", ".csv"):
         raise TraceError("columns can be written as .parquet or .csv only", source=str(path))
+    from hetsched.io.atomic import replacing
+
+    with replacing(path) as tmp:
+        if path.suffix.lower() == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.Table.from_pandas(out, preserve_index=False), tmp, compression="zstd")
+        else:
+            out["needs_data_dir"] = out["needs_data_dir"].map({True: "1", False: "0"})
+            out.to_csv(tmp, index=False, lineterminator="\n")

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from hetsched.errors import TraceError
+from hetsched.io.atomic import replacing, write_text
 from hetsched.model.jobs import Job
 from hetsched.traces.canonical import (format_canonical_csv, parse_canonical_csv, read_canonical_parquet,
                         write_canonical_parquet)
@@ -120,15 +121,14 @@ def write_trace(jobs: Iterable[Job], path: str | Path, fmt: str | None = None, *
     source = str(path)
     spec = _get(fmt or infer_format(path, sniff=False), source)
     if spec.write_file is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        spec.write_file(jobs, Path(path))
+        with replacing(path) as tmp:
+            spec.write_file(jobs, tmp)
         return Kept(spec.name)
     if spec.format is not None:
         jobs = list(jobs)
         text = spec.format(jobs)
         kept = Kept(spec.name) if spec.name == "csv" else check_write(jobs, spec.name, text, spec.parse, source, lossy)
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text)
+        write_text(path, text)
         return kept
     raise TraceError(f"format {spec.name!r} is read-only; write gavel, shockwave, synergy, csv or parquet",
                      source=source)
