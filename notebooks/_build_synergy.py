@@ -143,7 +143,11 @@ gains.pivot_table(index="paper_rate", columns="series", values="speedup").round(
               ("md", "**What this shows.** The more CPUs each GPU gets by default, the less there is to gain "
                      "from redistributing them: the gain shrinks as the ratio grows from 3 to 6. **Note:** "
                      "ResNet-50 at ratios 4 and 6 and some language/speech profiles are inferred where the "
-                     "artifact's files are missing from the stored repository (`data/README.md`).")])
+                     "artifact's files are missing from the stored repository (`data/README.md`)."
+                     " Ratios the artifact has no profiles for run too (e.g. `ratios = [2, 3, 4, 5, 6, 8, 12]`): "
+                     "their profiles are derived from the ratio-3 grids by the rule that gives the stored ratio-4 "
+                     "and -5 sets (docs/rules.md#profiles); at 12 CPUs per GPU every model's CPU demand fits in "
+                     "the fair share and TUNE can only add memory.")])
 
     notebook("synergy_drf_tetris", "# Synergy with other policies: DRF and Tetris (Fig. 12)\n\nDominant-resource "
              "fairness and Tetris order jobs by their multi-resource demands; with `+tune` they place with "

@@ -247,8 +247,9 @@ def cpu_memory_allocated(result, cluster: ClusterSpec) -> tuple[float, float]:
 
 
 def cpu_pressure(streams, preset: str, openb_dir: str | None = None) -> pd.DataFrame:
-    """Per stream (its first seed): the servers' CPU cores per GPU, and the share of jobs whose profile's ideal
-    cores per GPU exceed their servers' GPU-proportional share (what TUNE can act on)."""
+    """Per stream (its first seed): the servers' CPU cores per GPU, the fair share (per GPU type the smallest
+    server's cores per GPU, docs/rules.md#unlike-servers, averaged over the GPUs), and the share of jobs whose
+    profile's ideal cores per GPU exceed it (what TUNE can act on)."""
     from hetsched.resources.hetero import gavel_models
     from hetsched.resources.profiles import load_sensitivity
     from hetsched.model.catalog import split_job_type
@@ -258,7 +259,10 @@ def cpu_pressure(streams, preset: str, openb_dir: str | None = None) -> pd.DataF
     for stream in streams:
         jobs, cluster, _, _ = workload(Case(stream, "gavel", PRESETS[preset].seeds[0], preset, openb_dir))
         per_gpu = [s.cpu_cores / s.num_gpus for s in cluster.servers]
-        fair = sum(s.cpu_cores for s in cluster.servers) / cluster.num_gpus
+        smallest = {}
+        for s in cluster.servers:
+            smallest[s.gpu_type] = min(smallest.get(s.gpu_type, np.inf), s.cpu_cores / s.num_gpus)
+        fair = sum(smallest[s.gpu_type] * s.num_gpus for s in cluster.servers) / cluster.num_gpus
         want = [profiles[models.get(m, m)].cpus_per_gpu for m in (split_job_type(j.job_type)[0] for j in jobs)]
         out.append({"stream": stream, "cores_per_gpu_min": min(per_gpu), "cores_per_gpu_max": max(per_gpu),
                     "cores_per_gpu_fair": fair, "jobs_wanting_more_pct": 100 * float(np.mean(np.array(want) > fair)),
