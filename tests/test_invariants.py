@@ -78,3 +78,28 @@ def test_the_checks_catch_a_broken_run(las_run):
     job.finish_time_s = job.arrival_time_s + 1.0
     found = violations(early, CLUSTER, TABLE)
     assert any(v.startswith("alone") for v in found)
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness_packed", "finish_time_fairness_packed", "gandiva",
+                                    "max_min_fairness_perf"])
+def test_pinned_jobs_run_only_on_their_types_also_in_pairs(policy):
+    """Space-sharing pairs took the table's co-location rates, which know no pins: max_min_fairness_packed ran
+    K80-pinned jobs on V100s in 2,593 pair rows of this run (docs/rules.md#pins)."""
+    jobs = GavelGenerator(seed=2, mean_interarrival_s=300, throughputs=TABLE).jobs(30)
+    jobs = [j.with_(pinned_gpu_types="k80") if j.job_id % 3 == 0 else j for j in jobs]
+    cluster = ClusterSpec.parse("v100=4,k80=4")
+    result = simulate(jobs, cluster, policy, TABLE)
+    assert violations(result, cluster, TABLE) == []
+    assert result.jobs_frame()["pinned_gpu_types"].tolist().count("k80") == 10
+    pinned = result.timeline_frame().query("job_id % 3 == 0")
+    assert len(pinned) and set(pinned["gpu_type"]) == {"k80"}
+
+
+def test_the_pin_check_catches_a_job_run_off_its_types(las_run):
+    moved = copy.copy(las_run)
+    moved.jobs = {j: copy.copy(r) for j, r in las_run.jobs.items()}
+    first = las_run.timeline_frame().iloc[0]
+    moved.jobs[int(first["job_id"])].pinned_gpu_types = "|".join(g for g in ("v100", "p100", "k80")
+                                                                 if g != first["gpu_type"])
+    assert any(v.startswith(f"pins: job {int(first['job_id'])} ran on {first['gpu_type']}")
+               for v in violations(moved, CLUSTER, TABLE))

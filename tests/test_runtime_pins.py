@@ -58,3 +58,17 @@ def test_pins_the_table_lacks_and_slos_without_a_duration_are_refused_at_submit(
     with pytest.raises(InvalidInput, match=message):
         state.submit(submit_request(Job(0, 0.0, RESNET, 1, 1000, command="emulated", **change), 0))
     assert Store(tmp_path / "s.sqlite").jobs() == []
+
+
+def test_synergys_rounds_on_the_runtime_run_a_pinned_job_only_on_its_type(tmp_path):
+    """The runtime's core has a column per table type, so the check against the core's columns passed a k80 pin
+    and Synergy's rounds leased the job a V100."""
+    state = RuntimeState(Store(tmp_path / "s.sqlite"), "FIFO+fair", 60.0, TABLE)
+    state.register("v100", 4, "w", cpu_cores=16, mem_gb=200)
+    for job_id, pin in ((0, "k80"), (1, "k80|v100")):
+        state.submit(submit_request(Job(job_id, 0.0, "res18", 1, 1000, command="emulated", pinned_gpu_types=pin),
+                                    job_id))
+    state.round(state.now())
+    assert set(_leased_types(state)) == {1}
+    rows = {r.job_id: r for r in Store(tmp_path / "s.sqlite").jobs()}
+    assert rows[0].state == "failed" and "pinned to GPU types ['k80'], none of which" in rows[0].log_tail

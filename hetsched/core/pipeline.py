@@ -211,6 +211,7 @@ class RoundStage(DecideStage):
     identical rounds (`plan.rounds`)."""
 
     whole_rounds: ClassVar[bool] = True
+    gpu_type: str                       # its servers' one GPU type (pinned jobs are checked against it)
 
     def select(self, now: float) -> "tuple[np.ndarray, np.ndarray, bool]":
         raise HetschedError("a whole-round stage plans rounds (`plan`), it does not select entries")

@@ -199,7 +199,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
                                 "CPU and memory demands come from its job type's profile (docs/rules.md#profiles). "
                                 "Leave those fields empty")
         if self.whole_rounds:                   # the stage keeps the job's demands and rates by slot
-            self._pin_mask(job)                 # one pool of one GPU type: a pin elsewhere is refused
+            self._pin_mask(job, (self.decide.gpu_type,))    # its pool's type (the runtime's columns are the table's)
             s = self._take_slot(job)
             self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
             self.scale[s] = job.scale_factor
@@ -247,17 +247,19 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self.key_row[s] = row
         self._apply_pin(s)
 
-    def _pin_mask(self, job: Job) -> np.ndarray | None:
-        """1/0 per column for a job pinned to some GPU types; None when it may run anywhere."""
+    def _pin_mask(self, job: Job, gpu_types: tuple[str, ...] | None = None) -> np.ndarray | None:
+        """1/0 per column (or per type of `gpu_types`) for a job pinned to some GPU types; None when it may run
+        anywhere. Refused when none of them is there."""
         if not job.pinned_gpu_types:                        # the common case: no pin
             return None
         allowed = job.allowed_gpu_types
         if not allowed:
             return None
-        mask = np.array([g in allowed for g in self.gpu_types], float)
+        types = self.gpu_types if gpu_types is None else gpu_types
+        mask = np.array([g in allowed for g in types], float)
         if not mask.any():
             raise HetschedError(f"job {job.job_id}: pinned to GPU types {list(allowed)}, none of which this "
-                                f"cluster has ({list(self.gpu_types)})")
+                                f"cluster has ({list(types)})")
         return mask
 
     def _apply_pin(self, s: int) -> None:

@@ -22,12 +22,16 @@ class PolicyViews:
         slots = self._view_slots = self.active_slots_by_id()
         ids = self.job_of_slot[slots]
         rows = self.key_row[slots]
-        distinct, code = kernels.codes_of(rows) if kernels.ENABLED else np.unique(rows, return_inverse=True)
+        keys, masks = self._pinned_keys(slots, rows) if self._pins else (rows, None)
+        distinct, code = kernels.codes_of(keys) if kernels.ENABLED else np.unique(keys, return_inverse=True)
         colocated = None
         if self.policy.packing and len(distinct):
-            colocated = self._colocated_block(distinct)
+            base = distinct if masks is None else distinct // len(masks) - 1      # each key's table row
+            colocated = self._colocated_block(base)
             if self.estimator is not None:
-                colocated = self._estimated(distinct, colocated.copy())
+                colocated = self._estimated(base, colocated.copy())
+            if masks is not None:
+                colocated = self._pinned_pairs(colocated, distinct % len(masks), masks)
         if self.rates_measured and colocated is not None:   # the runtime's (docs/rules.md#measured-rates)
             code, colocated = self.measured_keys(slots, rows, colocated, code.ravel())
         return PolicyView(                                # every array below is new: no copies (copy=False)
@@ -37,6 +41,30 @@ class PolicyViews:
             time_since_arrival=now - self.arrival_s[slots], type_code=code.ravel(), colocated=colocated,
             prices=np.array([self.cluster.price(g) for g in self.gpu_types]), deadline_s=self.deadline[slots],
             now=now, copy=False, **self._entities(ids))
+
+    def _pinned_keys(self, slots: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Keys that tell pinned jobs apart (docs/rules.md#pins): (row + 1) x P + the job's pin (0: none, else
+        1 + its index among the P - 1 distinct pins), and those pins' 1/0 masks over the GPU types."""
+        index: dict[bytes, int] = {}
+        masks = [np.ones(self.n)]
+        pin = np.zeros(len(slots), np.int64)
+        for i, s in enumerate(slots.tolist()):
+            mask = self._pins.get(s)
+            if mask is not None:
+                pin[i] = index.setdefault(mask.tobytes(), len(index) + 1)
+                if pin[i] == len(masks):
+                    masks.append(mask)
+        return (rows.astype(np.int64) + 1) * len(masks) + pin, masks
+
+    @staticmethod
+    def _pinned_pairs(colocated: np.ndarray, pins: np.ndarray, masks: list[np.ndarray]) -> np.ndarray:
+        """No pair rate on a GPU type that either member is pinned away from."""
+        out = colocated.copy()
+        for i, p in enumerate(pins.tolist()):
+            off = masks[p] == 0
+            out[i, :, off] = 0.0
+            out[:, i, off] = 0.0
+        return out
 
     def _colocated_block(self, distinct: np.ndarray) -> np.ndarray:
         """The table's consolidated pair rates among the job keys present, (keys, keys, types, 2), read-only; the

@@ -9,7 +9,8 @@ invariant (an empty list when all hold):
 3. **rates**: no job ran faster than its isolated rate on the GPU type it ran on (steps <= rate x seconds);
 4. **alone**: no job finished sooner after its arrival than it would alone on its fastest GPU type present;
 5. **fluid bound**: the last finish is no earlier than the first arrival plus the GPU-seconds all jobs need at
-   their best rates spread over every GPU.
+   their best rates spread over every GPU;
+6. **pins**: a job pinned to GPU types runs on no other, alone or beside a partner.
 
 Rates come from the throughput table, so 3-5 apply to jobs whose (type, scale) the table has, and not to runs
 whose rates depart from it (batch-size adaptation; CPU/memory shares above the fair one); 5 not to runs that
@@ -31,7 +32,7 @@ REL = 1e-9      # float slack: steps are credited as products of rates and secon
 def violations(result, cluster: ClusterSpec, table: ThroughputTable | None = None) -> list[str]:
     """The broken invariants of `result` on `cluster` (rates from `table`; without it, only 1 and 2)."""
     tl = result.timeline_frame()
-    out = _capacity(tl, cluster) + _work(tl, result, adapted=result.adaptations is not None)
+    out = _capacity(tl, cluster) + _work(tl, result, adapted=result.adaptations is not None) + _pins(tl, result)
     # Rates above the table's: batch sizes adapted (Shockwave) or CPU/memory shares above the fair one (TUNE).
     cpu_memory = place_of(policy_for(result.policy, 0)).cpu_memory     # a bare ordering places greedily
     fixed_rates = result.adaptations is None and result.resource_stats is None and not cpu_memory
@@ -52,6 +53,17 @@ def _capacity(tl: pd.DataFrame, cluster: ClusterSpec) -> list[str]:
     have = np.array([cap.get(g, 0) for g in used.index.get_level_values("gpu_type")])
     over = used[used.to_numpy() > have]
     return [f"capacity: round {r} uses {n} {g} GPUs of {cap.get(g, 0)}" for (r, g), n in over.head(5).items()]
+
+
+def _pins(tl: pd.DataFrame, result) -> list[str]:
+    allowed = {j: set(r.pinned_gpu_types.split("|")) for j, r in result.jobs.items() if r.pinned_gpu_types}
+    out = []
+    for job_id, gpu_type, r in zip(tl["job_id"], tl["gpu_type"], tl["round"]):
+        if job_id in allowed and gpu_type not in allowed[job_id]:
+            out.append(f"pins: job {job_id} ran on {gpu_type} in round {r}, pinned to {sorted(allowed[job_id])}")
+            if len(out) == 10:
+                break
+    return out
 
 
 def _work(tl: pd.DataFrame, result, adapted: bool) -> list[str]:

@@ -41,6 +41,7 @@ class JobRecord:
     gpu_seconds: dict[str, float] = field(default_factory=dict)
     isolated_s: float = float("nan")      # Shockwave: isolated duration after adaptation (the rho denominator)
     entity: str | None = None             # the user/team/vc that hierarchical policies share among
+    pinned_gpu_types: str = ""            # '|'-separated GPU types the job may run on ('': any)
 
     @property
     def jct_s(self) -> float:
@@ -80,7 +81,8 @@ class Result:
         for r in self.jobs.values():
             row = {k: getattr(r, k) for k in ("job_id", "job_type", "scale_factor", "priority_weight",
                                               "arrival_time_s", "start_time_s", "finish_time_s", "total_steps",
-                                              "steps_done", "cost", "deadline_s", "isolated_s", "entity")}
+                                              "steps_done", "cost", "deadline_s", "isolated_s", "entity",
+                                              "pinned_gpu_types")}
             row["jct_s"] = r.jct_s
             row["in_window"] = self.window is None or self.window[0] <= r.job_id < self.window[1]
             for g in self.gpu_types:
@@ -139,7 +141,7 @@ class Result:
                 float(row["start_time_s"]), float(row["finish_time_s"]), float(row["steps_done"]),
                 float(row["cost"]), {g: float(row[f"seconds_on_{g}"]) for g in gpu_types
                                      if row[f"seconds_on_{g}"]}, float(row["isolated_s"]),
-                entity=row.get("entity") or None)
+                entity=row.get("entity") or None, pinned_gpu_types=row.get("pinned_gpu_types") or "")
         timeline = _side_file(path, "timeline")
         adaptations = _side_file(path, "adaptations")
         return cls(meta["policy"], gpu_types, int(meta["num_gpus"]), jobs, float(meta["makespan_s"]),
@@ -196,7 +198,7 @@ class ResultBuilder:
             raise SimulationError(f"job {job.job_id}: {sched.table.lacks(job.job_type, job.scale_factor)}")
         self.records[job.job_id] = JobRecord(job.job_id, job.job_type, job.scale_factor, job.priority_weight,
                                              job.arrival_time_s, job.total_steps, job.deadline_s,
-                                             entity=job.entity)
+                                             entity=job.entity, pinned_gpu_types=job.pinned_gpu_types)
         row = self._slot_row(slot)
         row[:] = 0.0
         row[0] = np.nan
