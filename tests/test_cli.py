@@ -53,21 +53,28 @@ def test_convert_trace_and_throughputs(tmp_path, shared_dir):
     assert (tmp_path / "t.csv").read_text().startswith("gpu_type,placement,job_type")
 
 
-def test_artifact_formats_refuse_what_they_cannot_carry_unless_lossy(tmp_path):
+def test_artifact_formats_refuse_what_they_cannot_carry_unless_lossy(tmp_path, capsys):
     """`generate gavel --slos --out x.trace` wrote SLOs without the durations their deadlines need, and a Shockwave
     trace converted to Gavel's format turned its adaptive jobs static, without a word."""
+    from hetsched.cli.main import main
+
+    def run_here(*args):
+        code = main([str(a) for a in args])
+        return code, capsys.readouterr().err
+
     out = tmp_path / "slo.trace"
     gen = ("generate", "gavel", "--seed", 0, "--slos", "--num-jobs", 20, "--mean-interarrival", 900, "--out", out)
-    proc = run(*gen, check=False)
-    assert proc.returncode == 2 and "cannot carry duration_s (20 jobs with an SLO" in proc.stderr
-    assert not out.exists()
-    assert "dropped duration_s (20 jobs with an SLO" in run(*gen, "--lossy").stderr
+    code, err = run_here(*gen)
+    assert code == 2 and "cannot carry duration_s (20 jobs with an SLO" in err and not out.exists()
+    code, err = run_here(*gen, "--lossy")
+    assert code == 0 and "dropped duration_s (20 jobs with an SLO" in err
     adaptive = tmp_path / "a.trace"
-    run("generate", "shockwave", "--seed", 1, "--num-jobs", 12, "--mean-interarrival", 300, "--out", adaptive)
-    proc = run("convert", "trace", adaptive, tmp_path / "b.trace", "--to", "gavel", check=False)
-    assert proc.returncode == 2 and "gavel's format cannot carry mode (" in proc.stderr
-    proc = run("convert", "trace", adaptive, tmp_path / "b.trace", "--to", "gavel", "--lossy")
-    assert "converted 12 jobs" in proc.stderr and "dropped mode (" in proc.stderr
+    assert run_here("generate", "shockwave", "--seed", 1, "--num-jobs", 12, "--mean-interarrival", 300,
+                    "--out", adaptive)[0] == 0
+    code, err = run_here("convert", "trace", adaptive, tmp_path / "b.trace", "--to", "gavel")
+    assert code == 2 and "gavel's format cannot carry mode (" in err
+    code, err = run_here("convert", "trace", adaptive, tmp_path / "b.trace", "--to", "gavel", "--lossy")
+    assert code == 0 and "converted 12 jobs" in err and "dropped mode (" in err
 
 
 def test_malformed_trace_exits_2_without_traceback(tmp_path):
