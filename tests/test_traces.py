@@ -167,3 +167,15 @@ def test_a_gavel_trace_with_an_slo_but_no_duration_is_refused_by_the_core(tmp_pa
     with pytest.raises(HetschedError, match=r"job 0: an SLO \(10 x its duration\) but no duration_s"):
         simulate(read_trace(tmp_path / "s.trace"), ClusterSpec.parse("2:2:2"), "gavel", gavel_table)
     simulate(jobs, ClusterSpec.parse("2:2:2"), "gavel", gavel_table)          # the jobs themselves run
+
+
+def test_only_a_formats_own_precision_counts_as_rounding():
+    """Steps within one step and times within a microsecond are rounding; a larger difference is a loss (the
+    tolerance was relative: a million steps read back as half a million counted as rounded)."""
+    from hetsched.model.jobs import Job
+    from hetsched.traces.keeps import compare
+
+    job = Job(0, 1000.0, "A3C", 1, 1e6)
+    kept = compare([job, job], [job.with_(total_steps=999999.0, arrival_time_s=1000.0000004),
+                                job.with_(total_steps=5e5)], "gavel")
+    assert kept.rounded == {"total_steps": 1, "arrival_time_s": 1} and kept.lost == {"total_steps": 1}

@@ -55,7 +55,7 @@ def compare(jobs: Sequence[Job], back: Sequence[Job], fmt: str) -> Kept:
             x, y = getattr(a, name), getattr(b, name)
             if x == y:
                 continue
-            if name in ROUNDED and x is not None and y is not None and abs(x - y) < ROUNDED[name][1] * max(1, abs(x)):
+            if name in ROUNDED and x is not None and y is not None and abs(x - y) < ROUNDED[name][1] + 1e-9 * abs(x):
                 _count(kept.rounded, name)
             elif name == "duration_s" and a.slo_factor is None:
                 _count(kept.unread, name)
