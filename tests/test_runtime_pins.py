@@ -72,3 +72,28 @@ def test_synergys_rounds_on_the_runtime_run_a_pinned_job_only_on_its_type(tmp_pa
     assert set(_leased_types(state)) == {1}
     rows = {r.job_id: r for r in Store(tmp_path / "s.sqlite").jobs()}
     assert rows[0].state == "failed" and "pinned to GPU types ['k80'], none of which" in rows[0].log_tail
+
+
+def test_measured_pair_rates_keep_a_pinned_jobs_types_closed():
+    """Once a pair's efficiency was measured (the runtime's rates), the policy's view gave a K80-pinned job's
+    partner a rate beside it on V100s (docs/rules.md#pins)."""
+    from hetsched import ClusterSpec
+    from hetsched.core.scheduler import Scheduler
+    from hetsched.sim.simulator import policy_for
+
+    lm = "LM (batch size 20)"
+    core = Scheduler(ClusterSpec.parse("v100=2,k80=2"), policy_for("max_min_fairness_packed", 0), TABLE, round_s=60)
+    core.add_job(Job(0, 0.0, RESNET, 1, 10**6, pinned_gpu_types="k80"))
+    core.add_job(Job(1, 0.0, RESNET, 1, 10**6))
+    core.add_job(Job(2, 0.0, lm, 1, 10**6))
+    w = core.gpu_types.index("v100")
+    rate = core.tput[core.slot[1], w]
+    core.observe_rate(1, "v100", 1.2 * rate)
+    core.observe_pair_rate(1, 2, "v100", 0.5 * rate)
+    core.observe_pair_rate(2, 1, "v100", 0.5 * core.tput[core.slot[2], w])
+    view = core.view(0.0)
+    code = view.type_code
+    assert core.rates_measured and len(set(code.tolist())) == 3
+    assert view.colocated[code[0], code[2], w].tolist() == [0.0, 0.0]
+    assert view.colocated[code[2], code[0], w].tolist() == [0.0, 0.0]
+    assert (view.colocated[code[1], code[2], w] > 0).all()          # the unpinned job of the same type pairs

@@ -34,6 +34,9 @@ class PolicyViews:
                 colocated = self._pinned_pairs(colocated, distinct % len(masks), masks)
         if self.rates_measured and colocated is not None:   # the runtime's (docs/rules.md#measured-rates)
             code, colocated = self.measured_keys(slots, rows, colocated, code.ravel())
+            if masks is not None:                          # a measured pair's efficiency knows no pins either
+                first = np.unique(code, return_index=True)[1]      # a job of each key (its jobs share a pin)
+                colocated = self._pinned_pairs(colocated, keys[first] % len(masks), masks)
         return PolicyView(                                # every array below is new: no copies (copy=False)
             job_ids=ids, gpu_types=self.gpu_types, capacity=self.capacity.copy(),
             throughput=self.tput[slots], scale_factor=self.scale[slots], unconsolidated=self.tput_spread[slots],
