@@ -107,19 +107,6 @@ class EntryTable:
         self._mask_pinned_pairs(m)
         self._entries_changed()
 
-    def _mask_pinned_pairs(self, start: int) -> None:
-        """Pair rows from `start` on run at rate 0 on a GPU type that either member is pinned away from
-        (docs/rules.md#pins): the table's pair rates know no pins."""
-        if not self._pins:
-            return
-        for r in range(start, len(self.members)):
-            a, b = self.members[r].tolist()
-            if b < 0 or (a not in self._pins and b not in self._pins):
-                continue
-            allowed = self._pins.get(a, 1.0) * self._pins.get(b, 1.0)
-            self.etput[r] *= allowed[:, None]
-            self.ok[r] &= allowed > 0
-
     def _room_for_pairs(self, members: np.ndarray, end: int) -> bool:
         """Whether `append_pair_rows` can write these entries: pairs only, and the row buffers reach `end`."""
         bufs = self._row_buffers

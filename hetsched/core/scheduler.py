@@ -18,6 +18,7 @@ import numpy as np
 from hetsched.core import kernels
 from hetsched.core.entries import EntryTable
 from hetsched.core.measured import MeasuredRates
+from hetsched.core.pins import PinnedJobs
 from hetsched.core.placement import Placer
 from hetsched.core.select import PrioritySelect
 from hetsched.core.slots import JobSlots
@@ -75,7 +76,8 @@ def check_entity_weights(policy, entity_weights) -> None:
                             f"nothing; use a hierarchical policy (max_min_fairness_water_filling[_perf])")
 
 
-class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwitching, MeasuredRates):
+class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, BatchSizeSwitching,
+                MeasuredRates):
     """The one scheduler: Gavel's mechanism around an allocation policy (priorities = allocation / share
     received, then placement), or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
     planner, an ordering) or plans, places and credits whole rounds (`RoundStage`: Synergy's server rounds)."""
@@ -246,27 +248,6 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect, BatchSizeSwit
         self.tput[s], self.tput_spread[s] = rates
         self.key_row[s] = row
         self._apply_pin(s)
-
-    def _pin_mask(self, job: Job, gpu_types: tuple[str, ...] | None = None) -> np.ndarray | None:
-        """1/0 per column (or per type of `gpu_types`) for a job pinned to some GPU types; None when it may run
-        anywhere. Refused when none of them is there."""
-        if not job.pinned_gpu_types:                        # the common case: no pin
-            return None
-        allowed = job.allowed_gpu_types
-        if not allowed:
-            return None
-        types = self.gpu_types if gpu_types is None else gpu_types
-        mask = np.array([g in allowed for g in types], float)
-        if not mask.any():
-            raise HetschedError(f"job {job.job_id}: pinned to GPU types {list(allowed)}, none of which this "
-                                f"cluster has ({list(types)})")
-        return mask
-
-    def _apply_pin(self, s: int) -> None:
-        pin = self._pins.get(s)
-        if pin is not None:
-            self.tput[s] *= pin
-            self.tput_spread[s] *= pin
 
     def remove_job(self, job_id: int) -> None:
         if self.whole_rounds:

@@ -45,30 +45,6 @@ class PolicyViews:
             prices=np.array([self.cluster.price(g) for g in self.gpu_types]), deadline_s=self.deadline[slots],
             now=now, copy=False, **self._entities(ids))
 
-    def _pinned_keys(self, slots: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Keys that tell pinned jobs apart (docs/rules.md#pins): (row + 1) x P + the job's pin (0: none, else
-        1 + its index among the P - 1 distinct pins), and those pins' 1/0 masks over the GPU types."""
-        index: dict[bytes, int] = {}
-        masks = [np.ones(self.n)]
-        pin = np.zeros(len(slots), np.int64)
-        for i, s in enumerate(slots.tolist()):
-            mask = self._pins.get(s)
-            if mask is not None:
-                pin[i] = index.setdefault(mask.tobytes(), len(index) + 1)
-                if pin[i] == len(masks):
-                    masks.append(mask)
-        return (rows.astype(np.int64) + 1) * len(masks) + pin, masks
-
-    @staticmethod
-    def _pinned_pairs(colocated: np.ndarray, pins: np.ndarray, masks: list[np.ndarray]) -> np.ndarray:
-        """No pair rate on a GPU type that either member is pinned away from."""
-        out = colocated.copy()
-        for i, p in enumerate(pins.tolist()):
-            off = masks[p] == 0
-            out[i, :, off] = 0.0
-            out[:, i, off] = 0.0
-        return out
-
     def _colocated_block(self, distinct: np.ndarray) -> np.ndarray:
         """The table's consolidated pair rates among the job keys present, (keys, keys, types, 2), read-only; the
         last one is kept, since the keys present rarely change between two views (the table does not change)."""

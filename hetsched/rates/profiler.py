@@ -33,8 +33,8 @@ import pandas as pd
 
 from hetsched.model.catalog import split_job_type
 from hetsched.errors import HetschedError
-from hetsched.io.atomic import replacing
 from hetsched.io.throughput_json import COLUMNS
+from hetsched.model.throughputs import write_frame
 
 DEFAULT_BATCH = 32          # job types without a batch size in their name (A3C, CycleGAN)
 KEY = ["gpu_type", "placement", "job_type", "scale_factor", "partner_job_type"]
@@ -315,14 +315,6 @@ def _read_existing(path: Path) -> pd.DataFrame:
     return frame
 
 
-def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
-    with replacing(path) as tmp:
-        if path.suffix == ".parquet":
-            frame.to_parquet(tmp, index=False)
-        else:
-            frame.to_csv(tmp, index=False)
-
-
 def tasks(spec: ProfileSpec) -> list[tuple]:
     scales = sorted(set(spec.scale_factors) | ({1} if spec.pairs else set()))   # a pair needs its members alone
     out = [("alone", t, s, None) for t in spec.job_types for s in scales]
@@ -356,7 +348,7 @@ def profile(spec: ProfileSpec, out: str | Path, progress: bool = True) -> pd.Dat
                              "scale_factor": s, "partner_job_type": p, "steps_per_s": r,
                              "partner_steps_per_s": pr} for j, p, r, pr in rows], columns=list(COLUMNS))
         table = new if table.empty else pd.concat([table, new], ignore_index=True)
-        _write_atomic(table, path)
+        write_frame(table, path)
     return table
 
 
@@ -383,5 +375,5 @@ def profile_cpu_grid(spec: ProfileSpec, out: str | Path, progress: bool = True, 
                          disable=not progress, unit="model"):
         new = pd.DataFrame(measure_cpu_grid(spec, job_type, cpu_levels, mem_levels))
         table = new if table.empty else pd.concat([table, new], ignore_index=True)
-        _write_atomic(table, path)
+        write_frame(table, path)
     return table

@@ -1,0 +1,72 @@
+"""Jobs pinned to GPU types (docs/rules.md#pins), a mixin of `Scheduler`: such a job has rate 0 on every other
+type, in its own throughput row, in the pair entries it belongs to, and in the pair rates its policy sees (the
+table's co-location rates know no pins)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetsched.errors import HetschedError
+from hetsched.model.jobs import Job
+
+
+class PinnedJobs:
+    """`_pins` (slot -> 1/0 mask over the columns, pinned jobs only) and what follows from it."""
+
+    def _pin_mask(self, job: Job, gpu_types: tuple[str, ...] | None = None) -> np.ndarray | None:
+        """1/0 per column (or per type of `gpu_types`) for a job pinned to some GPU types; None when it may run
+        anywhere. Refused when none of them is there."""
+        if not job.pinned_gpu_types:                        # the common case: no pin
+            return None
+        allowed = job.allowed_gpu_types
+        if not allowed:
+            return None
+        types = self.gpu_types if gpu_types is None else gpu_types
+        mask = np.array([g in allowed for g in types], float)
+        if not mask.any():
+            raise HetschedError(f"job {job.job_id}: pinned to GPU types {list(allowed)}, none of which this "
+                                f"cluster has ({list(types)})")
+        return mask
+
+    def _apply_pin(self, s: int) -> None:
+        pin = self._pins.get(s)
+        if pin is not None:
+            self.tput[s] *= pin
+            self.tput_spread[s] *= pin
+
+    def _mask_pinned_pairs(self, start: int) -> None:
+        """Pair rows from `start` on run at rate 0 on a GPU type that either member is pinned away from
+        (docs/rules.md#pins): the table's pair rates know no pins."""
+        if not self._pins:
+            return
+        for r in range(start, len(self.members)):
+            a, b = self.members[r].tolist()
+            if b < 0 or (a not in self._pins and b not in self._pins):
+                continue
+            allowed = self._pins.get(a, 1.0) * self._pins.get(b, 1.0)
+            self.etput[r] *= allowed[:, None]
+            self.ok[r] &= allowed > 0
+
+    def _pinned_keys(self, slots: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Keys that tell pinned jobs apart (docs/rules.md#pins): (row + 1) x P + the job's pin (0: none, else
+        1 + its index among the P - 1 distinct pins), and those pins' 1/0 masks over the GPU types."""
+        index: dict[bytes, int] = {}
+        masks = [np.ones(self.n)]
+        pin = np.zeros(len(slots), np.int64)
+        for i, s in enumerate(slots.tolist()):
+            mask = self._pins.get(s)
+            if mask is not None:
+                pin[i] = index.setdefault(mask.tobytes(), len(index) + 1)
+                if pin[i] == len(masks):
+                    masks.append(mask)
+        return (rows.astype(np.int64) + 1) * len(masks) + pin, masks
+
+    @staticmethod
+    def _pinned_pairs(colocated: np.ndarray, pins: np.ndarray, masks: list[np.ndarray]) -> np.ndarray:
+        """No pair rate on a GPU type that either member is pinned away from."""
+        out = colocated.copy()
+        for i, p in enumerate(pins.tolist()):
+            off = masks[p] == 0
+            out[i, :, off] = 0.0
+            out[:, i, off] = 0.0
+        return out
