@@ -35,3 +35,15 @@ def test_a_foreign_parquet_file_is_refused(tmp_path):
     pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "x.parquet")
     with pytest.raises(HetschedError, match="not a hetsched Result"):
         Result.read_parquet(tmp_path / "x.parquet")
+
+
+def test_a_run_without_jobs_has_empty_tables_with_their_columns(tmp_path):
+    cluster = ClusterSpec.parse("2:2:2")
+    full = simulate(GavelGenerator(seed=3, mean_interarrival_s=900.0).jobs(3), cluster, "max_min_fairness_perf")
+    empty = simulate([], cluster, "max_min_fairness_perf")
+    assert empty.jobs_frame().empty and list(empty.jobs_frame().columns) == list(full.jobs_frame().columns)
+    timeline = empty.timeline_frame()
+    assert timeline.empty and dict(timeline.dtypes) == dict(full.timeline_frame().dtypes)
+    back = Result.read_parquet(empty.to_parquet(tmp_path / "run.parquet"))
+    assert back.jobs == {} and back.timeline_frame().empty
+    assert summary(back)["num_jobs"] == 0

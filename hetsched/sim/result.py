@@ -16,6 +16,13 @@ from hetsched.model.jobs import Job
 
 META_KEY = "hetsched.sim.result"
 RESULT_FORMAT = 1
+_RECORD_COLUMNS = ("job_id", "job_type", "scale_factor", "priority_weight", "arrival_time_s", "start_time_s",
+                   "finish_time_s", "total_steps", "steps_done", "cost", "deadline_s", "isolated_s", "entity",
+                   "pinned_gpu_types")
+# The timeline's columns and their types (a run in which nothing ran still has them, with no rows).
+_TIMELINE_DTYPES = {"round": np.int64, "start_s": float, "end_s": float, "job_id": np.int64, "partner_id": np.int64,
+                    "gpu_type": np.int64, "num_gpus": np.int64, "steps": float, "lease_extended": bool,
+                    "cpus_per_gpu": float, "mem_gb_per_gpu": float}
 
 
 def _side_file(path: Path, name: str) -> Path:
@@ -77,18 +84,17 @@ class Result:
         return [j for j in range(*self.window) if j in self.jobs]
 
     def jobs_frame(self) -> pd.DataFrame:
+        """One row per job (no rows, the same columns, for a run without jobs)."""
         rows = []
         for r in self.jobs.values():
-            row = {k: getattr(r, k) for k in ("job_id", "job_type", "scale_factor", "priority_weight",
-                                              "arrival_time_s", "start_time_s", "finish_time_s", "total_steps",
-                                              "steps_done", "cost", "deadline_s", "isolated_s", "entity",
-                                              "pinned_gpu_types")}
+            row = {k: getattr(r, k) for k in _RECORD_COLUMNS}
             row["jct_s"] = r.jct_s
             row["in_window"] = self.window is None or self.window[0] <= r.job_id < self.window[1]
             for g in self.gpu_types:
                 row[f"seconds_on_{g}"] = r.gpu_seconds.get(g, 0.0)
             rows.append(row)
-        return pd.DataFrame(rows).sort_values("job_id").reset_index(drop=True)
+        columns = [*_RECORD_COLUMNS, "jct_s", "in_window", *(f"seconds_on_{g}" for g in self.gpu_types)]
+        return pd.DataFrame(rows, columns=columns).sort_values("job_id").reset_index(drop=True)
 
     # ---- persistence ---------------------------------------------------------------------------------
     def to_parquet(self, path: str | Path) -> Path:
@@ -292,9 +298,8 @@ class ResultBuilder:
             self._flush(job_id, slot)
         timeline = None
         if self.record_timeline:
-            keys = ("round", "start_s", "end_s", "job_id", "partner_id", "gpu_type", "num_gpus", "steps",
-                    "lease_extended", "cpus_per_gpu", "mem_gb_per_gpu")
-            timeline = {k: np.concatenate([c[k] for c in self._tl]) if self._tl else np.zeros(0) for k in keys}
+            timeline = {k: np.concatenate([c[k] for c in self._tl]) if self._tl else np.zeros(0, dtype)
+                        for k, dtype in _TIMELINE_DTYPES.items()}
         stats = self.sched.decide.stats if self.core_accounts else None
         busy = self.sched.decide.busy_gpu_s if self.core_accounts else self.busy
         return Result(self.sched.policy.name, self.sched.gpu_types, int(self.sched.capacity.sum()), self.records,
