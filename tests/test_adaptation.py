@@ -9,6 +9,7 @@ from hetsched.rates.adaptation.profile import epoch_profile
 from hetsched.rates.adaptation.runtime import RuntimeAdaptation
 from hetsched.rates.adaptation.schedules import (GNS_TABLE, accordion_pattern, convert_gns_json, gns_batch_at,
                                                  gns_pattern, gns_rules, is_critical, iterations_per_epoch)
+from hetsched.errors import SpecError
 from hetsched.model.jobs import AdaptationMode, Job
 from hetsched.model.throughputs import load_throughputs
 from hetsched.traces import read_trace
@@ -75,6 +76,27 @@ def test_canonical_profiles_match_the_specs_statistics(tacc):
     assert round(iso.mean()) == 3930 and epochs.min() == 2 and epochs.max() == 8583 and np.median(epochs) == 99
     assert (distinct == 1).sum() == 53 and (distinct == 2).sum() == 48
     assert round(sum(p.isolated_s * j.scale_factor for p, j in zip(profiles, jobs))) == 635795
+
+
+def test_a_profile_is_each_epochs_samples_over_its_rate(tacc):
+    job = Job(0, 0.0, "ResNet-18 (batch size 32)", 2, total_steps=40 * iterations_per_epoch("ResNet-18", 32),
+              mode=AdaptationMode.ACCORDION)
+    profile = epoch_profile(job, tacc)
+    pattern = accordion_pattern("ResNet-18", 32, 40)
+    assert profile.batch_sizes.tolist() == pattern and len(set(pattern)) == 2
+    expected = [50_000 / b / tacc.get(f"ResNet-18 (batch size {b})", 2, "v100") for b in pattern]
+    assert profile.durations.tolist() == expected                          # bit for bit, epoch by epoch
+
+
+def test_a_profile_too_long_to_keep_or_without_a_rate_is_refused(tacc):
+    with pytest.raises(SpecError, match=r"job 7: 1e\+15 steps .* epochs; the planner keeps a profile entry per epoch"):
+        epoch_profile(Job(7, 0.0, "ResNet-18 (batch size 64)", 1, total_steps=1e15), tacc)
+    wisr = load_throughputs("shockwave_wisr")
+    missing = [b for b in (16, 32, 64, 128, 256) if not wisr.get(f"Transformer (batch size {b})", 1, "v100") > 0]
+    assert missing                                                         # the case below needs one
+    job = Job(3, 0.0, f"Transformer (batch size {missing[0]})", 1, total_steps=1000.0)
+    with pytest.raises(SpecError, match="job 3: .* has no throughput on v100"):
+        epoch_profile(job, wisr)
 
 
 def test_switch_preserves_epochs_and_rounds_partial_epochs_up(tacc):

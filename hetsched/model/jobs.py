@@ -30,7 +30,7 @@ class Job:
     `entity` is the user, team or virtual cluster that hierarchical policies share among (None = no entity);
     `user` and `vc` keep a production trace's own fields. `pinned_gpu_types` is a `|`-separated list of the
     GPU types the job may run on (empty = any), as production traces record GPU-model constraints; the core
-    gives the job zero throughput elsewhere. Space-sharing pairs are looked up by job type and ignore pins.
+    gives the job zero throughput elsewhere, also in space-sharing pairs (docs/rules.md#pins).
     """
 
     job_id: int

@@ -8,10 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetsched.errors import SpecError
 from hetsched.model.jobs import AdaptationMode, Job
 from hetsched.model.throughputs import ThroughputTable
 from hetsched.rates.adaptation.schedules import (DATASET_SIZE, accordion_pattern, gns_pattern, iterations_per_epoch,
                                                  job_type_of, model_and_batch)
+
+
+MAX_EPOCHS = 20_000_000      # ~1 GB of per-epoch arrays; openb's longest pod is 1.4 million epochs
 
 
 @dataclass(frozen=True)
@@ -46,13 +50,20 @@ def epoch_profile(job: Job, table: ThroughputTable, gpu_type: str = "v100") -> E
     if model not in DATASET_SIZE:
         return None
     epochs = max(1, math.ceil(job.total_steps / iterations_per_epoch(model, bs0)))
+    if epochs > MAX_EPOCHS:
+        raise SpecError(f"job {job.job_id}: {job.total_steps:.4g} steps of {job.job_type} are {epochs:,} epochs; "
+                        f"the planner keeps a profile entry per epoch (docs/rules.md#profile), at most "
+                        f"{MAX_EPOCHS:,} a job")
     if job.mode is AdaptationMode.ACCORDION:
-        pattern = accordion_pattern(model, bs0, epochs)
+        bs = np.array(accordion_pattern(model, bs0, epochs), np.int64)
     elif job.mode is AdaptationMode.GNS:
-        pattern = gns_pattern(model, bs0, epochs, job.scale_factor)
+        bs = np.array(gns_pattern(model, bs0, epochs, job.scale_factor), np.int64)
     else:
-        pattern = [bs0] * epochs
-    bs = np.array(pattern, np.int64)
-    rate = {b: table.get(job_type_of(model, b), job.scale_factor, gpu_type) for b in set(pattern)}
-    per_bs = np.array([DATASET_SIZE[model] / b / rate[b] for b in pattern])
+        bs = np.full(epochs, bs0, np.int64)
+    sizes, code = np.unique(bs, return_inverse=True)
+    rate = np.array([table.get(job_type_of(model, int(b)), job.scale_factor, gpu_type) for b in sizes])
+    if not (rate > 0).all():
+        raise SpecError(f"job {job.job_id}: {job.job_type} has no throughput on {gpu_type} at a batch size of its "
+                        f"profile ({sizes[rate <= 0].tolist()}); the planner profiles jobs on {gpu_type}")
+    per_bs = DATASET_SIZE[model] / sizes[code] / rate[code]     # the same two divisions per epoch as one at a time
     return EpochProfile(model, job.scale_factor, bs, per_bs)
