@@ -125,6 +125,19 @@ def test_other_readers_report_positions():
         parse_gavel_trace(b"\n\xff\xfe")
 
 
+def test_columns_that_are_not_job_fields_are_named_with_the_field_they_resemble(caplog, tmp_path):
+    text = "job_id,arrival_time_s,job_type,scale_factor,total_steps,slo,priority,notes\n0,0,A3C,1,5,2,3,x\n"
+    with caplog.at_level("WARNING", logger="hetsched.traces.canonical"):
+        jobs = parse_canonical_csv(text, source="t.csv")
+    assert jobs[0].slo_factor is None and jobs[0].priority_weight == 1.0          # ignored, as the warning says
+    assert ("t.csv: ignoring columns that are not job fields: 'slo' (did you mean 'slo_factor'?), 'priority' "
+            "(did you mean 'priority_weight'?), 'notes'") in caplog.text
+    caplog.clear()
+    write_trace(jobs, tmp_path / "t.parquet")
+    read_trace(tmp_path / "t.parquet")
+    assert "ignoring" not in caplog.text                                           # a trace's own columns: no word
+
+
 def test_unknown_extension_and_read_only_format(tmp_path):
     with pytest.raises(TraceError, match="extension"):
         read_trace(tmp_path / "x.txt")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import difflib
 import io
+import logging
 import math
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -16,6 +18,7 @@ REQUIRED = ("job_id", "arrival_time_s", "job_type", "scale_factor", "total_steps
 _FLOATS = ("arrival_time_s", "total_steps", "priority_weight", "slo_factor", "duration_s", "cpu_demand",
            "mem_demand_gb")
 _MODES = {m.value: m for m in AdaptationMode}
+log = logging.getLogger(__name__)
 
 
 def _row_to_job(row: dict[str, str], where: Where, known: frozenset[str] | None) -> Job:
@@ -47,11 +50,23 @@ def _row_to_job(row: dict[str, str], where: Where, known: frozenset[str] | None)
     return build(where, Job, **kwargs)
 
 
+def _close(column: str) -> list[str]:
+    """The job field a column name probably meant: one it begins, else the nearest spelling."""
+    name = column.strip().lower()
+    starts = [f for f in JOB_FIELDS if name and f.startswith(name)]
+    return starts or difflib.get_close_matches(name, JOB_FIELDS, 1, 0.6)
+
+
 def _check_header(header: Iterable[str], source: str) -> None:
+    header = list(header)
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise TraceError(f"header lacks required columns {missing} (required: {', '.join(REQUIRED)})",
                          source=source, line=1)
+    unknown = [c for c in header if c not in JOB_FIELDS]
+    if unknown:                             # a misspelt field ('slo', 'priority') would otherwise vanish unseen
+        hints = [f"{c!r} (did you mean {close[0]!r}?)" if (close := _close(c)) else repr(c) for c in unknown]
+        log.warning("%s: ignoring columns that are not job fields: %s", source, ", ".join(hints))
 
 
 def _check_unique(jobs: list[Job], source: str) -> list[Job]:
@@ -65,7 +80,7 @@ def _check_unique(jobs: list[Job], source: str) -> list[Job]:
 
 def parse_canonical_csv(data: bytes | str, source: str = "<trace>",
                         known_job_types: frozenset[str] | None = None) -> list[Job]:
-    """Jobs of a canonical CSV (header required; unknown extra columns are ignored)."""
+    """Jobs of a canonical CSV (header required; unknown extra columns are ignored, with a warning)."""
     text = decode(data, source)
     if not text.strip():
         return []
