@@ -133,8 +133,11 @@ def test_adaptive_jobs_in_a_run_with_fixed_batch_sizes_are_refused(tacc):
     jobs = read_trace("data/traces/shockwave_120_40_25.csv")[:12]
     adaptive = next(j for j in jobs if j.mode != AdaptationMode.STATIC)
     cluster = ClusterSpec.parse("v100=8")
-    with pytest.raises(HetschedError, match=f"job {adaptive.job_id} adapts its batch size \\({adaptive.mode.value}\\)"):
-        simulate(jobs, cluster, "gavel", tacc)
+    refusal = f"job {adaptive.job_id} adapts its batch size \\({adaptive.mode.value}\\)"
+    with pytest.raises(HetschedError, match=refusal):
+        simulate(jobs, cluster, "gavel", tacc, SimulationConfig.for_system("gavel"))
+    with pytest.raises(HetschedError, match=refusal):          # a stream is not looked ahead for the rules
+        simulate(iter(jobs), cluster, "gavel", tacc)
     assert simulate(jobs, cluster, "gavel", tacc, SimulationConfig.for_system("shockwave")).jobs
     from dataclasses import replace
     static = [replace(j, mode=AdaptationMode.STATIC) for j in jobs]

@@ -20,7 +20,7 @@ from hetsched.runtime.state import RuntimeState
 from hetsched.runtime.store import Store
 from hetsched.runtime.stubs import pb2
 from hetsched.runtime.validate import InvalidInput
-from hetsched.sim.simulator import simulate
+from hetsched.sim.simulator import SimulationConfig, simulate
 
 TABLE = load_throughputs("gavel_simulation")
 GNS_TYPE = "ResNet-18 (batch size 64)"          # GNS doubles it at epoch 11 (table row: 64, sf 1, > 11 epochs)
@@ -156,8 +156,8 @@ def test_emulated_shockwave_switches_as_the_simulator_does():
             Job(2, 0.0, "ResNet-18 (batch size 32)", 1, 4000)]
     slowdowns = {"v100": 0.05}                      # 4,000 steps/s
     table = emulated_throughputs(job_types_of(jobs), slowdowns)
-    sim = simulate(jobs, ClusterSpec.parse("2:0:0"), "shockwave", table, round_s=1.0, min_reset_interval_s=0.0,
-                   dynamic_adaptation=True)
+    sim = simulate(jobs, ClusterSpec.parse("2:0:0"), "shockwave", table, SimulationConfig(), round_s=1.0,
+                   min_reset_interval_s=0.0, dynamic_adaptation=True)       # the runtime's rules, not the artifact's
     ends = sim.jobs_frame().set_index("job_id")["jct_s"]
     switches = sim.adaptations
     expected = {j: int(g["new_batch_size"].iloc[-1]) for j, g in switches.groupby("job_id")}

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from hetsched.cli.generate import mean_interarrival, refuse_unused, synergy_generator
+from hetsched.core.run_config import auto_system
 from hetsched.errors import HetschedError
 from hetsched.experiments.sweep import parse_window
 from hetsched.ui.names import display_name
@@ -60,12 +61,12 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster, window: tuple
     return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
 
 
-def _system_rules(args: argparse.Namespace, jobs, planner: bool) -> str | None:
-    """`--rules auto`: Shockwave's round rules for its planner and for streams with batch-size adaptation."""
+def _system_rules(args: argparse.Namespace, jobs, decide_kind: str) -> str | None:
+    """`--rules auto`: the core's choice (Shockwave's round rules for its planner and for streams with batch-size
+    adaptation); Shockwave's generator draws adaptive jobs."""
     if args.rules != "auto":
         return args.rules
-    adaptive = args.generate == "shockwave" or (isinstance(jobs, list) and any(j.mode.value != "static" for j in jobs))
-    return "shockwave" if planner or adaptive else None
+    return "shockwave" if args.generate == "shockwave" else auto_system(decide_kind, jobs)
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -96,8 +97,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         pins = {t for j in jobs for t in j.allowed_gpu_types} if isinstance(jobs, list) else set()
         _names_used(set(gpu_map), set(cluster.gpu_types) | pins, "--gpu-map maps", "the cluster's GPU types and the "
                     "jobs' pins")
-    planner = decide_of(policy_for(args.policy, 0)).kind == "planner"     # shockwave, shockwave_agnostic, +tune
-    system = _system_rules(args, jobs, planner)
+    kind = decide_of(policy_for(args.policy, 0)).kind
+    planner = kind == "planner"                                     # shockwave, shockwave_agnostic, +tune
+    system = _system_rules(args, jobs, kind)
     params = {"config": args.shockwave_config} if args.shockwave_config and planner else {}
     if args.shockwave_config and not planner:
         raise HetschedError("simulate: --shockwave-config applies to Shockwave's planner only (shockwave, "

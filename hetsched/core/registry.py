@@ -111,7 +111,7 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
     """The stages of `policy` (a name or a decide-stage object) under a `SimulationConfig`; refuses a
     combination that cannot act on the run (on `cluster`, when given)."""
     if isinstance(policy, str):
-        policy = policy_for(policy, config.seed)
+        policy = policy_for(policy, config.seed, system=config.system)
     decide = decide_of(policy)
     if config.ideal:
         _refuse_round_settings(config, decide.kind)

@@ -53,6 +53,9 @@ class SimulationConfig:
     # When progress is credited (docs/rules.md#credit): "task" (each micro-task, Gavel and Shockwave), "round"
     # (every lease ends with the round, Synergy's server rounds); None: the decide stage's own (round for orderings).
     credit: str | None = None
+    # The artifact whose round rules these are (`for_system` sets it): a policy named by string gets that
+    # artifact's driver parameters with them (docs/rules.md#auto-rules), as `hetsched simulate --rules` gives.
+    system: str | None = None
 
     def __post_init__(self):
         """Values no run can mean, refused where they enter: a window that no stream completes (reversed, empty
@@ -71,6 +74,8 @@ class SimulationConfig:
         if self.profiles_ratio is not None and not (whole_numbers((self.profiles_ratio,), 1)
                                                     and self.profiles_ratio >= 1):
             bad.append(f"profiles_ratio={self.profiles_ratio!r} (None or whole cores per GPU >= 1)")
+        if self.system is not None and self.system not in SYSTEM_RULES:
+            bad.append(f"system={self.system!r} (None or one of {', '.join(SYSTEM_RULES)})")
         if bad:
             raise HetschedError(f"simulation config: {', '.join(bad)}")
 
@@ -81,7 +86,15 @@ class SimulationConfig:
             preset = SYSTEM_RULES[system]
         except KeyError:
             raise HetschedError(f"unknown system {system!r}; known: {', '.join(SYSTEM_RULES)}") from None
-        return cls(**{**preset, **overrides})
+        return cls(**{**preset, "system": system, **overrides})
+
+
+def auto_system(decide_kind: str, jobs=None) -> str | None:
+    """The artifact rules a run gets when none are named (`hetsched simulate --rules auto`, `simulate()` without a
+    config): Shockwave's for its planner and for a job list with batch-size adaptation, which other rules refuse;
+    else None, the decide stage's own round (docs/rules.md#auto-rules)."""
+    adaptive = isinstance(jobs, (list, tuple)) and any(j.mode.value != "static" for j in jobs)
+    return "shockwave" if decide_kind == "planner" or adaptive else None
 
 
 def whole_numbers(values, length: int) -> bool:

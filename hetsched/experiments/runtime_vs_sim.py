@@ -82,8 +82,9 @@ def simulated(system: str, jobs: list[Job], cluster: str, policy: str, round_s: 
                        lease_start_s=lease_start_s * scale, fixed_rounds=fixed_rounds,
                        round_origin_s=origin_s * scale % (round_s * scale) if fixed_rounds else 0.0)
         return res.jobs_frame().set_index("job_id")["jct_s"] / scale
+    # The runtime's rules (runtime/state.py): the defaults and these, not Shockwave's simulator rules.
     res = simulate(jobs, ClusterSpec.load(cluster), policy, emulated_throughputs(job_types_of(jobs)),
-                   round_s=round_s, min_reset_interval_s=0.0, dynamic_adaptation=system == "shockwave",
+                   SimulationConfig(), round_s=round_s, min_reset_interval_s=0.0, dynamic_adaptation=system == "shockwave",
                    lease_start_s=lease_start_s, fixed_rounds=fixed_rounds,
                    over_deadline=system != "shockwave",
                    round_origin_s=origin_s % round_s if fixed_rounds else 0.0)

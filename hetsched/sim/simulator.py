@@ -20,9 +20,9 @@ from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (Simul
 from hetsched.model.jobs import Job
 from hetsched.core import kernels
 from hetsched.core.pipeline import Pipeline, grid_start
-from hetsched.core.registry import build_scheduler, pipeline_for, policy_for  # noqa: F401  (policy_for re-exported)
+from hetsched.core.registry import build_scheduler, decide_of, pipeline_for, policy_for  # noqa: F401  (re-exported)
 from hetsched.sim.result import Result, ResultBuilder
-from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig  # noqa: F401  (SimulationError re-exported)
+from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig, auto_system  # noqa: F401  (re-exported)
 from hetsched.model.throughputs import ThroughputTable, load_throughputs
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,9 @@ def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | objec
              throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
              on_progress: Callable[[float, int], None] | None = None, **overrides) -> Result:
     """Run `policy` (a name, a decide-stage object or a `Pipeline`) on `cluster` over the (arrival-ordered) job
-    stream and return the `Result`.
+    stream and return the `Result`. Without a `config`, the rules are those `hetsched simulate --rules auto`
+    picks (Shockwave's for its planner and for a job list with batch-size adaptation, else the defaults); a
+    policy named by string gets the named rules' driver parameters (docs/rules.md#auto-rules).
 
     `on_progress(now, finished_jobs)` is called every 200 rounds (events, in the fluid model: progress bars and
     a sweep's bounds).
@@ -97,11 +99,14 @@ class RoundSimulation:
     def __init__(self, jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | object | str,
                  throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
                  **overrides):
+        if config is None and not isinstance(policy, Pipeline):     # the rules `--rules auto` picks
+            system = auto_system(decide_of(policy_for(policy, 0) if isinstance(policy, str) else policy).kind, jobs)
+            config = SimulationConfig.for_system(system) if system else None
         config = replace(config or SimulationConfig(), **overrides)
         table = throughputs if isinstance(throughputs, ThroughputTable) else load_throughputs(
             throughputs or "gavel_simulation")
         if isinstance(policy, str):
-            policy = policy_for(policy, config.seed)
+            policy = policy_for(policy, config.seed, system=config.system)
         pipeline = policy if isinstance(policy, Pipeline) else pipeline_for(policy, config, cluster)
         self.pipeline, self.rules = pipeline, pipeline.rules
         self.config = config = replace(config, round_s=pipeline.rules.round_s)

@@ -1,0 +1,52 @@
+"""`simulate()` without a config runs the rules `hetsched simulate --rules auto` picks, and named rules bring their
+artifact's driver parameters to a policy named by string (docs/rules.md#auto-rules)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetsched import ClusterSpec
+from hetsched.core.registry import policy_for
+from hetsched.errors import HetschedError
+from hetsched.sim.metrics import summary
+from hetsched.sim.simulator import SimulationConfig, simulate
+from hetsched.traces import GavelGenerator, read_trace
+
+SHOCKWAVE_TRACE = "data/traces/shockwave_120_40_25.csv"
+
+
+def _jcts(result):
+    return result.jobs_frame().set_index("job_id")["jct_s"].to_dict()
+
+
+def test_shockwaves_planner_without_a_config_runs_under_shockwaves_rules():
+    jobs = GavelGenerator(seed=1, mean_interarrival_s=1500.0).jobs(14)
+    cluster = ClusterSpec.parse("1:1:1")
+    bare = simulate(jobs, cluster, "shockwave", record_timeline=False)
+    named = simulate(jobs, cluster, "shockwave", config=SimulationConfig.for_system("shockwave"), record_timeline=False)
+    defaults = simulate(jobs, cluster, "shockwave", config=SimulationConfig(), record_timeline=False)
+    assert _jcts(bare) == _jcts(named)
+    assert _jcts(bare) != _jcts(defaults)        # the preemption penalty and reset interval act on this stream
+
+
+def test_named_rules_bring_their_drivers_policy_parameters():
+    jobs = read_trace(SHOCKWAVE_TRACE)[:60]
+    cluster, rules = ClusterSpec.load("v100=8"), SimulationConfig.for_system("shockwave", record_timeline=False)
+    by_name = simulate(jobs, cluster, "allox", "shockwave_tacc", rules)
+    driver = simulate(jobs, cluster, policy_for("allox", 0, system="shockwave"), "shockwave_tacc", rules)
+    plain = simulate(jobs, cluster, policy_for("allox", 0), "shockwave_tacc", rules)
+    assert _jcts(by_name) == _jcts(driver)       # AlloX with Shockwave's alpha = 0.2, as the CLI runs it
+    assert summary(by_name)["avg_jct_s"] != summary(plain)["avg_jct_s"]
+
+
+def test_an_adaptive_job_list_without_a_config_gets_the_rules_that_can_run_it():
+    jobs = read_trace(SHOCKWAVE_TRACE)[:12]
+    bare = simulate(jobs, ClusterSpec.load("v100=4"), "max_min_fairness", "shockwave_tacc", record_timeline=False)
+    named = simulate(jobs, ClusterSpec.load("v100=4"), "max_min_fairness", "shockwave_tacc",
+                     SimulationConfig.for_system("shockwave"), record_timeline=False)
+    assert _jcts(bare) == _jcts(named) and len(bare.jobs) == 12
+
+
+def test_a_config_names_known_rules_only():
+    with pytest.raises(HetschedError, match="system='tiresias'"):
+        SimulationConfig(system="tiresias")
