@@ -113,10 +113,15 @@ def test_lease_extension_keeps_gpus(gavel_table):
     assert tl["lease_extended"].mean() > 0.5
 
 
-def test_a_job_that_never_fits_is_reported(gavel_table):
+def test_a_job_that_never_fits_is_refused_when_it_arrives(gavel_table):
     job = Job(0, 0.0, "ResNet-18 (batch size 64)", 8, 1000.0)
-    with pytest.raises(SimulationError, match="stuck jobs"):
+    with pytest.raises(SimulationError, match=r"job 0 \(ResNet-18 \(batch size 64\)\) needs 8 GPUs of one type; "
+                                              r"the types it can run on have k80=2, p100=2, v100=2"):
         run([job], gavel_table, "max_min_fairness_perf", "2:2:2")
+    late = [Job(0, 0.0, "ResNet-18 (batch size 64)", 1, 1e9), job.with_(job_id=1, arrival_time_s=1e6)]
+    with pytest.raises(SimulationError, match="job 1 .* needs 8 GPUs") as info:   # not after job 0's 1e9 steps
+        run(late, gavel_table, "max_min_fairness_perf", "2:2:2")
+    assert "stuck" not in str(info.value)
 
 
 def test_summary_is_json_ready(stream, gavel_table):

@@ -305,6 +305,7 @@ class RoundSimulation:
         sched = self.sched
         for job in self.arrivals.pop_until(now):
             sched.add_job(job)
+            self._check_fits(job)
             self.out.arrived(job, sched.slot[job.job_id])
             if self.tracker is not None:
                 self.tracker.arrived(job)
@@ -312,6 +313,19 @@ class RoundSimulation:
         if limit is not None and len(sched.jobs) > limit:
             raise SimulationError.saturated(len(sched.jobs), now, limit)
         return self.window_left != 0
+
+    def _check_fits(self, job: Job) -> None:
+        """A job no GPU type can hold (its GPUs on one type, at a rate above 0) would wait until the whole stream
+        has run and then stop the run as stuck: refused when it arrives. Server rounds check their pool's size."""
+        sched = self.sched
+        if sched.whole_rounds:
+            return
+        s = sched.slot[job.job_id]
+        runs = sched.tput[s] > 0
+        if not (runs & (sched.capacity >= job.scale_factor)).any():
+            where = ", ".join(f"{g}={int(c)}" for g, c, ok in zip(sched.gpu_types, sched.capacity, runs) if ok)
+            raise SimulationError(f"job {job.job_id} ({job.job_type}) needs {job.scale_factor} GPUs of one type; the "
+                                  f"types it can run on have {where or 'none'}")
 
     def result(self) -> Result:
         result = self.out.build(self.now)
