@@ -141,6 +141,7 @@ class RoundSimulation:
             not sched.shuffle or sched._mt is not None) and (
             self.tracker is None and sched.decide is None and sched.resources is None and sched.estimator is None)
         self.budget = self.extra = 0         # quiet rounds allowed in the next step / run in the last one
+        self._fits: set[tuple] = set()       # (job type, GPUs, pins) that some GPU type holds
 
     def step(self) -> bool:
         """One iteration of the event loop; False once the run is over."""
@@ -318,11 +319,14 @@ class RoundSimulation:
         """A job no GPU type can hold (its GPUs on one type, at a rate above 0) would wait until the whole stream
         has run and then stop the run as stuck: refused when it arrives. Server rounds check their pool's size."""
         sched = self.sched
-        if sched.whole_rounds:
+        key = (job.job_type, job.scale_factor, job.pinned_gpu_types)     # what the answer depends on
+        if sched.whole_rounds or key in self._fits:
             return
         s = sched.slot[job.job_id]
         runs = sched.tput[s] > 0
-        if not (runs & (sched.capacity >= job.scale_factor)).any():
+        if (runs & (sched.capacity >= job.scale_factor)).any():
+            self._fits.add(key)
+        else:
             where = ", ".join(f"{g}={int(c)}" for g, c, ok in zip(sched.gpu_types, sched.capacity, runs) if ok)
             raise SimulationError(f"job {job.job_id} ({job.job_type}) needs {job.scale_factor} GPUs of one type; the "
                                   f"types it can run on have {where or 'none'}")

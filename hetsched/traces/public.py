@@ -9,8 +9,9 @@ Schemas, from each trace's published README:
 - `openb` -- Alibaba GPU 2023 pod list: `name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, qos, pod_phase,
   creation_time, deletion_time, scheduled_time` (seconds). Arrival = creation; duration = deletion - scheduled
   (pods never scheduled, the `Pending` ones, have none; every phase has a deletion time, so `Running` pods
-  ran to their deletion too, median 0.2 h in the public file); `gpu_spec` = the allowed GPU models. No users or
-  virtual clusters.
+  ran to their deletion too, median 0.2 h in the public file; 32 GPU pods of `openb_pod_list_gpuspec33.csv`, up to
+  145 days long, are `Running` at the list's last deletion time, 12,902,960 s: their durations are lower bounds);
+  `gpu_spec` = the allowed GPU models. No users or virtual clusters.
 - `alibaba2026` -- Alibaba spot GPU 2026 `job_info_df.csv`: `job_name, organization, gpu_model, cpu_request,
   gpu_request, worker_num, submit_time, duration, job_type`. GPUs = gpu_request x worker_num; vc = organization;
   status = job_type (`HP` or `Spot`); the job is pinned to its `gpu_model`.
