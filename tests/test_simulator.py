@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetsched import ClusterSpec, Job
+from hetsched import ClusterSpec, HetschedError, Job
 from hetsched.sim.metrics import average_jct, finish_time_fairness, jct_cdf, summary, unfair_fraction
 from hetsched.sim.simulator import SimulationError, simulate
 from hetsched.traces import GavelGenerator
@@ -163,3 +163,11 @@ def test_a_job_type_the_table_lacks_is_refused_not_run_at_the_default_rate(gavel
                 ideal=ideal)
     with pytest.raises(SimulationError, match=r"'A3C' on 2 GPU\(s\) is not in .*, which measures it on \[1\] GPU"):
         run([Job(0, 0.0, "A3C", 2, 1000.0)], gavel_table, "gavel", "4:4:4", ideal=ideal)
+
+
+def test_a_pin_that_differs_from_a_type_only_in_case_is_refused_not_dropped(gavel_table):
+    job = Job(0, 0.0, "ResNet-18 (batch size 64)", 1, 1000.0, pinned_gpu_types="V100|k80")
+    with pytest.raises(HetschedError, match=r"pinned to GPU types \['V100'\]; GPU type names are case-sensitive: "
+                                            r"did you mean \['v100'\]"):
+        run([job], gavel_table, "max_min_fairness_perf", "2:2:2")     # it ran on k80s only
+    assert run([job.with_(pinned_gpu_types="a100|k80")], gavel_table, "max_min_fairness_perf", "2:2:2").jobs

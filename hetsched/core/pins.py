@@ -22,6 +22,12 @@ class PinnedJobs:
         if not allowed:
             return None
         types = self.gpu_types if gpu_types is None else gpu_types
+        by_case = {g.lower(): g for g in types}
+        cased = {a: by_case[a.lower()] for a in allowed if a not in types and a.lower() in by_case}
+        if cased:                       # 'V100' for 'v100' is a typo, not a type the cluster lacks: never dropped
+            raise HetschedError(f"job {job.job_id}: pinned to GPU types {list(cased)}; GPU type names are "
+                                f"case-sensitive: did you mean {list(cased.values())}? (this cluster has "
+                                f"{list(types)})")
         mask = np.array([g in allowed for g in types], float)
         if not mask.any():
             raise HetschedError(f"job {job.job_id}: pinned to GPU types {list(allowed)}, none of which this "
