@@ -91,6 +91,14 @@ def test_openb_pins_gpu_models_and_counts_fractional_gpus_as_one():
     assert t4.total_steps == pytest.approx(1900 * 0.8 * table.get(t4.job_type, 1, "p100"))
 
 
+def test_openb_pods_still_running_at_the_lists_end_are_counted_as_censored():
+    text = OPENB.replace("LS,Running,100,5100,100", "LS,Running,100,9400,100")        # p0 now ends with the list
+    _, rep = parse("openb", text)
+    assert rep.censored == 1 and "1 still running when the trace ends" in rep.summary()   # p0; not p3 (Failed)
+    _, rep = parse("openb", OPENB)
+    assert rep.censored == 0 and "still running" not in rep.summary()       # p0 ended before the list did
+
+
 def test_alibaba2026_gpus_are_request_times_workers_and_vc_is_the_organization():
     jobs, _ = parse("alibaba2026", A2026)
     assert [(j.scale_factor, j.vc, j.pinned_gpu_types) for j in jobs] == [

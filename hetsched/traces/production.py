@@ -100,6 +100,7 @@ class Conversion:
     filtered: int = 0
     rounded_up: int = 0
     part_gpus: int = 0                 # kept jobs that asked for part of a GPU (or a fractional count)
+    censored: int = 0                  # kept jobs still running when the trace ends (durations are lower bounds)
     jobs: list[Job] = field(default_factory=list)
     frame: pd.DataFrame | None = None
 
@@ -108,7 +109,9 @@ class Conversion:
         return (f"{self.rows} rows: {kept} jobs kept; dropped {self.no_gpus} without GPUs, "
                 f"{self.no_duration} without a duration, {self.too_large} above the table's largest scale "
                 f"factor, {self.filtered} by the filters; {self.rounded_up} GPU counts rounded up to a "
-                f"scale factor; {self.part_gpus} asked for part of a GPU and take whole GPUs")
+                f"scale factor; {self.part_gpus} asked for part of a GPU and take whole GPUs"
+                + (f"; {self.censored} still running when the trace ends (their durations are lower bounds)"
+                   if self.censored else ""))
 
 
 # ---- reading CSV in chunks, with errors that name the line and the field --------------------------------
@@ -218,10 +221,12 @@ def pinned(models: pd.Series, ignore: Iterable[str] = ()) -> pd.Series:
 
 def records_frame(**columns) -> pd.DataFrame:
     """The records of `RECORD`'s columns; `part_gpu` (optional, default False) marks a job that asked for part of
-    a GPU (openb's milli-GPUs, PAI's percentages) and was given whole GPUs."""
+    a GPU (openb's milli-GPUs, PAI's percentages) and was given whole GPUs, `censored` (optional) one still running
+    when the trace was taken, whose duration is a lower bound."""
     frame = pd.DataFrame({c: columns[c] for c in RECORD})
     frame["gpus"] = frame["gpus"].astype(np.int64)
     frame["part_gpu"] = np.asarray(columns.get("part_gpu", False), bool) & np.ones(len(frame), bool)
+    frame["censored"] = np.asarray(columns.get("censored", False), bool) & np.ones(len(frame), bool)
     return frame
 
 
@@ -258,6 +263,7 @@ def to_jobs(records: pd.DataFrame, mapping: JobMapping | None = None, filters: F
         r = r.iloc[:filters.max_jobs]
     out.rounded_up = int((r["scale_factor"].to_numpy() != r["gpus"].to_numpy()).sum())
     out.part_gpus = int(r["part_gpu"].to_numpy().sum())
+    out.censored = int(r["censored"].to_numpy().sum())
     out.frame = _map_frame(r, table, mapping)
     if materialize:
         out.jobs = frame_to_jobs(out.frame)

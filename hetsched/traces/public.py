@@ -9,8 +9,9 @@ Schemas, from each trace's published README:
 - `openb` -- Alibaba GPU 2023 pod list: `name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, qos, pod_phase,
   creation_time, deletion_time, scheduled_time` (seconds). Arrival = creation; duration = deletion - scheduled
   (pods never scheduled, the `Pending` ones, have none; every phase has a deletion time, so `Running` pods
-  ran to their deletion too, median 0.2 h in the public file; 32 GPU pods of `openb_pod_list_gpuspec33.csv`, up to
-  145 days long, are `Running` at the list's last deletion time, 12,902,960 s: their durations are lower bounds);
+  ran to their deletion too, median 0.2 h in the public file; those `Running` at the list's last deletion time
+  were cut off by the snapshot, their durations lower bounds: 32 GPU pods of `openb_pod_list_gpuspec33.csv`, up to
+  145 days long, counted as `censored`);
   `gpu_spec` = the allowed GPU models. No users or virtual clusters.
 - `alibaba2026` -- Alibaba spot GPU 2026 `job_info_df.csv`: `job_name, organization, gpu_model, cpu_request,
   gpu_request, worker_num, submit_time, duration, job_type`. GPUs = gpu_request x worker_num; vc = organization;
@@ -94,11 +95,17 @@ def openb_records(data, source: str = "<openb_pod_list.csv>") -> pd.DataFrame:
         scheduled = times(c, "scheduled_time", first, source)
         deleted = times(c, "deletion_time", first, source)
         gpus = _counts(c, "num_gpu", first, source)
+        status = text(c, "pod_phase")
         frames.append(records_frame(
             arrival_s=times(c, "creation_time", first, source, empty_ok=False), duration_s=deleted - scheduled,
-            gpus=gpus, user="", vc="", status=text(c, "pod_phase"), gpu_model=pinned(text(c, "gpu_spec")),
-            part_gpu=_part_gpu(c, gpus, first, source)))
-    return _gather(frames)
+            gpus=gpus, user="", vc="", status=status, gpu_model=pinned(text(c, "gpu_spec")),
+            part_gpu=_part_gpu(c, gpus, first, source), censored=(status == "Running").to_numpy()
+        ).assign(deleted=deleted))
+    frame = _gather(frames)
+    if "deleted" in frame:          # still Running at the list's last deletion time: cut off by the snapshot
+        deleted = frame.pop("deleted").to_numpy(dtype=float)
+        frame["censored"] &= deleted == np.nanmax(deleted)
+    return frame
 
 
 def _part_gpu(chunk, gpus: np.ndarray, first: int, source: str) -> np.ndarray:
