@@ -11,7 +11,8 @@ from hetsched.model.jobs import Job
 
 
 class PinnedJobs:
-    """`_pins` (slot -> 1/0 mask over the columns, pinned jobs only) and what follows from it."""
+    """`_pins` (slot -> 1/0 mask over the columns, pinned jobs only), `pin_off` (slot x column: pinned away) and
+    what follows from them."""
 
     def _pin_mask(self, job: Job, gpu_types: tuple[str, ...] | None = None) -> np.ndarray | None:
         """1/0 per column (or per type of `gpu_types`) for a job pinned to some GPU types; None when it may run
@@ -45,13 +46,13 @@ class PinnedJobs:
         (docs/rules.md#pins): the table's pair rates know no pins."""
         if not self._pins:
             return
-        for r in range(start, len(self.members)):
-            a, b = self.members[r].tolist()
-            if b < 0 or (a not in self._pins and b not in self._pins):
-                continue
-            allowed = self._pins.get(a, 1.0) * self._pins.get(b, 1.0)
-            self.etput[r] *= allowed[:, None]
-            self.ok[r] &= allowed > 0
+        members = self.members[start:]
+        rows = np.flatnonzero(members[:, 1] >= 0)
+        off = self.pin_off[members[rows, 0]] | self.pin_off[members[rows, 1]]      # (pair rows, types)
+        hit = off.any(axis=1)
+        rows, off = rows[hit] + start, off[hit]
+        self.etput[rows] *= ~off[:, :, None]
+        self.ok[rows] &= ~off
 
     def _pinned_keys(self, slots: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """Keys that tell pinned jobs apart (docs/rules.md#pins): (row + 1) x P + the job's pin (0: none, else
@@ -70,9 +71,7 @@ class PinnedJobs:
     @staticmethod
     def _pinned_pairs(colocated: np.ndarray, pins: np.ndarray, masks: list[np.ndarray]) -> np.ndarray:
         """No pair rate on a GPU type that either member is pinned away from."""
+        off = np.array(masks)[pins] == 0                                   # (keys, types)
         out = colocated.copy()
-        for i, p in enumerate(pins.tolist()):
-            off = masks[p] == 0
-            out[i, :, off] = 0.0
-            out[:, i, off] = 0.0
+        out[off[:, None, :] | off[None, :, :]] = 0.0
         return out

@@ -82,7 +82,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
     received, then placement), or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
     planner, an ordering) or plans, places and credits whole rounds (`RoundStage`: Synergy's server rounds)."""
 
-    SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row", "arrival_s", "weight", "deadline")
+    SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row", "arrival_s", "weight", "deadline",
+                   "pin_off")
 
     PRIOR_FRACTION = 0.5   # every entry starts with half a round of "time received" per type
 
@@ -130,6 +131,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         self.remaining = np.zeros(size)
         self.tput = np.zeros((size, n))
         self.tput_spread = np.zeros((size, n))
+        self.pin_off = np.zeros((size, n), bool)     # GPU types a pinned job may not use (pins.py)
         self.scale = np.zeros(size, np.int64)
         self.key_row = np.zeros(size, np.int64)
         self.arrival_s = np.zeros(size)         # the policy view's per-job columns (views.py)
@@ -217,6 +219,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         s = self._take_slot(job)
         if pin is not None:
             self._pins[s] = pin
+            self.pin_off[s] = pin == 0
         self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
         if known:
             self._set_rates(s, self.table.index(key))
@@ -255,7 +258,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
             self._release_slot(job_id)
             return
         s = self._release_slot(job_id)
-        self._pins.pop(s, None)
+        if self._pins.pop(s, None) is not None:
+            self.pin_off[s] = False
         if self.resources is not None:
             self.resources.remove_job(s)
         if self.adaptation is not None:
