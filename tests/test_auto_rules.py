@@ -3,6 +3,8 @@ artifact's driver parameters to a policy named by string (docs/rules.md#auto-rul
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hetsched import ClusterSpec
@@ -50,3 +52,15 @@ def test_an_adaptive_job_list_without_a_config_gets_the_rules_that_can_run_it():
 def test_a_config_names_known_rules_only():
     with pytest.raises(HetschedError, match="system='tiresias'"):
         SimulationConfig(system="tiresias")
+
+
+@pytest.mark.parametrize("policy, cluster, rules", [("FIFO+tune", "2x8/24/500@v100", "synergy"),
+                                                    ("las", "2:2:2", "gavel")])
+def test_the_cli_reports_the_rules_its_run_had(policy, cluster, rules, capsys):
+    from hetsched.cli.main import main
+
+    trace = "data/traces/synergy_static_100.csv" if rules == "synergy" else None
+    args = ["--trace", trace] if trace else ["--generate", "gavel", "--num-jobs", "6", "--jobs-per-hour", "4"]
+    assert main(["simulate", "--policy", policy, "--cluster", cluster, *args, "--json"]) == 0
+    config = json.loads(capsys.readouterr().out)["config"]
+    assert config["rules"] == rules and config["round_s"] == {"synergy": 300.0, "gavel": 360.0}[rules]

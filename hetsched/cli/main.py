@@ -143,8 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--min-reset-interval", type=float, default=None,
                      help="minimum seconds between allocation recomputes (default: Gavel's 1920, Shockwave's 1000)")
     sim.add_argument("--rules", choices=("auto", "gavel", "synergy", "shockwave"), default="auto",
-                     help="round rules of an artifact (auto: shockwave for Shockwave's planner and for traces with "
-                          "accordion/gns jobs: 120-s rounds, 20-s preemption penalty, batch-size adaptation)")
+                     help="round rules of an artifact (auto: shockwave for traces with accordion/gns jobs: 120-s "
+                          "rounds, 20-s preemption penalty, batch-size adaptation; else the policy's own artifact's: "
+                          "gavel for an allocation, synergy for an ordering, shockwave for its planner)")
     sim.add_argument("--shockwave-config", metavar="PRESET|JSON",
                      help="shockwave planner hyper-parameters: tacc_32gpus (default), scale_64gpus, "
                           "scale_128gpus, scale_256gpus, or the artifact's JSON file")

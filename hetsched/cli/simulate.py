@@ -61,9 +61,9 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster, window: tuple
     return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
 
 
-def _system_rules(args: argparse.Namespace, jobs, decide_kind: str) -> str | None:
-    """`--rules auto`: the core's choice (Shockwave's round rules for its planner and for streams with batch-size
-    adaptation); Shockwave's generator draws adaptive jobs."""
+def _system_rules(args: argparse.Namespace, jobs, decide_kind: str) -> str:
+    """`--rules auto`: the core's choice (Shockwave's round rules for streams with batch-size adaptation, else the
+    rules of the artifact whose decide stage the policy is); Shockwave's generator draws adaptive jobs."""
     if args.rules != "auto":
         return args.rules
     return "shockwave" if args.generate == "shockwave" else auto_system(decide_kind, jobs)
@@ -115,7 +115,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         overrides["round_s"] = args.round
     if args.min_reset_interval is not None:
         overrides["min_reset_interval_s"] = args.min_reset_interval
-    config = SimulationConfig.for_system(system, **overrides) if system else SimulationConfig(**overrides)
+    config = SimulationConfig.for_system(system, **overrides)
     if args.calibration is not None:
         from hetsched.io.calibration import calibrated_config
         config = calibrated_config(config, args.calibration)
@@ -136,7 +136,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                      "policy_name": display_name(result.policy), "cluster": str(cluster),
                      "prices_per_hour": dict(cluster.prices_per_hour), "throughputs": args.throughputs,
                      "round_s": pipeline.rules.round_s, "stages": pipeline.stages(), "seed": config.seed,
-                     "window": args.window, "rules": system or "gavel",
+                     "window": args.window, "rules": system,
                      "trace": str(args.trace) if args.trace else None, "generate": args.generate,
                      "partitions": args.partitions}
     if args.json:

@@ -89,12 +89,15 @@ class SimulationConfig:
         return cls(**{**preset, "system": system, **overrides})
 
 
-def auto_system(decide_kind: str, jobs=None) -> str | None:
+OWN_SYSTEM = {"allocation": "gavel", "ordering": "synergy", "planner": "shockwave"}   # whose decide stage it is
+
+
+def auto_system(decide_kind: str, jobs=None) -> str:
     """The artifact rules a run gets when none are named (`hetsched simulate --rules auto`, `simulate()` without a
-    config): Shockwave's for its planner and for a job list with batch-size adaptation, which other rules refuse;
-    else None, the decide stage's own round (docs/rules.md#auto-rules)."""
+    config): Shockwave's for a job list with batch-size adaptation, which other rules refuse; else those of the
+    artifact whose decide stage it is (docs/rules.md#auto-rules)."""
     adaptive = isinstance(jobs, (list, tuple)) and any(j.mode.value != "static" for j in jobs)
-    return "shockwave" if decide_kind == "planner" or adaptive else None
+    return "shockwave" if adaptive else OWN_SYSTEM[decide_kind]
 
 
 def whole_numbers(values, length: int) -> bool:

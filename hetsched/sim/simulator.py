@@ -100,8 +100,8 @@ class RoundSimulation:
                  throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
                  **overrides):
         if config is None and not isinstance(policy, Pipeline):     # the rules `--rules auto` picks
-            system = auto_system(decide_of(policy_for(policy, 0) if isinstance(policy, str) else policy).kind, jobs)
-            config = SimulationConfig.for_system(system) if system else None
+            config = SimulationConfig.for_system(
+                auto_system(decide_of(policy_for(policy, 0) if isinstance(policy, str) else policy).kind, jobs))
         config = replace(config or SimulationConfig(), **overrides)
         table = throughputs if isinstance(throughputs, ThroughputTable) else load_throughputs(
             throughputs or "gavel_simulation")
