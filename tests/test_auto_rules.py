@@ -64,3 +64,14 @@ def test_the_cli_reports_the_rules_its_run_had(policy, cluster, rules, capsys):
     assert main(["simulate", "--policy", policy, "--cluster", cluster, *args, "--json"]) == 0
     config = json.loads(capsys.readouterr().out)["config"]
     assert config["rules"] == rules and config["round_s"] == {"synergy": 300.0, "gavel": 360.0}[rules]
+
+
+def test_a_fluid_run_refuses_shockwave_for_what_it_is_not_for_its_rules_presets():
+    jobs = GavelGenerator(seed=1, mean_interarrival_s=900.0).jobs(6)
+    with pytest.raises(HetschedError, match="the planner decides whole rounds"):   # not "min_reset_interval_s=1000"
+        simulate(jobs, ClusterSpec.parse("1:1:1"), "shockwave", ideal=True)
+    with pytest.raises(HetschedError, match="fluid rates have no micro-tasks to penalise"):
+        simulate(jobs, ClusterSpec.parse("1:1:1"), "gavel", config=SimulationConfig.for_system("shockwave"),
+                 ideal=True)
+    with pytest.raises(HetschedError, match="round_s=60"):                         # a setting given by hand
+        simulate(jobs, ClusterSpec.parse("1:1:1"), "gavel", ideal=True, round_s=60.0)

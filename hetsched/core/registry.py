@@ -16,7 +16,7 @@ from hetsched.errors import HetschedError
 from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, CompositionError, Decide, Pipeline, Place, Rates, RoundRules,
                                     Select)
 from hetsched.planner.core import ShockwavePolicy
-from hetsched.core.run_config import SimulationConfig
+from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
 from hetsched.policies import catalog  # noqa: F401  (registers every allocation policy)
 from hetsched.policies.base import ALIASES, POLICIES, Policy, resolve_policy_name
 from hetsched.policies.ordering import ORDERINGS, ResourcePolicy, parse_resource_policy
@@ -133,9 +133,10 @@ def _refuse_round_settings(config, kind: str) -> None:
     """A fluid run has no rounds and recomputes at every arrival and completion: a round length or reset interval
     other than the defaults (as `SimulationConfig.for_system` sets them) would change nothing."""
     given = []
-    if config.round_s not in (None, DEFAULT_ROUND_S[kind]):
+    preset = SYSTEM_RULES.get(config.system or "", {})       # named rules: the stages they cannot act on say so
+    if config.round_s not in (None, DEFAULT_ROUND_S[kind], preset.get("round_s")):
         given.append(f"round_s={config.round_s!r}")
-    if config.min_reset_interval_s != type(config).min_reset_interval_s:
+    if config.min_reset_interval_s not in (type(config).min_reset_interval_s, preset.get("min_reset_interval_s")):
         given.append(f"min_reset_interval_s={config.min_reset_interval_s!r}")
     if given:
         raise CompositionError("rules 'ideal (fluid, no rounds)'", ", ".join(given), "a fluid run has no rounds and "
