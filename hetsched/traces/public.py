@@ -104,7 +104,7 @@ def openb_records(data, source: str = "<openb_pod_list.csv>") -> pd.DataFrame:
     frame = _gather(frames)
     if "deleted" in frame:          # still Running at the list's last deletion time: cut off by the snapshot
         deleted = frame.pop("deleted").to_numpy(dtype=float)
-        frame["censored"] &= deleted == np.nanmax(deleted)
+        frame["censored"] &= deleted == (np.nanmax(deleted) if np.isfinite(deleted).any() else np.inf)
     return frame
 
 
