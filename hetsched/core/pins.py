@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from hetsched.errors import HetschedError
+from hetsched.io.gpu_map import case_typos
 from hetsched.model.jobs import Job
 
 
@@ -23,8 +24,7 @@ class PinnedJobs:
         if not allowed:
             return None
         types = self.gpu_types if gpu_types is None else gpu_types
-        by_case = {g.lower(): g for g in types}
-        cased = {a: by_case[a.lower()] for a in allowed if a not in types and a.lower() in by_case}
+        cased = case_typos(allowed, types)
         if cased:                       # 'V100' for 'v100' is a typo, not a type the cluster lacks: never dropped
             raise HetschedError(f"job {job.job_id}: pinned to GPU types {list(cased)}; GPU type names are "
                                 f"case-sensitive: did you mean {list(cased.values())}? (this cluster has "

@@ -77,12 +77,17 @@ def apply_gpu_map(table: ThroughputTable, rules: dict[str, tuple[str, float]]) -
                            np.ascontiguousarray(colocated[:, :, order]), f"{table.name}+{suffix}")
 
 
+def case_typos(names, known) -> dict[str, str]:
+    """Each name that is not one of `known` but differs from one only in case -> that one ('V100' -> 'v100')."""
+    by_case = {k.lower(): k for k in known}
+    return {n: by_case[n.lower()] for n in names if n not in known and n.lower() in by_case}
+
+
 def check_gpu_types(types, table: ThroughputTable, what: str = "the cluster") -> None:
     """A clear error when GPU types have no throughput column (instead of a KeyError deep in the core)."""
     missing = sorted(set(types) - set(table.gpu_types))
     if missing:
-        by_case = {t.lower(): t for t in table.gpu_types}
-        cased = {m: by_case[m.lower()] for m in missing if m.lower() in by_case}
+        cased = case_typos(missing, table.gpu_types)
         if cased:                               # 'V100' for 'v100': a typo, not a new GPU to map
             raise HetschedError(f"{what} has GPU types {missing}; GPU type names are case-sensitive: did you mean "
                                 f"{', '.join(map(repr, cased.values()))}? (the throughput table {table.name!r} "
