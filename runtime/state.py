@@ -312,6 +312,8 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
             done = max(self.live_steps.get(job_id, 0), row.steps_done)
             try:
                 self.core.add_job(job, remaining_steps=max(1.0, row.total_steps - done))
+                if self.core.decide is not None and (row.attained_s, row.last_run_s) != (0.0, -1.0):
+                    self.core.decide.restore(job_id, row.attained_s, row.last_run_s)    # a restart (R67)
                 self.resume_batch_size(row)
             except Exception as exc:                     # one bad job never stops a round
                 log.warning("job %d cannot be scheduled (%s); marked failed", job_id, exc)
@@ -342,11 +344,22 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         if rows:
             e, w, steps, ran, members = zip(*rows)
             core.credit(np.array(e), np.array(w), np.array(steps), np.array(ran))
+            self._keep_histories([j for m in members for j in m])
             for job_id in (j for m in members for j in m):
                 if core.remaining[core.slot[job_id]] < 1.0:    # done only when the job says so
                     core.set_remaining(job_id, 1.0)
             return [j for m in members for j in m]
         return []
+
+    def _keep_histories(self, job_ids: list[int]) -> None:
+        """What the decide stage remembers of the credited jobs, stored so that a restart gives it back
+        (docs/rules.md#runtime-restart); nothing for a stage whose decisions read no history."""
+        decide = self.core.decide
+        if decide is None:
+            return
+        rows = [(*h, j) for j in job_ids if (h := decide.history(j)) is not None]
+        if rows:
+            self.store.set_histories(rows)
 
     def round(self, deadline: float) -> float:
         """Credit the ending round, admit new jobs, plan the next one and issue leases ending at `deadline`.

@@ -29,13 +29,16 @@ CREATE TABLE IF NOT EXISTS jobs (
     batch_size INTEGER NOT NULL DEFAULT 0,       -- an adaptive job's current batch size (0: its type's)
     pinned_gpu_types TEXT NOT NULL DEFAULT '',   -- '|'-separated GPU types the job may run on ('': any)
     slo_factor REAL NOT NULL DEFAULT 0,          -- Gavel's SLO x duration_s after submission (0: none)
-    duration_s REAL NOT NULL DEFAULT 0
+    duration_s REAL NOT NULL DEFAULT 0,
+    attained_s REAL NOT NULL DEFAULT 0,          -- seconds run, as an ordering's history keeps them (restarts)
+    last_run_s REAL NOT NULL DEFAULT -1          -- end of its last run on the scheduler's clock (-1: never)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 LATER_COLUMNS = (("entity", "TEXT NOT NULL DEFAULT ''"), ("adaptation", "TEXT NOT NULL DEFAULT ''"),
                  ("batch_size", "INTEGER NOT NULL DEFAULT 0"), ("pinned_gpu_types", "TEXT NOT NULL DEFAULT ''"),
-                 ("slo_factor", "REAL NOT NULL DEFAULT 0"), ("duration_s", "REAL NOT NULL DEFAULT 0"))
+                 ("slo_factor", "REAL NOT NULL DEFAULT 0"), ("duration_s", "REAL NOT NULL DEFAULT 0"),
+                 ("attained_s", "REAL NOT NULL DEFAULT 0"), ("last_run_s", "REAL NOT NULL DEFAULT -1"))
 
 
 class DuplicateJob(ValueError):
@@ -62,6 +65,8 @@ class JobRow:
     pinned_gpu_types: str = ""
     slo_factor: float = 0.0          # 0: no SLO
     duration_s: float = 0.0
+    attained_s: float = 0.0          # the decide stage's history of the job (`DecideStage.history`), kept for a
+    last_run_s: float = -1.0         # restart: seconds run and the end of its last run (-1: never)
 
 
 class Store:
@@ -140,6 +145,13 @@ class Store:
         """An adaptive job switched: its steps are counted at `batch_size` from now on (one transaction)."""
         self._run("UPDATE jobs SET batch_size = ?, total_steps = ?, steps_done = ? WHERE job_id = ?",
                   (batch_size, total_steps, steps_done, job_id))
+
+    def set_histories(self, rows) -> None:
+        """(attained_s, last_run_s, job_id) of the jobs a round credited, in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("UPDATE jobs SET attained_s = ?, last_run_s = ? WHERE job_id = ?", rows)
+            self._db.execute("COMMIT")
 
     def set_state(self, job_id: int, state: str, finished_s: float | None = None, log_tail: str | None = None,
                   attempts_delta: int = 0) -> None:

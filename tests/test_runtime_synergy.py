@@ -131,3 +131,55 @@ def test_real_jobs_run_on_their_cpu_share(tmp_path):
         threads, cores, cache = re.search(r"(\d+) threads on (\d+) cores, data cache (\S+) GB", tail).groups()
         assert int(threads) >= 1 and 1 <= int(cores) <= int(threads) and float(cache) > 0, tail
         print(f"\n[synergy real] {threads} threads, {cores} cores, cache {cache} GB")
+
+
+def test_a_restart_keeps_what_las_has_attained(tmp_path):
+    """LAS ranks by seconds run: after a scheduler restart the jobs that ran stay behind those that waited, as
+    before it (docs/rules.md#runtime-restart). Before, every job restarted with no service and LAS gave the GPUs
+    back to the jobs that had run, by arrival."""
+    def leased(state):
+        state.round(state.now() + 300)
+        return sorted(j for members, _, _ in state.plan for j in members)
+
+    state = _state(tmp_path, "LAS+fair")
+    state.register("v100", 4, "a", cpu_cores=24, mem_gb=500)
+    for i in range(8):
+        _submit(state, i, "res18")
+    assert leased(state) == [0, 1, 2, 3]
+    for j in range(4):
+        state.leases[j].started_at = state.now()
+        state.live_steps[j] = 100
+    state.epoch -= 100.0                                 # 100 s pass on the scheduler's clock
+    state.store.set_meta("epoch", repr(state.epoch))
+    assert leased(state) == [4, 5, 6, 7]                # the jobs without service first
+    stored = {r.job_id: r for r in state.store.jobs()}
+    assert all(99.0 < stored[j].attained_s <= 101.0 and stored[j].last_run_s > 0 for j in range(4))
+    assert all(stored[j].attained_s == 0.0 for j in range(4, 8))
+
+    restarted = RuntimeState(Store(tmp_path / "s.sqlite"), "LAS+fair", 300.0, TABLE)
+    restarted.register("v100", 4, "a", cpu_cores=24, mem_gb=500)
+    assert leased(restarted) == [4, 5, 6, 7]
+    assert [restarted.core.decide.history(j)[0] for j in range(4)] == [stored[j].attained_s for j in range(4)]
+
+
+def test_a_state_folder_from_before_histories_opens_with_none(tmp_path):
+    """A jobs table without the history columns (an older server's) gets them, empty
+    (docs/rules.md#runtime-restart)."""
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "s.sqlite")
+    db.execute("CREATE TABLE jobs (job_id INTEGER PRIMARY KEY, job_type TEXT NOT NULL, "
+               "scale_factor INTEGER NOT NULL, total_steps INTEGER NOT NULL, priority_weight REAL NOT NULL, "
+               "command TEXT NOT NULL, state TEXT NOT NULL, steps_done INTEGER NOT NULL DEFAULT 0, "
+               "attempts INTEGER NOT NULL DEFAULT 0, submitted_s REAL NOT NULL, finished_s REAL, "
+               "log_tail TEXT NOT NULL DEFAULT '')")
+    db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, command, state, "
+               "submitted_s) VALUES (0, 'res18', 1, 1000, 1.0, 'emulated', 'running', 1.0)")
+    db.commit()
+    db.close()
+    state = _state(tmp_path, "LAS+fair")
+    (row,) = state.store.jobs()
+    assert (row.attained_s, row.last_run_s, row.state) == (0.0, -1.0, "queued")
+    state.register("v100", 1, "a", cpu_cores=6, mem_gb=100)
+    state.round(state.now() + 300)
+    assert state.core.decide.history(0) == (0.0, -1.0)

@@ -204,6 +204,16 @@ class DecideStage:
     def round_done(self) -> None:
         """A round was credited."""
 
+    def history(self, job_id: int) -> "tuple[float, float] | None":
+        """What the stage's decisions read of a job's past that its fields and remaining steps do not give: (seconds
+        it has run, end of its last run or -1) under Synergy's server rounds (LAS's attained service, the starvation
+        guard); None when they read nothing. The runtime stores it each round and gives it back after a restart
+        (`restore`)."""
+        return None
+
+    def restore(self, job_id: int, attained_s: float, last_run_s: float) -> None:
+        """A restarted runtime gives back what `history` said of `job_id` (docs/rules.md#runtime-restart)."""
+
 
 class RoundStage(DecideStage):
     """A decide stage that also selects, places on servers (GPUs, CPU cores, memory) and credits whole rounds:

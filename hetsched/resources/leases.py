@@ -96,3 +96,11 @@ class ServerLeases:
         self.attained[slots] += seconds
         self.last_run[slots] = self._last_end
         return slots[self.remaining[slots] <= 0]
+
+    def history(self, job_id: int) -> tuple[float, float]:
+        s = self.slot[job_id]
+        return float(self.attained[s]), float(self.last_run[s])
+
+    def restore(self, job_id: int, attained_s: float, last_run_s: float) -> None:
+        s = self.slot[job_id]
+        self.attained[s], self.last_run[s] = attained_s, last_run_s
