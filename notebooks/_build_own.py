@@ -22,7 +22,10 @@ ratio.round(3)"""),
               ("md", "Steps/s per job type on each type, and this machine relative to each GPU. The workloads "
                      "are toy-sized models on synthetic data, while the Gavel columns were measured with the full "
                      "models, so the absolute ratios say how this CPU runs *our* workloads, not how it would run "
-                     "the papers' models. Profile your GPUs with the same tool to get comparable columns."),
+                     "the papers' models. This CPU column is merged as measured (`mixed_workloads=True`), to show "
+                     "how a new type joins the cluster model. For columns in the table's units, profile your GPUs "
+                     "with the same tool, one of them a type the table has, and merge relative to it "
+                     "(`hetsched convert throughputs ... --relative-to v100`, docs/rules.md#relative-speed)."),
               ("code", """num = num_jobs or {"tiny": 12, "quick": 60, "paper": 300}[preset]
 rate = jobs_per_hour or {"tiny": 6.0, "quick": 4.0, "paper": 4.0}[preset]
 clusters = {"4:4:4": "v100=4,p100=4,k80=4", f"4:4:4 + 4 {gpu_type}": f"v100=4,p100=4,k80=4,{gpu_type}=4"}
@@ -41,7 +44,8 @@ results[["cluster", "policy", "avg_jct_h", "makespan_h", "utilization"]].round(3
                      "throughput) both weigh a job's rate against its equal-share rate and spread its time over "
                      "the types, while under the agnostic policy the jobs that land on the fast type simply "
                      "finish: with one type an order of magnitude faster, compare the average JCTs in the table. "
-                     "Profile GPUs with the same tool for columns that are comparable.")],
+                     "Profile GPUs with the same tool, and merge relative to a type the table has, for columns "
+                     "that are comparable.")],
              repoint=False)
 
     notebook("openb_replay", "# A production trace on its production cluster: Alibaba openb\n\nThe openb pod "

@@ -29,7 +29,7 @@ def test_profile_writes_a_table_simulate_accepts_after_a_merge(tmp_path, capsys)
     assert own > 0 and other > 0
     merged = tmp_path / "merged.parquet"
     assert main(["convert", "throughputs", "data/throughputs/gavel_simulation.parquet", str(out),
-                 str(merged)]) == 0
+                 str(merged), "--mixed-workloads"]) == 0          # no GPU here to scale by (rates/relative.py)
     both = ThroughputTable.read(merged)
     assert both.gpu_types == ("cpu", "k80", "p100", "v100")
     gavel = load_throughputs("gavel_simulation")
@@ -109,7 +109,8 @@ def test_a_profiled_column_schedules_workers_of_that_type_in_the_runtime(tmp_pat
     out = tmp_path / "cpu.parquet"
     profile(ProfileSpec((RESNET,), steps=1, warmup=0), out, progress=False)
     merged = tmp_path / "merged.parquet"
-    assert main(["convert", "throughputs", "data/throughputs/gavel_simulation.parquet", str(out), str(merged)]) == 0
+    assert main(["convert", "throughputs", "data/throughputs/gavel_simulation.parquet", str(out), str(merged),
+                 "--mixed-workloads"]) == 0
     state = RuntimeState(Store(tmp_path / "s.sqlite"), "max_min_fairness_perf", 10.0, load_throughputs(merged))
     worker, _ = state.register("cpu", 1, "this-machine")
     state.submit(pb2.SubmitJobRequest(job_id=0, job_type=RESNET, scale_factor=1, total_steps=100,

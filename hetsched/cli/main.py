@@ -54,7 +54,7 @@ def _cmd_convert_trace(args: argparse.Namespace) -> int:
 def _cmd_convert_throughputs(args: argparse.Namespace) -> int:
     from hetsched.model.throughputs import merge_tables
 
-    table = merge_tables(args.inputs)
+    table = merge_tables(args.inputs, relative_to=args.relative_to, mixed_workloads=args.mixed_workloads)
     table.write(args.output)
     n_iso = int((~__import__("numpy").isnan(table.isolated)).sum())
     print(f"converted {len(table.keys)} job keys x {len(table.gpu_types)} GPU types "
@@ -101,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "tables (later inputs win where they overlap)")
     tp.add_argument("inputs", type=Path, nargs="+", help=".json (Gavel/Shockwave layout), .parquet or .csv")
     tp.add_argument("output", type=Path, help=".parquet or .csv")
+    tp.add_argument("--relative-to", metavar="TYPE", default=None,
+                    help="the later inputs are `hetsched profile` tables that measured TYPE as well: their other "
+                         "types join the first input in its units, scaled by its TYPE rate over theirs")
+    tp.add_argument("--mixed-workloads", action="store_true",
+                    help="keep the rates of types measured on different workloads as measured (not comparable)")
     tp.set_defaults(func=_cmd_convert_throughputs)
     sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream",
                          formatter_class=DefaultsHelp)

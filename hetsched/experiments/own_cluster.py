@@ -48,7 +48,7 @@ def profile_this_machine(out_dir: str | Path, preset: str, gpu_type: str = "cpu"
                        warmup=warmup, steps=steps)
     path = Path(out_dir) / f"profile_{gpu_type}.parquet"
     profile(spec, path, progress=False)
-    merged = merge_tables([_dataset_path(base), path])
+    merged = merge_tables([_dataset_path(base), path], mixed_workloads=True)    # no reference GPU on a CPU box
     return ThroughputTable.read(path), merged
 
 

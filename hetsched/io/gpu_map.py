@@ -73,8 +73,10 @@ def apply_gpu_map(table: ThroughputTable, rules: dict[str, tuple[str, float]]) -
     colocated = np.concatenate([co[:, :, keep]] + [a[:, :, None] for a in new_co], axis=2)
     order = np.argsort(names, kind="stable")
     suffix = ",".join(f"{n}={s}x{f:g}" for n, (s, f) in rules.items())
+    basis = [table.basis(types[i]) for i in keep] + [table.basis(s) for s, _ in rules.values()]
     return ThroughputTable(table.keys, tuple(names[i] for i in order), np.ascontiguousarray(isolated[:, order]),
-                           np.ascontiguousarray(colocated[:, :, order]), f"{table.name}+{suffix}")
+                           np.ascontiguousarray(colocated[:, :, order]), f"{table.name}+{suffix}",
+                           tuple(basis[i] for i in order) if table.workloads else ())
 
 
 def case_typos(names, known) -> dict[str, str]:

@@ -75,7 +75,8 @@ def normalise_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Fix dtypes and row order so that written tables are stable."""
     frame = frame.astype({"gpu_type": "string", "placement": "string", "job_type": "string",
                           "scale_factor": "int16", "partner_job_type": "string",
-                          "steps_per_s": "float64", "partner_steps_per_s": "float64"})
+                          "steps_per_s": "float64", "partner_steps_per_s": "float64"}
+                         | ({"workloads": "string"} if "workloads" in frame else {}))
     order = frame["partner_job_type"].isna().map({True: 0, False: 1})
     frame = frame.assign(_alone=order).sort_values(
         ["gpu_type", "placement", "job_type", "scale_factor", "_alone", "partner_job_type"], kind="stable")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ import pandas as pd
 from hetsched.errors import ThroughputError
 from hetsched.io.throughput_json import COLUMNS, normalise_frame, read_throughput_json
 
+log = logging.getLogger(__name__)
 PLACEMENTS = ("consolidated", "unconsolidated")
 DEFAULT_DATASET = "gavel_simulation"
 
@@ -49,6 +51,10 @@ class ThroughputTable:
     isolated: np.ndarray
     colocated: np.ndarray
     name: str = ""
+    #: What each GPU type's rates were measured on, aligned with `gpu_types`: "" for the source's own models (the
+    #: shipped tables), else `hetsched profile`'s workloads and settings; () when every type is "". Rates measured
+    #: on different workloads are not comparable (docs/rules.md#relative-speed).
+    workloads: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {k: i for i, k in enumerate(self.keys)})
@@ -70,6 +76,10 @@ class ThroughputTable:
         except KeyError:
             raise ThroughputError(f"throughputs {self.name!r}: no GPU type {gpu_type!r}; "
                                   f"known: {list(self.gpu_types)}") from None
+
+    def basis(self, gpu_type: str) -> str:
+        """What `gpu_type`'s rates were measured on ("": the source's own models)."""
+        return self.workloads[self.gpu_index(gpu_type)] if self.workloads else ""
 
     def __contains__(self, key: object) -> bool:
         return key in self._index  # type: ignore[attr-defined]
@@ -149,7 +159,7 @@ class ThroughputTable:
         other = frame["partner_steps_per_s"].to_numpy()[pairs]
         colocated[partner, kp, gp, pp] = np.stack([other, own], axis=1)
         colocated[kp, partner, gp, pp] = np.stack([own, other], axis=1)
-        return cls(keys, gpu_types, isolated, colocated, name)
+        return cls(keys, gpu_types, isolated, colocated, name, _workloads(frame, gpu_types, name))
 
     def to_frame(self) -> pd.DataFrame:
         rows = []
@@ -164,7 +174,10 @@ class ThroughputTable:
                         own, other = self.colocated[ki, li, gi, pi]
                         rows.append((gpu, placement, key.job_type, key.scale_factor, self.keys[li].job_type,
                                      own, other))
-        return normalise_frame(pd.DataFrame.from_records(rows, columns=list(COLUMNS)))
+        frame = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
+        if self.workloads:
+            frame["workloads"] = frame["gpu_type"].map(dict(zip(self.gpu_types, self.workloads)))
+        return normalise_frame(frame)
 
     @classmethod
     def read(cls, path: str | Path) -> "ThroughputTable":
@@ -201,18 +214,61 @@ def nearest(job_type: str, job_types: list[str]) -> str:
             else f"it has {len(job_types)} types, e.g. {job_types[:3]}")
 
 
-def merge_tables(paths) -> ThroughputTable:
+def merge_tables(paths, relative_to: str | None = None, mixed_workloads: bool = False) -> ThroughputTable:
     """One table from several files (JSON, Parquet or CSV): rows of later files win where the same
-    (GPU type, placement, job type, scale factor, partner) appears twice. E.g. the Gavel table plus a profiled
-    column from `hetsched profile`."""
+    (GPU type, placement, job type, scale factor, partner) appears twice.
+
+    `relative_to`: the later files are `hetsched profile` tables that measured this GPU type of the first file as
+    well; their other types join the first file's in its units (relative speed, docs/rules.md#relative-speed).
+    Without it, types measured on different workloads (the Gavel table's full models beside a profile's toy
+    models) are refused unless `mixed_workloads` says to keep their rates as measured."""
+    from hetsched.rates.relative import scaled_columns
+
     paths = [Path(p) for p in paths]
+    if relative_to is not None and len(paths) < 2:
+        raise ThroughputError("relative speed needs a measured table and at least one profiled table after it")
     if len(paths) == 1:
         return ThroughputTable.read(paths[0])
     frames = [ThroughputTable.read(p).to_frame() for p in paths]
-    merged = pd.concat(frames, ignore_index=True)
+    name = "+".join(p.stem for p in paths)
+    if relative_to is not None:
+        scaled, lacking = scaled_columns(frames[0], _stacked(frames[1:]), relative_to, paths[0].name)
+        if lacking:
+            log.warning("relative speed: %d profiled rows left out: their job type has no rate on %r in %s or in "
+                        "the profile", lacking, relative_to, paths[0].name)
+        frames, name = [frames[0], scaled], f"{name}@{relative_to}"
+    table = ThroughputTable.from_frame(_stacked(frames), name=name)
+    kinds = {}
+    for gpu, basis in zip(table.gpu_types, table.workloads or [""] * len(table.gpu_types)):
+        kinds.setdefault(basis or "the source's own models", []).append(gpu)
+    if len(kinds) > 1 and not mixed_workloads:
+        raise ThroughputError(
+            "the GPU types were measured on different workloads, so their rates are not comparable: "
+            + "; ".join(f"{', '.join(g)} on {b}" for b, g in kinds.items()) + ". Profile a type the first table "
+            "measures with the same tool and merge relative to it (--relative-to TYPE), or keep the rates as "
+            "measured (--mixed-workloads); docs/rules.md#relative-speed")
+    return table
+
+
+def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Later frames' rows win where the same (GPU type, placement, job type, scale factor, partner) repeats."""
     key = ["gpu_type", "placement", "job_type", "scale_factor", "partner_job_type"]
-    merged = merged.drop_duplicates(subset=key, keep="last")
-    return ThroughputTable.from_frame(merged, name="+".join(p.stem for p in paths))
+    return pd.concat(frames, ignore_index=True).drop_duplicates(subset=key, keep="last")
+
+
+def _workloads(frame: pd.DataFrame, gpu_types: tuple[str, ...], name: str) -> tuple[str, ...]:
+    """Each GPU type's workloads (the frame's optional `workloads` column); refused when one type has two."""
+    if "workloads" not in frame:
+        return ()
+    basis = frame["workloads"].astype("string").fillna("")
+    per_type = basis.groupby(frame["gpu_type"].astype(str).to_numpy()).unique()
+    for gpu, values in per_type.items():
+        if len(values) > 1:
+            raise ThroughputError(f"throughputs {name!r}: the rates of GPU type {gpu!r} were measured on different "
+                                  f"workloads ({', '.join(repr(v or 'the source models') for v in values)}); they "
+                                  f"are not comparable (docs/rules.md#relative-speed)")
+    out = tuple(str(per_type[g][0]) for g in gpu_types)
+    return out if any(out) else ()
 
 
 def write_frame(frame: pd.DataFrame, path: str | Path) -> None:

@@ -17,7 +17,10 @@ or `a100` column).
   level skips decoding, the rest pays a CPU decode per sample. Written as `model, cpus_per_gpu, mem_gb_per_gpu,
   steps_per_s, relative_throughput` (relative to the grid's best), the layout of data/resources.
 - **Resume.** The table is rewritten (atomically) after every measurement; a rerun with the same `--out` skips
-  what the file already holds.
+  what the file already holds, if it measures the same workloads.
+- **Workloads.** Every row says what it measured (`workloads`: these toy models, their width and threads), so a
+  profiled column is not taken for one of the artifacts' tables, whose rates are those of the full models:
+  `hetsched convert throughputs --relative-to TYPE` scales it into such a table (rates/relative.py).
 """
 
 from __future__ import annotations
@@ -63,6 +66,11 @@ class ProfileSpec:
             raise HetschedError("profile: scale factors must be positive")
         if self.width < 1 or self.threads < 1:        # torch failed deep inside the first measurement
             raise HetschedError(f"profile: --width and --threads must be >= 1, got {self.width} and {self.threads}")
+
+    @property
+    def workloads(self) -> str:
+        """What the rates are measured on (docs/rules.md#relative-speed)."""
+        return f"hetsched workloads, width {self.width}, {self.threads} thread(s)"
 
 
 def job_types_for(models: list[str] | None, batch_sizes: list[int] | None, like: str = "gavel_simulation",
@@ -304,14 +312,19 @@ def measure_cpu_grid(spec: ProfileSpec, job_type: str, cpu_levels, mem_levels, d
 
 
 # ---- the table, with resume --------------------------------------------------------------------------------
-def _read_existing(path: Path) -> pd.DataFrame:
+def _read_existing(path: Path, workloads: str) -> pd.DataFrame:
     if not path.exists():
-        return pd.DataFrame(columns=list(COLUMNS))
+        return pd.DataFrame(columns=[*COLUMNS, "workloads"])
     frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     missing = set(COLUMNS) - set(frame.columns)
     if missing:
         raise HetschedError(f"profile: {path} exists but is not a throughput table (lacks {sorted(missing)}); "
                             f"choose another --out")
+    held = set(frame["workloads"].fillna("")) if "workloads" in frame else {""}
+    if held - {workloads} and len(frame):        # resuming would put rates of two workloads in one column
+        was = ", ".join(sorted(w or "workloads it does not record" for w in held))
+        raise HetschedError(f"profile: {path} holds rates measured on {was}; this run measures {workloads}, "
+                            f"whose rates would not be comparable with them: choose another --out")
     return frame
 
 
@@ -332,7 +345,7 @@ def profile(spec: ProfileSpec, out: str | Path, progress: bool = True) -> pd.Dat
     if path.suffix not in (".parquet", ".csv"):
         raise HetschedError(f"profile: --out must end in .parquet or .csv, got {path.name!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = _read_existing(path)
+    table = _read_existing(path, spec.workloads)
     have = {(g, t, int(s), p if isinstance(p, str) else None)
             for g, t, s, p in zip(table["gpu_type"], table["job_type"], table["scale_factor"],
                                   table["partner_job_type"])}
@@ -346,7 +359,8 @@ def profile(spec: ProfileSpec, out: str | Path, progress: bool = True) -> pd.Dat
             rows = [(a, None, rate, math.nan)]
         new = pd.DataFrame([{"gpu_type": spec.gpu_type, "placement": "consolidated", "job_type": j,
                              "scale_factor": s, "partner_job_type": p, "steps_per_s": r,
-                             "partner_steps_per_s": pr} for j, p, r, pr in rows], columns=list(COLUMNS))
+                             "partner_steps_per_s": pr, "workloads": spec.workloads} for j, p, r, pr in rows],
+                           columns=[*COLUMNS, "workloads"])
         table = new if table.empty else pd.concat([table, new], ignore_index=True)
         write_frame(table, path)
     return table
