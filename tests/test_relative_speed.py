@@ -67,6 +67,9 @@ def test_types_measured_on_different_workloads_are_not_merged_as_if_comparable(t
     assert mixed.basis("a100") == TOY and mixed.basis("k80") == "" and mixed.get(A, 1, "a100") == 900.0
     with pytest.raises(ThroughputError, match="no 'p100' column"):
         merge_tables([base, prof], relative_to="p100")
+    wide = _write(base.parent, "wide.csv", _rows("h100", {A: 10.0}, TOY.replace("16", "64")))
+    with pytest.raises(ThroughputError, match="profiled tables measured different workloads"):
+        merge_tables([base, prof, wide], relative_to="v100")
 
 
 def test_what_a_column_measured_survives_files_and_gpu_maps_and_one_type_cannot_hold_two(tmp_path, tables):

@@ -35,6 +35,11 @@ def scaled_columns(base: pd.DataFrame, profiled: pd.DataFrame, reference: str,
         if not (frame["gpu_type"] == reference).any():
             raise ThroughputError(f"relative speed: {name} has no {reference!r} column; profile a GPU type that "
                                   f"{base_name} measures with the same tool and name it as the reference")
+    measured = set(profiled["workloads"].fillna("")) if "workloads" in profiled else {""}
+    if len(measured) > 1:                    # the factor would carry one workload's units into another's
+        raise ThroughputError(f"relative speed: the profiled tables measured different workloads "
+                              f"({', '.join(sorted(repr(w) for w in measured))}); profile the reference and the "
+                              f"other types the same way")
     factor = _alone_on(base, reference) / _alone_on(profiled, reference)
     factor = factor[np.isfinite(factor) & (factor > 0)]
     rows = profiled[profiled["gpu_type"] != reference].reset_index(drop=True)
