@@ -91,6 +91,17 @@ def test_openb_pins_gpu_models_and_counts_fractional_gpus_as_one():
     assert t4.total_steps == pytest.approx(1900 * 0.8 * table.get(t4.job_type, 1, "p100"))
 
 
+def test_a_duration_replays_as_recorded_on_the_first_pinned_type_else_on_the_reference_gpu():
+    """docs/rules.md#production-traces: `--reference-gpu` names the type unpinned jobs' durations were run on."""
+    table = load_throughputs("gavel_simulation")
+    for reference, factor in ((None, ("v100", 1.0)), ("G2", ("p100", 1.0)), ("T4", ("p100", 0.8))):
+        jobs, _ = parse("openb", OPENB, mapping=JobMapping(gpu_map=GPU_MAP + ",G2=p100", reference_gpu=reference))
+        free, t4, v100 = jobs
+        assert free.total_steps == pytest.approx(5000 * factor[1] * table.get(free.job_type, 1, factor[0]))
+        assert t4.total_steps == pytest.approx(1900 * 0.8 * table.get(t4.job_type, 1, "p100"))   # its pin rules
+        assert v100.total_steps == pytest.approx(8000 * table.get(v100.job_type, 8, "v100"))
+
+
 def test_openb_pods_still_running_at_the_lists_end_are_counted_as_censored():
     text = OPENB.replace("LS,Running,100,5100,100", "LS,Running,100,9400,100")        # p0 now ends with the list
     _, rep = parse("openb", text)
