@@ -16,7 +16,7 @@ from hetsched.model.throughputs import ThroughputTable, merge_tables
 from hetsched.rates.profiler import ProfileSpec, profile
 
 A, B, C = "ResNet-18 (batch size 16)", "LM (batch size 5)", "A3C"
-TOY = "hetsched workloads, width 16, 1 thread(s)"
+TOY = "hetsched workloads, width 16"
 
 
 def _rows(gpu, rates, workloads=None, pairs=()):
@@ -60,7 +60,7 @@ def test_a_profiled_type_joins_in_the_tables_units_by_its_speed_relative_to_a_ty
 def test_types_measured_on_different_workloads_are_not_merged_as_if_comparable(tables):
     base, prof = tables
     # As measured, the profile's toy V100 rates would also replace the table's own (later files win).
-    blind = r"a100, v100 on hetsched workloads, width 16, 1 thread\(s\); k80 on the source's own models"
+    blind = r"a100, v100 on hetsched workloads, width 16; k80 on the source's own models"
     with pytest.raises(ThroughputError, match=blind):
         merge_tables([base, prof])
     mixed = merge_tables([base, prof], mixed_workloads=True)
@@ -80,8 +80,7 @@ def test_what_a_column_measured_survives_files_and_gpu_maps_and_one_type_cannot_
     table.write(again)
     assert ThroughputTable.read(again).workloads == table.workloads
     assert apply_gpu_map(table, {"h100": ("a100", 2.0)}).basis("h100") == TOY
-    two = pd.concat([_rows("v100", {A: 1.0}, TOY), _rows("v100", {B: 1.0}, "hetsched workloads, width 64, "
-                                                                             "1 thread(s)")])
+    two = pd.concat([_rows("v100", {A: 1.0}, TOY), _rows("v100", {B: 1.0}, "hetsched workloads, width 64")])
     with pytest.raises(ThroughputError, match="GPU type 'v100' were measured on different workloads"):
         ThroughputTable.from_frame(two, name="two")
 
@@ -89,7 +88,7 @@ def test_what_a_column_measured_survives_files_and_gpu_maps_and_one_type_cannot_
 def test_a_profile_does_not_resume_a_file_of_other_workloads(tmp_path):
     path = tmp_path / "cpu.csv"
     _rows("cpu", {A: 100.0}, TOY).to_csv(path, index=False)
-    with pytest.raises(HetschedError, match="width 16, 1 thread.*this run measures hetsched workloads, width 32"):
+    with pytest.raises(HetschedError, match="width 16; this run measures hetsched workloads, width 32"):
         profile(ProfileSpec((A, B), width=32), path, progress=False)
     _rows("cpu", {A: 100.0}).to_csv(path, index=False)          # written before profiles recorded their workloads
     with pytest.raises(HetschedError, match="workloads it does not record"):

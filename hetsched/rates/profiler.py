@@ -18,7 +18,7 @@ or `a100` column).
   steps_per_s, relative_throughput` (relative to the grid's best), the layout of data/resources.
 - **Resume.** The table is rewritten (atomically) after every measurement; a rerun with the same `--out` skips
   what the file already holds, if it measures the same workloads.
-- **Workloads.** Every row says what it measured (`workloads`: these toy models, their width and threads), so a
+- **Workloads.** Every row says what it measured (`workloads`: these toy models at their width), so a
   profiled column is not taken for one of the artifacts' tables, whose rates are those of the full models:
   `hetsched convert throughputs --relative-to TYPE` scales it into such a table (rates/relative.py).
 """
@@ -69,8 +69,9 @@ class ProfileSpec:
 
     @property
     def workloads(self) -> str:
-        """What the rates are measured on (docs/rules.md#relative-speed)."""
-        return f"hetsched workloads, width {self.width}, {self.threads} thread(s)"
+        """What the rates are measured on (docs/rules.md#relative-speed). Threads are not part of it: they size a
+        CPU "GPU" (the device measured), as the device does on CUDA."""
+        return f"hetsched workloads, width {self.width}"
 
 
 def job_types_for(models: list[str] | None, batch_sizes: list[int] | None, like: str = "gavel_simulation",
