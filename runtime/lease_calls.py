@@ -59,10 +59,13 @@ class LeaseCalls:
         steps, seconds = steps_run - base[0], seconds - base[1]
         if steps <= 0 or seconds <= 0:
             return
+        # What moved is stored at the round's end, for a restart (docs/rules.md#runtime-restart).
         if lease.paired:
-            self.core.observe_pair_rate(lease.job_id, lease.partner, lease.gpu_type, steps / seconds)
-        else:                              # at the table's share: without what the plan's share adds
-            self.core.observe_rate(lease.job_id, lease.gpu_type, steps / seconds / lease.speedup)
+            if self.core.observe_pair_rate(lease.job_id, lease.partner, lease.gpu_type, steps / seconds):
+                self.pairs_moved = True
+        # Alone: at the table's share, without what the plan's CPU/memory share adds.
+        elif self.core.observe_rate(lease.job_id, lease.gpu_type, steps / seconds / lease.speedup):
+            self.rates_moved.add(lease.job_id)
 
     def rendezvous(self, req, token: str) -> str:
         with self.lock:

@@ -11,6 +11,7 @@ workers joining and leaving through `set_cluster`; the runtime calls only the co
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import secrets
@@ -83,6 +84,8 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         self.running_on: dict[int, set[str]] = {}        # job id -> workers that report a process of it
         self.live_steps: dict[int, int] = {}
         self.credited: dict[int, int] = {}               # steps already credited to the core
+        self.rates_moved: set[int] = set()               # jobs whose measured rates moved since the last round
+        self.pairs_moved = False                         # and whether a pair's efficiency did
         self.finished_flag: set[int] = set()
         self.active: dict[int, JobRow] = {}              # queued and running jobs
         self.to_admit: list[int] = []
@@ -231,6 +234,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         if self.core is None:
             self.core = build_scheduler(self.pipeline, cluster, self.table, seed=self.seed,
                                         gpu_types=tuple(self.table.gpu_types), entity_weights=self.entity_weights)
+            self.core.restore_pair_efficiencies(json.loads(self.store.meta("pair_efficiencies") or "[]"))
         else:
             self.core.set_cluster(cluster)
 
@@ -314,6 +318,9 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                 self.core.add_job(job, remaining_steps=max(1.0, row.total_steps - done))
                 if self.core.decide is not None and (row.attained_s, row.last_run_s) != (0.0, -1.0):
                     self.core.decide.restore(job_id, row.attained_s, row.last_run_s)    # a restart (R67)
+                if row.rates:
+                    kept = json.loads(row.rates)
+                    self.core.restore_rates(job_id, kept["job_type"], kept["rates"])
                 self.resume_batch_size(row)
             except Exception as exc:                     # one bad job never stops a round
                 log.warning("job %d cannot be scheduled (%s); marked failed", job_id, exc)
@@ -344,22 +351,28 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         if rows:
             e, w, steps, ran, members = zip(*rows)
             core.credit(np.array(e), np.array(w), np.array(steps), np.array(ran))
-            self._keep_histories([j for m in members for j in m])
             for job_id in (j for m in members for j in m):
                 if core.remaining[core.slot[job_id]] < 1.0:    # done only when the job says so
                     core.set_remaining(job_id, 1.0)
             return [j for m in members for j in m]
         return []
 
-    def _keep_histories(self, job_ids: list[int]) -> None:
-        """What the decide stage remembers of the credited jobs, stored so that a restart gives it back
-        (docs/rules.md#runtime-restart); nothing for a stage whose decisions read no history."""
-        decide = self.core.decide
-        if decide is None:
-            return
-        rows = [(*h, j) for j in job_ids if (h := decide.history(j)) is not None]
-        if rows:
-            self.store.set_histories(rows)
+    def _remember(self, credited: list[int]) -> None:
+        """What the core learnt that a restart would lose, stored so that it gives it back
+        (docs/rules.md#runtime-restart): the decide stage's history of the jobs just credited (none for a stage
+        whose decisions read none), the rates measurements moved, and the pairs' measured efficiencies."""
+        core = self.core
+        if core.decide is not None:
+            rows = [(*h, j) for j in credited if (h := core.decide.history(j)) is not None]
+            if rows:
+                self.store.set_histories(rows)
+        if self.rates_moved:
+            self.store.set_rates([(json.dumps(dict(zip(("job_type", "rates"), core.measured_rates(j)))), j)
+                                  for j in sorted(self.rates_moved) if j in core.jobs])
+            self.rates_moved.clear()
+        if self.pairs_moved:
+            self.store.set_meta("pair_efficiencies", json.dumps(core.pair_efficiencies()))
+            self.pairs_moved = False
 
     def round(self, deadline: float) -> float:
         """Credit the ending round, admit new jobs, plan the next one and issue leases ending at `deadline`.
@@ -373,7 +386,9 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                 if self.core is None or not self.workers:
                     return deadline
                 now = self.now()
-                self.switch_batch_sizes(self._credit(now))       # credit, switch, flag; then arrivals join
+                credited = self._credit(now)
+                self._remember(credited)
+                self.switch_batch_sizes(credited)                 # credit, switch, flag; then arrivals join
                 self._admit()
                 plan = self.core.plan(now, servers=True)
                 late = self.now() + self.round_s / 2 - deadline

@@ -31,14 +31,16 @@ CREATE TABLE IF NOT EXISTS jobs (
     slo_factor REAL NOT NULL DEFAULT 0,          -- Gavel's SLO x duration_s after submission (0: none)
     duration_s REAL NOT NULL DEFAULT 0,
     attained_s REAL NOT NULL DEFAULT 0,          -- seconds run, as an ordering's history keeps them (restarts)
-    last_run_s REAL NOT NULL DEFAULT -1          -- end of its last run on the scheduler's clock (-1: never)
+    last_run_s REAL NOT NULL DEFAULT -1,         -- end of its last run on the scheduler's clock (-1: never)
+    rates TEXT NOT NULL DEFAULT ''               -- measured rates in use: {"job_type": ..., "rates": {type: steps/s}}
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 LATER_COLUMNS = (("entity", "TEXT NOT NULL DEFAULT ''"), ("adaptation", "TEXT NOT NULL DEFAULT ''"),
                  ("batch_size", "INTEGER NOT NULL DEFAULT 0"), ("pinned_gpu_types", "TEXT NOT NULL DEFAULT ''"),
                  ("slo_factor", "REAL NOT NULL DEFAULT 0"), ("duration_s", "REAL NOT NULL DEFAULT 0"),
-                 ("attained_s", "REAL NOT NULL DEFAULT 0"), ("last_run_s", "REAL NOT NULL DEFAULT -1"))
+                 ("attained_s", "REAL NOT NULL DEFAULT 0"), ("last_run_s", "REAL NOT NULL DEFAULT -1"),
+                 ("rates", "TEXT NOT NULL DEFAULT ''"))
 
 
 class DuplicateJob(ValueError):
@@ -67,6 +69,7 @@ class JobRow:
     duration_s: float = 0.0
     attained_s: float = 0.0          # the decide stage's history of the job (`DecideStage.history`), kept for a
     last_run_s: float = -1.0         # restart: seconds run and the end of its last run (-1: never)
+    rates: str = ""                  # its measured rates in use (JSON), kept for a restart too
 
 
 class Store:
@@ -151,6 +154,13 @@ class Store:
         with self._lock:
             self._db.execute("BEGIN")
             self._db.executemany("UPDATE jobs SET attained_s = ?, last_run_s = ? WHERE job_id = ?", rows)
+            self._db.execute("COMMIT")
+
+    def set_rates(self, rows) -> None:
+        """(rates JSON, job_id) of the jobs whose measured rates moved, in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("UPDATE jobs SET rates = ? WHERE job_id = ?", rows)
             self._db.execute("COMMIT")
 
     def set_state(self, job_id: int, state: str, finished_s: float | None = None, log_tail: str | None = None,

@@ -221,33 +221,63 @@ def test_a_moved_job_is_leased_in_the_same_round_and_starts_once_its_old_process
     assert status.mean_lease_start_s <= state.now() - state.leases[0].previous.issued_at
 
 
-def test_a_lease_extended_into_a_pair_measures_the_pair_from_its_next_update(tmp_path):
+def _paired_after_running_alone(tmp_path):
+    """Job 0 runs alone on a V100 at 10 x its table rate for 8 s; then job 1 arrives and job 0's lease is extended
+    into a pair with it. Returns the state, job 0's lease, `report(steps_run, seconds)` and its steps so far."""
     state = _state(tmp_path, "max_min_fairness_packed")
     worker_id, session = state.register("v100", 1, "a")
     _submit(state, 0)
     state.round(state.now() + 10)
     lease = state.heartbeat(pb2.HeartbeatRequest(worker_id=worker_id, session=session)).start[0]
-    core, w = state.core, state.core.gpu_types.index("v100")
-    alone = 10 * core.tput[core.slot[0], w]
+    alone = 10 * state.core.tput[state.core.slot[0], state.core.gpu_types.index("v100")]
 
     def report(steps_run, seconds):
         state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=lease.lease_id, steps_done=steps_run,
                                                   steps_checkpointed=0, seconds=seconds, steps_run=steps_run),
                            lease.lease_token)
-    for second in range(1, 9):                                   # alone at 10 x its table rate
+    for second in range(1, 9):
         report(int(alone * second), float(second))
     _submit(state, 1)
     state.round(state.now() + 10)
+    return state, lease, report, int(alone * 8)
+
+
+def test_a_lease_extended_into_a_pair_measures_the_pair_from_its_next_update(tmp_path):
+    state, lease, report, steps = _paired_after_running_alone(tmp_path)
+    core, w = state.core, state.core.gpu_types.index("v100")
     info = state.leases[0]
     assert info.lease_id == lease.lease_id and info.partner == 1 and info.rate_from is None   # extended
     assert state.leases[1].partner == 0
-    report(int(alone * 8) + 100, 9.0)                            # measures from here on
-    assert not core._pair_efficiency and info.rate_from == (int(alone * 8) + 100, 9.0)
+    report(steps + 100, 9.0)                                     # measures from here on
+    assert not core._pair_efficiency and info.rate_from == (steps + 100, 9.0)
     row, isolated = int(core.key_row[core.slot[0]]), core.tput[core.slot[0], w]
-    report(int(alone * 8) + 300, 11.0)                           # 100 steps/s beside job 1
+    report(steps + 300, 11.0)                                    # 100 steps/s beside job 1
     table = core._table_efficiency(row, row, w)
     assert core._pair_efficiency[(row, row)][w] == 0.5 * 100.0 / isolated + 0.5 * table
     assert core.tput[core.slot[0], w] == isolated                # not taken as its rate alone
+
+
+def test_a_restart_keeps_the_rates_and_pair_efficiencies_measurements_moved(tmp_path):
+    """docs/rules.md#runtime-restart: after a restart the core plans with the measured rates, not the table's again
+    (before, a restarted scheduler planned with the table's until its jobs were measured anew)."""
+    state, lease, report, steps = _paired_after_running_alone(tmp_path)       # job 0's rate stored at the round
+    core, w = state.core, state.core.gpu_types.index("v100")
+    report(steps + 100, 9.0)
+    report(steps + 300, 11.0)                                    # 100 steps/s beside job 1
+    row, table_rate = int(core.key_row[core.slot[0]]), core.tput[core.slot[1], w]
+    measured, efficiency = core.tput[core.slot[0], w], core._pair_efficiency[(row, row)][w]
+    assert measured > 5 * table_rate and np.isfinite(efficiency)
+    state.round(state.now() + 10)                                # the efficiency stored
+
+    restarted = _state(tmp_path, "max_min_fairness_packed")
+    restarted.register("v100", 1, "a")
+    restarted.round(restarted.now() + 10)                        # the jobs join the new core
+    again = restarted.core
+    assert again.tput[again.slot[0], w] == measured and again.tput[again.slot[1], w] == table_rate
+    assert again._pair_efficiency[(row, row)][w] == efficiency
+    assert again.measured_rates(0) == (RESNET, {"v100": measured})
+    again.restore_rates(1, "LM (batch size 5)", {"v100": 1.0})   # rates of another batch size: not taken
+    assert again.tput[again.slot[1], w] == table_rate
 
 
 def test_a_late_plan_moves_its_leases_to_a_later_boundary_and_its_lock_time_is_no_silence(tmp_path):

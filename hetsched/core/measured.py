@@ -24,6 +24,7 @@ class MeasuredRates:
     def _init_measured(self) -> None:
         # (table row a, table row b) -> a's rate beside b over its isolated rate, per type column (NaN: unmeasured)
         self._pair_efficiency: dict[tuple[int, int], np.ndarray] = {}
+        self._moved_rates: dict[int, dict[int, float]] = {}  # job id -> {type column: isolated rate in use}
 
     def _moved(self, old: float, value: float, weight: float, replace: bool = False) -> float | None:
         """The exponential average of `old` toward a measurement (the measurement itself when `old` is none or
@@ -34,43 +35,84 @@ class MeasuredRates:
     def _measurable(self, gpu_type: str, steps_per_s: float) -> bool:
         return gpu_type in self.gpu_types and bool(np.isfinite(steps_per_s)) and steps_per_s > 0
 
-    def observe_rate(self, job_id: int, gpu_type: str, steps_per_s: float, weight: float = 0.5) -> None:
+    def observe_rate(self, job_id: int, gpu_type: str, steps_per_s: float, weight: float = 0.5) -> bool:
         """A measured isolated rate on `gpu_type` moves the job's throughput toward it (exponential average).
         The allocation is recomputed at the next plan when the rate moved by more than RATE_CHANGE: steady
-        measurements do not re-solve the policy every round."""
+        measurements do not re-solve the policy every round. True when the rate moved."""
         if not self._measurable(gpu_type, steps_per_s):
-            return
+            return False
         s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
         old = self.tput[s, w]
         new = self._moved(old, steps_per_s, weight, replace=self.key_row[s] < 0 and old == 1.0)  # default rate
-        if new is None:
-            return
+        if new is not None:
+            self._set_rate(job_id, s, w, new)
+        return new is not None
+
+    def _set_rate(self, job_id: int, s: int, w: int, rate: float) -> None:
         self.rates_measured = True
-        self.tput[s, w] = self.tput_spread[s, w] = new
+        self.tput[s, w] = self.tput_spread[s, w] = rate
+        self._moved_rates.setdefault(job_id, {})[w] = rate
         e = self._entry_index.get((job_id,))
         if e is not None:
-            self.etput[e, w, 0] = new
+            self.etput[e, w, 0] = rate
             self.ok[e, w] = True
             self._entries_changed()
         self.need_update = True
 
-    def observe_pair_rate(self, job_id: int, partner_id: int, gpu_type: str, steps_per_s: float,
-                          weight: float = 0.5) -> None:
-        """A measured rate of `job_id` co-located with `partner_id` on `gpu_type` moves its type's efficiency
-        beside the partner's type (exponential average from the one in use); recompute as `observe_rate`."""
-        if not self._measurable(gpu_type, steps_per_s) or partner_id not in self.slot:
+    # ---- what a restart gives back (docs/rules.md#runtime-restart) --------------------------------------------
+    def measured_rates(self, job_id: int) -> tuple[str, dict[str, float]]:
+        """The job type (batch size included) whose rates these are, and the job's isolated rates in use where
+        measurements moved them, by GPU type."""
+        return self._rate_type(job_id), {self.gpu_types[w]: r for w, r in self._moved_rates.get(job_id, {}).items()}
+
+    def restore_rates(self, job_id: int, job_type: str, rates: dict[str, float]) -> None:
+        """Rates `measured_rates` gave before a restart, in use again if the job still runs as `job_type` (not at
+        another batch size since); GPU types this core lacks are skipped."""
+        if job_type != self._rate_type(job_id):
             return
+        s = self.slot[job_id]
+        for gpu_type, rate in rates.items():
+            if self._measurable(gpu_type, rate):
+                self._set_rate(job_id, s, self.gpu_types.index(gpu_type), float(rate))
+
+    def _rate_type(self, job_id: int) -> str:
+        row = int(self.key_row[self.slot[job_id]])
+        return self.table.keys[row].job_type if row >= 0 else self.jobs[job_id].job_type
+
+    def pair_efficiencies(self) -> list[tuple[str, int, str, str, float]]:
+        """Measured co-location efficiencies: (job type, scale factor, partner's job type, GPU type, efficiency)."""
+        keys = self.table.keys
+        return [(keys[a].job_type, keys[a].scale_factor, keys[b].job_type, self.gpu_types[w], float(eff[w]))
+                for (a, b), eff in self._pair_efficiency.items() for w in np.flatnonzero(np.isfinite(eff))]
+
+    def restore_pair_efficiencies(self, rows) -> None:
+        """What `pair_efficiencies` gave before a restart (job types or GPU types this core lacks are skipped)."""
+        for job_type, scale_factor, partner, gpu_type, eff in rows:
+            a, b = ((job_type, scale_factor) in self.table, (partner, scale_factor) in self.table)
+            if a and b and gpu_type in self.gpu_types and np.isfinite(eff):
+                pair = (self.table.index((job_type, scale_factor)), self.table.index((partner, scale_factor)))
+                self._pair_efficiency.setdefault(pair, np.full(self.n, np.nan))[self.gpu_types.index(gpu_type)] = eff
+                self.rates_measured = self.need_update = True
+
+    def observe_pair_rate(self, job_id: int, partner_id: int, gpu_type: str, steps_per_s: float,
+                          weight: float = 0.5) -> bool:
+        """A measured rate of `job_id` co-located with `partner_id` on `gpu_type` moves its type's efficiency
+        beside the partner's type (exponential average from the one in use); recompute as `observe_rate`. True
+        when the efficiency moved."""
+        if not self._measurable(gpu_type, steps_per_s) or partner_id not in self.slot:
+            return False
         s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
         a, b = int(self.key_row[s]), int(self.key_row[self.slot[partner_id]])
         alone = self.tput[s, w]
         if a < 0 or b < 0 or not alone > 0:      # a type the table does not know has no pair rates to follow
-            return
+            return False
         efficiency = self._pair_efficiency.setdefault((a, b), np.full(self.n, np.nan))
         old = efficiency[w] if np.isfinite(efficiency[w]) else self._table_efficiency(a, b, w)
         new = self._moved(old, steps_per_s / alone, weight)
         if new is not None:
             efficiency[w] = new
             self.rates_measured = self.need_update = True
+        return new is not None
 
     def _table_efficiency(self, a: int, b: int, w: int) -> float:
         col = self._cols[w]

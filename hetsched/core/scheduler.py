@@ -250,9 +250,11 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
             rates = self._row_rates[row] = (tput, np.where(np.isnan(iso[:, 1]), tput, iso[:, 1]))
         self.tput[s], self.tput_spread[s] = rates
         self.key_row[s] = row
+        self._moved_rates.pop(int(self.job_of_slot[s]), None)  # measured at another batch size, if any
         self._apply_pin(s)
 
     def remove_job(self, job_id: int) -> None:
+        self._moved_rates.pop(job_id, None)
         if self.whole_rounds:
             self.decide.job_removed(job_id)
             self._release_slot(job_id)
