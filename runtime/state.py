@@ -316,12 +316,8 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
             done = max(self.live_steps.get(job_id, 0), row.steps_done)
             try:
                 self.core.add_job(job, remaining_steps=max(1.0, row.total_steps - done))
-                if self.core.decide is not None and (row.attained_s, row.last_run_s) != (0.0, -1.0):
-                    self.core.decide.restore(job_id, row.attained_s, row.last_run_s)    # a restart (R67)
-                if row.rates:
-                    kept = json.loads(row.rates)
-                    self.core.restore_rates(job_id, kept["job_type"], kept["rates"])
                 self.resume_batch_size(row)
+                self._restore(row)
             except Exception as exc:                     # one bad job never stops a round
                 log.warning("job %d cannot be scheduled (%s); marked failed", job_id, exc)
                 self.store.set_state(job_id, "failed", time.time(), f"cannot be scheduled: {exc}")
@@ -356,6 +352,21 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                     core.set_remaining(job_id, 1.0)
             return [j for m in members for j in m]
         return []
+
+    def _restore(self, row: JobRow) -> None:
+        """After a restart, what `_remember` stored of the job (docs/rules.md#runtime-restart); a rates cell that
+        does not parse is skipped with a warning (the job runs at the table's rates until measured)."""
+        if self.core.decide is not None and (row.attained_s, row.last_run_s) != (0.0, -1.0):
+            self.core.decide.restore(row.job_id, row.attained_s, row.last_run_s)
+        if row.rates:
+            try:
+                kept = json.loads(row.rates)
+                job_type, rates = kept["job_type"], {str(k): float(v) for k, v in kept["rates"].items()}
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                log.warning("job %d: stored rates %r are unreadable (%s); it starts at the table's", row.job_id,
+                            row.rates[:80], exc)
+                return
+            self.core.restore_rates(row.job_id, job_type, rates)
 
     def _remember(self, credited: list[int]) -> None:
         """What the core learnt that a restart would lose, stored so that it gives it back
