@@ -234,7 +234,12 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         if self.core is None:
             self.core = build_scheduler(self.pipeline, cluster, self.table, seed=self.seed,
                                         gpu_types=tuple(self.table.gpu_types), entity_weights=self.entity_weights)
-            self.core.restore_pair_efficiencies(json.loads(self.store.meta("pair_efficiencies") or "[]"))
+            kept = self.store.meta("pair_efficiencies")
+            try:                                                   # stored before a restart (R67)
+                self.core.restore_pair_efficiencies(
+                    [(str(a), int(s), str(b), str(g), float(e)) for a, s, b, g, e in json.loads(kept or "[]")])
+            except (ValueError, TypeError) as exc:
+                log.warning("stored pair efficiencies are unreadable (%s); pairs start at the table's", exc)
         else:
             self.core.set_cluster(cluster)
 

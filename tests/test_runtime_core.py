@@ -280,16 +280,18 @@ def test_a_restart_keeps_the_rates_and_pair_efficiencies_measurements_moved(tmp_
     assert again.tput[again.slot[1], w] == table_rate
 
 
-def test_an_unreadable_rates_cell_costs_its_rates_not_its_job(tmp_path, caplog):
+def test_unreadable_stored_rates_cost_their_rates_not_the_job_or_the_worker(tmp_path, caplog):
     state = _state(tmp_path)
     _submit(state, 0)
     state.store._run("UPDATE jobs SET rates = '{\"job_type\": 3' WHERE job_id = 0")     # a hand edit
+    state.store.set_meta("pair_efficiencies", '[["a", "b"]]')
     restarted = _state(tmp_path)
     restarted.register("v100", 1, "a")
     restarted.round(restarted.now() + 10)
     core = restarted.core
     assert 0 in core.jobs and core.tput[core.slot[0], core.gpu_types.index("v100")] == TABLE.get(RESNET, 1, "v100")
     assert "stored rates" in caplog.text and restarted.store.job(0).state != "failed"
+    assert "stored pair efficiencies are unreadable" in caplog.text and not core._pair_efficiency
 
 
 def test_a_late_plan_moves_its_leases_to_a_later_boundary_and_its_lock_time_is_no_silence(tmp_path):
