@@ -52,6 +52,10 @@ class Planner(DecideStage):
         self.cfg = config
         self.planned: dict[int, PlannerJob] = {}
         self.round_ptr = 0
+        # The planner's clock (docs/rules.md#planner-clock): times since `origin`, the earliest arrival it knows at
+        # its first plan; round r starts at `offset + r x round` on it (offset 0 when that plan is at the origin).
+        self.origin: float | None = None
+        self.offset = 0.0
         self.resolve = self.reestimate = True
         self.schedule: list[list[tuple[int, int]]] = []
         self.schedule_start = 0
@@ -92,6 +96,9 @@ class Planner(DecideStage):
         offset = self.round_ptr - self.schedule_start
         recomputed = False
         if sched.jobs and (self.resolve or offset >= len(self.schedule)):
+            if self.origin is None:
+                self.origin = min(pj.submit_s for pj in self.planned.values())
+                self.offset = (now - self.origin) - sched.round_s * self.round_ptr
             self._solve()
             recomputed, offset = True, 0
         # Skip jobs that finished, and a planned type on which a batch-size switch left the job no rate.
@@ -194,7 +201,7 @@ class Planner(DecideStage):
         remaining = np.array([pj.remaining_s(p) for pj, p in zip(jobs, progress.tolist())])
         if self.reestimate:
             for pj, p in zip(jobs, progress.tolist()):
-                pj.add_share_estimate(self.round_ptr, p, share)
+                pj.add_share_estimate(self.round_ptr, p, share, self.origin)
             self.reestimate = False
         fair = np.array([pj.fair_finish_s(self.round_ptr, cfg.momentum) for pj in jobs])
         inputs = WindowInputs(np.array([pj.gpus for pj in jobs]), np.array([pj.epochs for pj in jobs]),
@@ -204,7 +211,7 @@ class Planner(DecideStage):
         solve = dict(capacity=sched.capacity if sched.n > 1 else self.gpus, rounds=R, round_s=delta, k=cfg.k,
                      bases=cfg.log_bases, log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s,
                      solver=cfg.solver, seed=cfg.solver_seed)
-        slack = share * (cfg.rhomax * fair - delta * (self.round_ptr + R))
+        slack = share * (cfg.rhomax * fair - (self.offset + delta * (self.round_ptr + R)))
         n, status, relaxed = None, "infeasible", True
         attempt = bool((slack >= 0).all())           # else some job cannot meet its target whatever we do
         reach = fair_finish_reachable(inputs, R, delta, slack) if attempt else False
@@ -221,7 +228,7 @@ class Planner(DecideStage):
             # A job submitted at t = 0 whose predictor sees no epoch left has a fair finish of 0 (docs/rules.md
             # #predictor): 0 / 0 is NaN, which is not behind; anything more over a zero fair finish is behind.
             with np.errstate(divide="ignore", invalid="ignore"):
-                rho = (delta * self.round_ptr + remaining / share) / fair
+                rho = (self.offset + delta * self.round_ptr + remaining / share) / fair
             behind = rho > cfg.rhomax
             exponent = np.where(remaining < delta, cfg.almost_done_exponent, cfg.lam)
             with np.errstate(over="ignore"):

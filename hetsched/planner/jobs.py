@@ -92,8 +92,9 @@ class PlannerJob:
         return value
 
     # ---- fair share --------------------------------------------------------------------------------
-    def add_share_estimate(self, round_ptr: int, p: int, share: float) -> None:
-        self.record_share(round_ptr, self.submit_s + (self.elapsed_s(p) + self.remaining_s(p)) / share)
+    def add_share_estimate(self, round_ptr: int, p: int, share: float, origin: float = 0.0) -> None:
+        """Its fair-share finish time on the planner's clock (times since `origin`)."""
+        self.record_share(round_ptr, (self.submit_s - origin) + (self.elapsed_s(p) + self.remaining_s(p)) / share)
 
     def record_share(self, round_ptr: int, estimate: float) -> None:
         k = self.num_shares
