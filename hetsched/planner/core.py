@@ -225,7 +225,7 @@ class Planner(DecideStage):
         relaxed = n is None
         priority = np.ones(N)
         if n is None:
-            # A job submitted at t = 0 whose predictor sees no epoch left has a fair finish of 0 (docs/rules.md
+            # A job submitted at the origin whose predictor sees no epoch left has a fair finish of 0 (docs/rules.md
             # #predictor): 0 / 0 is NaN, which is not behind; anything more over a zero fair finish is behind.
             with np.errstate(divide="ignore", invalid="ignore"):
                 rho = (self.offset + delta * self.round_ptr + remaining / share) / fair
