@@ -11,7 +11,6 @@ workers joining and leaving through `set_cluster`; the runtime calls only the co
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import secrets
@@ -38,6 +37,7 @@ from .endings import Endings
 from .lease_calls import LeaseCalls
 from .local_gpus import stable_parts
 from .logs import EventLog
+from .memory import RestartMemory
 from .records import Denied, LeaseInfo, WorkerInfo
 from .store import JobRow, Store
 from .stubs import pb2
@@ -47,7 +47,7 @@ events = logging.getLogger(EventLog.NAME)     # one key=value line per job event
 LEASE_TOKENS_KEPT = 4          # per job: a process of an older lease may still report its last checkpoint
 
 
-class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
+class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts, RestartMemory):
     """Everything the server knows, guarded by one lock; RPC handlers and the round loop share it."""
 
     def __init__(self, store: Store, policy: str, round_s: float, throughputs: ThroughputTable, seed: int = 0,
@@ -84,8 +84,6 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         self.running_on: dict[int, set[str]] = {}        # job id -> workers that report a process of it
         self.live_steps: dict[int, int] = {}
         self.credited: dict[int, int] = {}               # steps already credited to the core
-        self.rates_moved: set[int] = set()               # jobs whose measured rates moved since the last round
-        self.pairs_moved = False                         # and whether a pair's efficiency did
         self.finished_flag: set[int] = set()
         self.active: dict[int, JobRow] = {}              # queued and running jobs
         self.to_admit: list[int] = []
@@ -98,6 +96,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         self.events = EventLog()
         self._init_batch_sizes()
         self._init_costs()
+        self._init_memory()
         self._recover()
 
     def now(self) -> float:
@@ -234,12 +233,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
         if self.core is None:
             self.core = build_scheduler(self.pipeline, cluster, self.table, seed=self.seed,
                                         gpu_types=tuple(self.table.gpu_types), entity_weights=self.entity_weights)
-            kept = self.store.meta("pair_efficiencies")
-            try:                                                   # stored before a restart (R67)
-                self.core.restore_pair_efficiencies(
-                    [(str(a), int(s), str(b), str(g), float(e)) for a, s, b, g, e in json.loads(kept or "[]")])
-            except (ValueError, TypeError) as exc:
-                log.warning("stored pair efficiencies are unreadable (%s); pairs start at the table's", exc)
+            self._restore_pairs()                                  # measured before a restart (R67)
         else:
             self.core.set_cluster(cluster)
 
@@ -357,38 +351,6 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts):
                     core.set_remaining(job_id, 1.0)
             return [j for m in members for j in m]
         return []
-
-    def _restore(self, row: JobRow) -> None:
-        """After a restart, what `_remember` stored of the job (docs/rules.md#runtime-restart); a rates cell that
-        does not parse is skipped with a warning (the job runs at the table's rates until measured)."""
-        if self.core.decide is not None and (row.attained_s, row.last_run_s) != (0.0, -1.0):
-            self.core.decide.restore(row.job_id, row.attained_s, row.last_run_s)
-        if row.rates:
-            try:
-                kept = json.loads(row.rates)
-                job_type, rates = kept["job_type"], {str(k): float(v) for k, v in kept["rates"].items()}
-            except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                log.warning("job %d: stored rates %r are unreadable (%s); it starts at the table's", row.job_id,
-                            row.rates[:80], exc)
-                return
-            self.core.restore_rates(row.job_id, job_type, rates)
-
-    def _remember(self, credited: list[int]) -> None:
-        """What the core learnt that a restart would lose, stored so that it gives it back
-        (docs/rules.md#runtime-restart): the decide stage's history of the jobs just credited (none for a stage
-        whose decisions read none), the rates measurements moved, and the pairs' measured efficiencies."""
-        core = self.core
-        if core.decide is not None:
-            rows = [(*h, j) for j in credited if (h := core.decide.history(j)) is not None]
-            if rows:
-                self.store.set_histories(rows)
-        if self.rates_moved:
-            self.store.set_rates([(json.dumps(dict(zip(("job_type", "rates"), core.measured_rates(j)))), j)
-                                  for j in sorted(self.rates_moved) if j in core.jobs])
-            self.rates_moved.clear()
-        if self.pairs_moved:
-            self.store.set_meta("pair_efficiencies", json.dumps(core.pair_efficiencies()))
-            self.pairs_moved = False
 
     def round(self, deadline: float) -> float:
         """Credit the ending round, admit new jobs, plan the next one and issue leases ending at `deadline`.
