@@ -1,7 +1,8 @@
 """What the core learns that a scheduler restart would lose, stored and given back (docs/rules.md#runtime-restart):
-an ordering's history of each job (LAS's attained service, the starvation guard's last run), the rates that
-measurements moved (per job, for the job type and batch size measured) and the pairs' co-location efficiencies.
-A stored value that does not parse costs only itself, with a warning."""
+the decide stage's history of each job (LAS's attained service and the starvation guard's last run; Shockwave's
+fair-share finish estimates and calibration) and its own state (the planner's round count and clock origin), the
+rates that measurements moved (per job, for the job type and batch size measured) and the pairs' co-location
+efficiencies. A stored value that does not parse costs only itself, with a warning."""
 
 from __future__ import annotations
 
@@ -21,13 +22,14 @@ class RestartMemory:
         self.pairs_moved = False                         # and whether a pair's efficiency did
 
     def _remember(self, credited: list[int]) -> None:
-        """At a round's end: the decide stage's history of the jobs just credited (none for a stage whose decisions
-        read none), the rates measurements moved, and the pairs' measured efficiencies."""
+        """At a round's end: the decide stage's history of the jobs whose past moved and its own state (none for a
+        stage whose decisions read none), the rates measurements moved, and the pairs' measured efficiencies."""
         core = self.core
         if core.decide is not None:
-            rows = [(*h, j) for j in credited if (h := core.decide.history(j)) is not None]
-            if rows:
-                self.store.set_histories(rows)
+            rows = [(json.dumps(h), j) for j, h in core.decide.histories(credited)]
+            state = core.decide.state()
+            if rows or state is not None:
+                self.store.set_histories(rows, None if state is None else ("decide_state", json.dumps(state)))
         if self.rates_moved:
             self.store.set_rates([(json.dumps(dict(zip(("job_type", "rates"), core.measured_rates(j)))), j)
                                   for j in sorted(self.rates_moved) if j in core.jobs])
@@ -36,8 +38,14 @@ class RestartMemory:
             self.store.set_meta("pair_efficiencies", json.dumps(core.pair_efficiencies()))
             self.pairs_moved = False
 
-    def _restore_pairs(self) -> None:
-        """A new core: the pairs' efficiencies measured before a restart."""
+    def _restore_core(self) -> None:
+        """A new core: the decide stage's state and the pairs' efficiencies from before a restart."""
+        kept = self.store.meta("decide_state")
+        if kept and self.core.decide is not None:
+            try:
+                self.core.decide.restore_state(json.loads(kept))
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                log.warning("the stored decide state %r is unreadable (%s); it starts afresh", kept[:80], exc)
         kept = self.store.meta("pair_efficiencies")
         try:
             self.core.restore_pair_efficiencies(
@@ -48,8 +56,14 @@ class RestartMemory:
     def _restore(self, row: JobRow) -> None:
         """A job joining the core after a restart: its history and measured rates (after its batch size is
         resumed, so rates measured at that size apply)."""
-        if self.core.decide is not None and (row.attained_s, row.last_run_s) != (0.0, -1.0):
-            self.core.decide.restore(row.job_id, row.attained_s, row.last_run_s)
+        if self.core.decide is not None:
+            try:
+                history = row.decide_history()
+                if history is not None:
+                    self.core.decide.restore(row.job_id, history)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                log.warning("job %d: its stored history %r is unreadable (%s); it starts without", row.job_id,
+                            row.history[:80], exc)
         if row.rates:
             try:
                 kept = json.loads(row.rates)

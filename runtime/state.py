@@ -233,7 +233,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts, RestartMemory):
         if self.core is None:
             self.core = build_scheduler(self.pipeline, cluster, self.table, seed=self.seed,
                                         gpu_types=tuple(self.table.gpu_types), entity_weights=self.entity_weights)
-            self._restore_pairs()                                  # measured before a restart (R67)
+            self._restore_core()                                   # learnt before a restart (R67)
         else:
             self.core.set_cluster(cluster)
 
@@ -365,10 +365,10 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts, RestartMemory):
                     return deadline
                 now = self.now()
                 credited = self._credit(now)
-                self._remember(credited)
                 self.switch_batch_sizes(credited)                 # credit, switch, flag; then arrivals join
                 self._admit()
                 plan = self.core.plan(now, servers=True)
+                self._remember(credited)                          # as the round leaves the core (R67)
                 late = self.now() + self.round_s / 2 - deadline
                 if late > 0:
                     deadline += math.ceil(late / self.round_s) * self.round_s

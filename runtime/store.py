@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -30,9 +31,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     pinned_gpu_types TEXT NOT NULL DEFAULT '',   -- '|'-separated GPU types the job may run on ('': any)
     slo_factor REAL NOT NULL DEFAULT 0,          -- Gavel's SLO x duration_s after submission (0: none)
     duration_s REAL NOT NULL DEFAULT 0,
-    attained_s REAL NOT NULL DEFAULT 0,          -- seconds run, as an ordering's history keeps them (restarts)
-    last_run_s REAL NOT NULL DEFAULT -1,         -- end of its last run on the scheduler's clock (-1: never)
-    rates TEXT NOT NULL DEFAULT ''               -- measured rates in use: {"job_type": ..., "rates": {type: steps/s}}
+    attained_s REAL NOT NULL DEFAULT 0,          -- read only: histories before `history` (2026-11-28 servers)
+    last_run_s REAL NOT NULL DEFAULT -1,         -- read only, as attained_s
+    rates TEXT NOT NULL DEFAULT '',              -- measured rates in use: {"job_type": ..., "rates": {type: steps/s}}
+    history TEXT NOT NULL DEFAULT ''             -- the decide stage's history of the job (JSON), for restarts
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -40,7 +42,7 @@ LATER_COLUMNS = (("entity", "TEXT NOT NULL DEFAULT ''"), ("adaptation", "TEXT NO
                  ("batch_size", "INTEGER NOT NULL DEFAULT 0"), ("pinned_gpu_types", "TEXT NOT NULL DEFAULT ''"),
                  ("slo_factor", "REAL NOT NULL DEFAULT 0"), ("duration_s", "REAL NOT NULL DEFAULT 0"),
                  ("attained_s", "REAL NOT NULL DEFAULT 0"), ("last_run_s", "REAL NOT NULL DEFAULT -1"),
-                 ("rates", "TEXT NOT NULL DEFAULT ''"))
+                 ("rates", "TEXT NOT NULL DEFAULT ''"), ("history", "TEXT NOT NULL DEFAULT ''"))
 
 
 class DuplicateJob(ValueError):
@@ -67,9 +69,21 @@ class JobRow:
     pinned_gpu_types: str = ""
     slo_factor: float = 0.0          # 0: no SLO
     duration_s: float = 0.0
-    attained_s: float = 0.0          # the decide stage's history of the job (`DecideStage.history`), kept for a
-    last_run_s: float = -1.0         # restart: seconds run and the end of its last run (-1: never)
-    rates: str = ""                  # its measured rates in use (JSON), kept for a restart too
+    attained_s: float = 0.0          # an ordering's history as servers of 2026-11-28 stored it: seconds run and
+    last_run_s: float = -1.0         # the end of its last run (-1: never); read when `history` is empty
+    rates: str = ""                  # its measured rates in use (JSON), kept for a restart
+    history: str = ""                # the decide stage's history of the job (`DecideStage.histories`, JSON)
+
+    def decide_history(self) -> dict | None:
+        """The stored history as `DecideStage.restore` takes it (raises ValueError when it does not parse)."""
+        if self.history:
+            kept = json.loads(self.history)
+            if not isinstance(kept, dict):
+                raise ValueError(f"not an object: {self.history[:80]!r}")
+            return kept
+        if (self.attained_s, self.last_run_s) != (0.0, -1.0):
+            return {"attained_s": self.attained_s, "last_run_s": self.last_run_s}
+        return None
 
 
 class Store:
@@ -149,11 +163,15 @@ class Store:
         self._run("UPDATE jobs SET batch_size = ?, total_steps = ?, steps_done = ? WHERE job_id = ?",
                   (batch_size, total_steps, steps_done, job_id))
 
-    def set_histories(self, rows) -> None:
-        """(attained_s, last_run_s, job_id) of the jobs a round credited, in one transaction."""
+    def set_histories(self, rows, meta: tuple[str, str] | None = None) -> None:
+        """(history JSON, job_id) of the jobs whose history moved in a round, and a meta (key, value) beside them,
+        in one transaction."""
         with self._lock:
             self._db.execute("BEGIN")
-            self._db.executemany("UPDATE jobs SET attained_s = ?, last_run_s = ? WHERE job_id = ?", rows)
+            self._db.executemany("UPDATE jobs SET history = ? WHERE job_id = ?", rows)
+            if meta is not None:
+                self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value", meta)
             self._db.execute("COMMIT")
 
     def set_rates(self, rows) -> None:

@@ -181,3 +181,54 @@ def test_emulated_shockwave_switches_as_the_simulator_does():
     totals = dict(zip(done["job_id"], done["total_steps"]))
     assert totals[0] == 24 * IPE128 and totals[1] == 100 * iterations_per_epoch("Recommendation", 8192)
     assert (done["steps_done"] == done["total_steps"]).all()
+
+
+def test_a_restart_keeps_the_planners_rounds_estimates_and_calibration(tmp_path):
+    """Shockwave's finish-time fairness reads each job's fair-share finish estimates since its arrival (FT-bar) and
+    calibrates its profile from the samples measured since round 0, counted in the planner's rounds on its clock: a
+    restarted scheduler gives all of that back (docs/rules.md#runtime-restart). Before, the restarted planner
+    counted rounds from 0 again, from a new origin, with one fresh estimate per job and no samples."""
+    state = _state(tmp_path, "shockwave")
+    worker_id, session = state.register("v100", 1, "a")
+    for j in range(3):
+        _submit(state, j, "ResNet-18 (batch size 32)", adaptation="", total_steps=10 ** 7)
+    for r in range(12):
+        if r == 5:
+            _submit(state, 3, "ResNet-18 (batch size 32)", adaptation="", total_steps=10 ** 7)   # a re-estimate
+        state.epoch -= 10.0                             # 10 s pass on the scheduler's clock
+        state.round(state.now() + 10)
+    before = state.core.decide
+    ptr, momentum = before.round_ptr, before.cfg.momentum
+    assert ptr >= 10 and all(before.planned[j].num_shares >= 2 for j in range(3))
+    assert any(before.planned[j].samples > 0 for j in range(4))
+    state.store.close()
+
+    again = _state(tmp_path, "shockwave")
+    again.register("v100", 1, "a")
+    again._admit()                                      # the jobs join the new core, before its first plan
+    after = again.core.decide
+    assert (after.round_ptr, after.origin, after.offset) == (ptr, before.origin, None)
+    for j in range(4):
+        old, new = before.planned[j], after.planned[j]
+        assert (new.samples, new.last_round, new.amp) == (old.samples, old.last_round, old.amp)
+        for r in (ptr, ptr + 7):
+            assert new.fair_finish_s(r, momentum) == pytest.approx(old.fair_finish_s(r, momentum), rel=1e-12)
+    again.round(again.now() + 10)                       # plans on the restarted clock
+    assert after.offset == pytest.approx(again.now() - 10 * ptr - after.origin, abs=1.0)
+
+
+def test_an_unreadable_planner_history_costs_only_itself(tmp_path, caplog):
+    state = _state(tmp_path, "shockwave")
+    for j in range(2):
+        _submit(state, j, "ResNet-18 (batch size 32)", adaptation="", total_steps=10 ** 6)
+    state.store._run("UPDATE jobs SET history = '{\"shares\": [[1]]}' WHERE job_id = 0")      # hand edits
+    state.store._run("UPDATE jobs SET history = '[1, 2]' WHERE job_id = 1")
+    state.store.set_meta("decide_state", '{"round_ptr": "x"}')
+    restarted = _state(tmp_path, "shockwave")
+    restarted.register("v100", 1, "a")
+    restarted.round(restarted.now() + 10)
+    planner = restarted.core.decide
+    assert sorted(restarted.core.jobs) == [0, 1] and planner.round_ptr == 0 and planner.origin is not None
+    assert all(planner.planned[j].num_shares == 1 and planner.planned[j].samples == 0 for j in range(2))
+    assert "decide state" in caplog.text and caplog.text.count("stored history") == 2
+    assert {r.state for r in restarted.store.jobs()} == {"queued", "running"}

@@ -152,34 +152,45 @@ def test_a_restart_keeps_what_las_has_attained(tmp_path):
     state.epoch -= 100.0                                 # 100 s pass on the scheduler's clock
     state.store.set_meta("epoch", repr(state.epoch))
     assert leased(state) == [4, 5, 6, 7]                # the jobs without service first
-    stored = {r.job_id: r for r in state.store.jobs()}
-    assert all(99.0 < stored[j].attained_s <= 101.0 and stored[j].last_run_s > 0 for j in range(4))
-    assert all(stored[j].attained_s == 0.0 for j in range(4, 8))
+    stored = {r.job_id: r.decide_history() for r in state.store.jobs()}
+    assert all(99.0 < stored[j]["attained_s"] <= 101.0 and stored[j]["last_run_s"] > 0 for j in range(4))
+    assert all(stored[j] is None for j in range(4, 8))                  # never credited: nothing kept
 
     restarted = RuntimeState(Store(tmp_path / "s.sqlite"), "LAS+fair", 300.0, TABLE)
     restarted.register("v100", 4, "a", cpu_cores=24, mem_gb=500)
     assert leased(restarted) == [4, 5, 6, 7]
-    assert [restarted.core.decide.history(j)[0] for j in range(4)] == [stored[j].attained_s for j in range(4)]
+    assert restarted.core.decide.histories(list(range(4))) == [(j, stored[j]) for j in range(4)]
 
 
-def test_a_state_folder_from_before_histories_opens_with_none(tmp_path):
-    """A jobs table without the history columns (an older server's) gets them, empty
-    (docs/rules.md#runtime-restart)."""
+@pytest.mark.parametrize("kept", ["no history", "attained columns"])
+def test_a_state_folder_from_before_histories_opens_with_what_it_kept(tmp_path, kept):
+    """A jobs table without the history column (an older server's) gets it, empty; one whose server kept LAS's
+    history in the attained_s and last_run_s columns (2026-11-28) gives that back (docs/rules.md#runtime-restart)."""
     import sqlite3
 
+    extra = (", entity TEXT NOT NULL DEFAULT '', adaptation TEXT NOT NULL DEFAULT '', batch_size INTEGER NOT NULL "
+             "DEFAULT 0, pinned_gpu_types TEXT NOT NULL DEFAULT '', slo_factor REAL NOT NULL DEFAULT 0, duration_s "
+             "REAL NOT NULL DEFAULT 0, attained_s REAL NOT NULL DEFAULT 0, last_run_s REAL NOT NULL DEFAULT -1, "
+             "rates TEXT NOT NULL DEFAULT ''") if kept != "no history" else ""
     db = sqlite3.connect(tmp_path / "s.sqlite")
     db.execute("CREATE TABLE jobs (job_id INTEGER PRIMARY KEY, job_type TEXT NOT NULL, "
                "scale_factor INTEGER NOT NULL, total_steps INTEGER NOT NULL, priority_weight REAL NOT NULL, "
                "command TEXT NOT NULL, state TEXT NOT NULL, steps_done INTEGER NOT NULL DEFAULT 0, "
                "attempts INTEGER NOT NULL DEFAULT 0, submitted_s REAL NOT NULL, finished_s REAL, "
-               "log_tail TEXT NOT NULL DEFAULT '')")
-    db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, command, state, "
-               "submitted_s) VALUES (0, 'res18', 1, 1000, 1.0, 'emulated', 'running', 1.0)")
+               f"log_tail TEXT NOT NULL DEFAULT ''{extra})")
+    for j in range(2):
+        db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, command, state, "
+                   f"submitted_s) VALUES ({j}, 'res18', 1, 1000, 1.0, 'emulated', 'running', 1.0)")
+    if extra:
+        db.execute("UPDATE jobs SET attained_s = 50.0, last_run_s = 10.0 WHERE job_id = 0")
     db.commit()
     db.close()
     state = _state(tmp_path, "LAS+fair")
-    (row,) = state.store.jobs()
-    assert (row.attained_s, row.last_run_s, row.state) == (0.0, -1.0, "queued")
+    rows = state.store.jobs()
+    assert [(r.history, r.state) for r in rows] == [("", "queued")] * 2
+    expected = {"attained_s": 50.0, "last_run_s": 10.0} if extra else None
+    assert [r.decide_history() for r in rows] == [expected, None]
     state.register("v100", 1, "a", cpu_cores=6, mem_gb=100)
     state.round(state.now() + 300)
-    assert state.core.decide.history(0) == (0.0, -1.0)
+    assert state.core.decide.histories([0, 1]) == [(0, expected or {"attained_s": 0.0, "last_run_s": -1.0}),
+                                                   (1, {"attained_s": 0.0, "last_run_s": -1.0})]

@@ -204,15 +204,24 @@ class DecideStage:
     def round_done(self) -> None:
         """A round was credited."""
 
-    def history(self, job_id: int) -> "tuple[float, float] | None":
-        """What the stage's decisions read of a job's past that its fields and remaining steps do not give: (seconds
-        it has run, end of its last run or -1) under Synergy's server rounds (LAS's attained service, the starvation
-        guard); None when they read nothing. The runtime stores it each round and gives it back after a restart
-        (`restore`)."""
+    def histories(self, credited: list[int]) -> "list[tuple[int, dict]]":
+        """What the stage's decisions read of jobs' pasts that their fields and remaining steps do not give, for each
+        job whose past changed since the last call (`credited`: the jobs the round just credited), as (job id,
+        JSON-able dict): Synergy's seconds run and end of last run (LAS, the starvation guard), Shockwave's
+        fair-share finish estimates and calibration. The runtime stores them at each round's end and gives them
+        back after a restart (`restore`, docs/rules.md#runtime-restart)."""
+        return []
+
+    def restore(self, job_id: int, history: dict) -> None:
+        """A restarted runtime gives back what `histories` last said of `job_id`."""
+
+    def state(self) -> "dict | None":
+        """What the stage keeps beside its jobs' histories (the planner's round count and clock origin), JSON-able;
+        None when nothing. Stored with the histories, given back to a restarted core by `restore_state`."""
         return None
 
-    def restore(self, job_id: int, attained_s: float, last_run_s: float) -> None:
-        """A restarted runtime gives back what `history` said of `job_id` (docs/rules.md#runtime-restart)."""
+    def restore_state(self, state: dict) -> None:
+        """A restarted runtime gives back what `state` said, before its jobs join."""
 
 
 class RoundStage(DecideStage):

@@ -54,8 +54,10 @@ class Planner(DecideStage):
         self.round_ptr = 0
         # The planner's clock (docs/rules.md#planner-clock): times since `origin`, the earliest arrival it knows at
         # its first plan; round r starts at `offset + r x round` on it (offset 0 when that plan is at the origin).
+        # Both are set at the first plan; after a runtime restart, the offset only (the origin is restored).
         self.origin: float | None = None
-        self.offset = 0.0
+        self.offset: float | None = None
+        self._reported: dict[int, tuple] = {}           # what `histories` last said of each job (the runtime's)
         self.resolve = self.reestimate = True
         self.schedule: list[list[tuple[int, int]]] = []
         self.schedule_start = 0
@@ -81,7 +83,37 @@ class Planner(DecideStage):
 
     def job_removed(self, job_id: int) -> None:
         self.planned.pop(job_id, None)
+        self._reported.pop(job_id, None)
         self.resolve = self.reestimate = True
+
+    # ---- a runtime restart (docs/rules.md#runtime-restart) ------------------------------------------
+    def histories(self, credited: list[int]) -> list[tuple[int, dict]]:
+        """Each job whose fair-share estimates or calibration moved since the last call: its estimates (the
+        momentum average's closed part in one entry, then the last estimate, which is all FT-bar reads), its
+        measured samples, the round of its last measurement and its calibration factor."""
+        out = []
+        for job_id, pj in self.planned.items():
+            mark = (pj.num_shares, pj.last_round, pj.amp)
+            if self._reported.get(job_id) != mark:
+                self._reported[job_id] = mark
+                out.append((job_id, pj.history()))
+        return out
+
+    def restore(self, job_id: int, history: dict) -> None:
+        self.planned[job_id].restore(history)
+        self._reported[job_id] = (self.planned[job_id].num_shares, self.planned[job_id].last_round,
+                                  self.planned[job_id].amp)
+
+    def state(self) -> dict:
+        """The round count (the estimates' and calibration's round indices count from it) and the clock's origin."""
+        return {"round_ptr": self.round_ptr, "origin": self.origin}
+
+    def restore_state(self, state: dict) -> None:
+        """Rounds go on counting from the stored count and times from the stored origin; the offset is set at the
+        first plan, from the restarted clock (the time the scheduler was down passed for the jobs too)."""
+        round_ptr, origin = int(state["round_ptr"]), state["origin"]
+        self.origin = None if origin is None else float(origin)
+        self.round_ptr = round_ptr
 
     def _batch_size(self, job_id: int) -> int:
         state = self.sched.adaptation.jobs.get(job_id) if self.sched.adaptation is not None else None
@@ -96,8 +128,9 @@ class Planner(DecideStage):
         offset = self.round_ptr - self.schedule_start
         recomputed = False
         if sched.jobs and (self.resolve or offset >= len(self.schedule)):
-            if self.origin is None:
-                self.origin = min(pj.submit_s for pj in self.planned.values())
+            if self.offset is None:
+                if self.origin is None:
+                    self.origin = min(pj.submit_s for pj in self.planned.values())
                 self.offset = (now - self.origin) - sched.round_s * self.round_ptr
             self._solve()
             recomputed, offset = True, 0

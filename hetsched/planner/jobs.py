@@ -116,6 +116,33 @@ class PlannerJob:
             return float(last)
         return float(momentum * (weights @ values) / weights.sum() + (1 - momentum) * last)
 
+    # ---- a runtime restart -------------------------------------------------------------------------
+    def history(self) -> dict:
+        """What a restarted planner needs to go on as before (docs/rules.md#runtime-restart). FT-bar weighs each
+        estimate by the rounds it was in force, so all but the last fold into one entry at the first estimate's
+        round worth their weighted mean over the rounds up to the last estimate (equal up to rounding)."""
+        k = self.num_shares
+        rounds, values = self.share_rounds[:k], self.share_values[:k]
+        shares = []
+        if k:
+            span = int(rounds[-1] - rounds[0])
+            if span > 0:                                 # (all in one round: only the last one weighs)
+                closed = float(np.diff(rounds).astype(float) @ values[:-1])
+                shares.append([int(rounds[0]), closed / span])
+            shares.append([int(rounds[-1]), float(values[-1])])
+        return {"shares": shares, "samples": self.samples, "last_round": self.last_round, "amp": self.amp}
+
+    def restore(self, history: dict) -> None:
+        shares = [(int(r), float(v)) for r, v in history["shares"]]
+        samples, last_round, amp = float(history["samples"]), int(history["last_round"]), float(history["amp"])
+        self.share_rounds = np.zeros(max(8, len(shares) + 1), np.int64)
+        self.share_values = np.zeros(len(self.share_rounds))
+        for i, (r, v) in enumerate(shares):
+            self.share_rounds[i], self.share_values[i] = r, v
+        self.num_shares = len(shares)
+        self.samples, self.last_round, self.amp = samples, last_round, amp
+        self.remaining_memo = (-1, 0.0, 0.0)
+
     # ---- calibration -------------------------------------------------------------------------------
     def measured(self, round_index: int, rate: float, batch_size: int, round_s: float) -> None:
         """A micro-task in round `round_index` ran at `rate` steps/s: it stands for every round since the last."""

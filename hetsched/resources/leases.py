@@ -97,10 +97,12 @@ class ServerLeases:
         self.last_run[slots] = self._last_end
         return slots[self.remaining[slots] <= 0]
 
-    def history(self, job_id: int) -> tuple[float, float]:
-        s = self.slot[job_id]
-        return float(self.attained[s]), float(self.last_run[s])
+    def histories(self, credited: list[int]) -> list[tuple[int, dict]]:
+        """The credited jobs' seconds run and end of their last run (the only jobs whose past moved)."""
+        slot = self.slot
+        return [(j, {"attained_s": float(self.attained[slot[j]]), "last_run_s": float(self.last_run[slot[j]])})
+                for j in credited if j in slot]
 
-    def restore(self, job_id: int, attained_s: float, last_run_s: float) -> None:
+    def restore(self, job_id: int, history: dict) -> None:
         s = self.slot[job_id]
-        self.attained[s], self.last_run[s] = attained_s, last_run_s
+        self.attained[s], self.last_run[s] = float(history["attained_s"]), float(history["last_run_s"])
