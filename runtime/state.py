@@ -367,8 +367,10 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts, RestartMemory):
                 credited = self._credit(now)
                 self.switch_batch_sizes(credited)                 # credit, switch, flag; then arrivals join
                 self._admit()
-                plan = self.core.plan(now, servers=True)
-                self._remember(credited)                          # as the round leaves the core (R67)
+                try:
+                    plan = self.core.plan(now, servers=True)
+                finally:
+                    self._remember(credited)                      # as the round leaves the core (R67)
                 late = self.now() + self.round_s / 2 - deadline
                 if late > 0:
                     deadline += math.ceil(late / self.round_s) * self.round_s
