@@ -339,3 +339,32 @@ def test_the_planner_plans_a_stream_alike_whenever_it_starts():
     assert later.num_rounds == base.num_rounds and later.num_recomputes == base.num_recomputes
     for j in jobs:
         assert later.jobs[j.job_id].jct_s == pytest.approx(base.jobs[j.job_id].jct_s, abs=1e-6)
+
+
+def test_the_planners_clock_catches_up_with_rounds_that_went_by_unplanned():
+    """docs/rules.md#planner-clock: round r stands for `offset + r x round`, and rounds only count when they run, so
+    an idle cluster (a gap between jobs, a runtime without workers) left the planner's time behind the clock: jobs
+    arriving after a gap of 1e6 s looked 1e6 s less behind than they were. The offset now takes up the lag."""
+    from hetsched import load_throughputs
+    from hetsched.planner.core import ShockwavePolicy
+    from hetsched.sim.simulator import RoundSimulation, SimulationConfig
+    from hetsched.traces import GavelGenerator
+
+    table = load_throughputs("gavel_simulation")
+    jobs = GavelGenerator(seed=0, mean_interarrival_s=900, throughputs=table).jobs(8)
+    jobs = jobs[:4] + [j.with_(arrival_time_s=j.arrival_time_s + 1e6) for j in jobs[4:]]
+    sim = RoundSimulation(jobs, ClusterSpec.parse("0:0:4"), ShockwavePolicy(), table,
+                          SimulationConfig.for_system("shockwave"), record_timeline=False)
+    planner, lags = sim.sched.decide, []
+    select = planner.select
+
+    def timed_select(now):
+        out = select(now)
+        if out[2]:                                     # re-planned: its time against the clock's
+            lags.append((now - planner.origin) - (planner.offset + sim.sched.round_s * planner.round_ptr))
+        return out
+    planner.select = timed_select
+    while sim.step():
+        pass
+    assert len(lags) > 10 and max(lags) < sim.sched.round_s
+    assert max(sim.result().jobs[j.job_id].finish_time_s for j in jobs[:4]) < 1e6      # the cluster idled

@@ -128,10 +128,7 @@ class Planner(DecideStage):
         offset = self.round_ptr - self.schedule_start
         recomputed = False
         if sched.jobs and (self.resolve or offset >= len(self.schedule)):
-            if self.offset is None:
-                if self.origin is None:
-                    self.origin = min(pj.submit_s for pj in self.planned.values())
-                self.offset = (now - self.origin) - sched.round_s * self.round_ptr
+            self._set_clock(now)
             self._solve()
             recomputed, offset = True, 0
         # Skip jobs that finished, and a planned type on which a batch-size switch left the job no rate.
@@ -139,6 +136,20 @@ class Planner(DecideStage):
             if sched.jobs else []
         entry = np.array([sched._entry_index[(j,)] for j, _ in pairs], np.int64)
         return entry, np.array([w for _, w in pairs], np.int64), recomputed
+
+    def _set_clock(self, now: float) -> None:
+        """The planner's clock before a plan (docs/rules.md#planner-clock): the origin and offset at the first plan
+        (after a restart, the offset only); later, where rounds went by unplanned (an idle cluster, a runtime
+        without workers), round r's time would lag the clock by those rounds: the offset takes the lag up."""
+        sched = self.sched
+        if self.offset is None:
+            if self.origin is None:
+                self.origin = min(pj.submit_s for pj in self.planned.values())
+            self.offset = (now - self.origin) - sched.round_s * self.round_ptr
+            return
+        lag = (now - self.origin) - (self.offset + sched.round_s * self.round_ptr)
+        if lag >= sched.round_s:                 # rounds end early, never a round late unless none ran
+            self.offset += lag
 
     def measured(self, entry: np.ndarray, gpu_type: np.ndarray, exec_time: np.ndarray) -> None:
         """A round ran: each job's measured rate (before any batch-size switch) feeds calibration."""
