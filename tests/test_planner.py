@@ -368,3 +368,24 @@ def test_the_planners_clock_catches_up_with_rounds_that_went_by_unplanned():
         pass
     assert len(lags) > 10 and max(lags) < sim.sched.round_s
     assert max(sim.result().jobs[j.job_id].finish_time_s for j in jobs[:4]) < 1e6      # the cluster idled
+
+
+def test_ratios_of_durations_do_not_fade_as_the_stream_ages():
+    """docs/rules.md#ftf-ratio: with the artifact's ratios of times since the origin, a 20,000-s job arriving after
+    1e6 s beside a long one counts as behind only after waiting about (ratio - 1) x 1e6 s; with ratios of durations
+    since arrival, as soon as its JCT passes its fair one."""
+    from hetsched import load_throughputs
+    from hetsched.errors import SpecError
+    from hetsched.planner.core import ShockwavePolicy
+
+    table = load_throughputs("gavel_simulation")
+    kind = "ResNet-18 (batch size 64)"
+    rate = table.get(kind, 1, "v100")
+    jobs = [Job(0, 0.0, kind, 1, rate * 1.2e6), Job(1, 1e6, kind, 1, rate * 2e4)]
+    late = {ratio: simulate(jobs, ClusterSpec.parse("0:0:1"), ShockwavePolicy(ftf_ratio=ratio), table,
+                            record_timeline=False).jobs[1] for ratio in ("times", "durations")}
+    assert late["times"].jct_s > 30 * late["times"].isolated_s
+    assert late["durations"].jct_s < 4 * late["durations"].isolated_s
+    assert load_planner_config({"ftf_ratio": "durations", "k": 10.0}).ftf_ratio == "durations"
+    with pytest.raises(SpecError, match="ftf_ratio"):
+        load_planner_config({"ftf_ratio": "since"})

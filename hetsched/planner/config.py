@@ -36,6 +36,9 @@ class PlannerConfig:
     formulation: str = "aggregate"
     # Mixed GPU types: plan with each job's rate per type (True) or treat every type as the profile's (False).
     heterogeneity_aware: bool = True
+    # Finish-time ratios of "times" since the planner's origin (the artifact's) or of "durations" since each job's
+    # arrival (Themis's), which do not fade as a stream ages (docs/rules.md#ftf-ratio).
+    ftf_ratio: str = "times"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.future_rounds, int) and self.future_rounds >= 1):
@@ -51,13 +54,17 @@ class PlannerConfig:
             raise SpecError(f"planner: formulation must be aggregate or artifact, got {self.formulation!r}")
         if not (isinstance(self.solver_seed, int) and 0 <= self.solver_seed < 2**31):
             raise SpecError(f"planner: solver_seed must be an integer in [0, 2^31), got {self.solver_seed!r}")
+        if self.ftf_ratio not in ("times", "durations"):
+            raise SpecError(f"planner: ftf_ratio must be times or durations, got {self.ftf_ratio!r}")
         if self.solver not in ("highs", "scip"):
             raise SpecError(f"planner: solver must be highs or scip, got {self.solver!r}")
 
 
-#: The artifact's JSON keys -> PlannerConfig fields (gpu_ram and solver_num_threads are accepted and unused).
+#: The artifact's JSON keys -> PlannerConfig fields (gpu_ram and solver_num_threads are accepted and unused), and
+#: hetsched's own `ftf_ratio`.
 _JSON_KEYS = {"future_rounds": "future_rounds", "k": "k", "lambda": "lam", "rhomax": "rhomax",
-              "log_approximation_bases": "log_bases", "solver_rel_gap": "gap", "solver_timeout": "time_limit_s"}
+              "log_approximation_bases": "log_bases", "solver_rel_gap": "gap", "solver_timeout": "time_limit_s",
+              "ftf_ratio": "ftf_ratio"}
 _IGNORED = {"gpu_ram", "solver_num_threads", "solver_preference", "gram", "n_epoch_vars_max"}
 
 #: The artifact's five configurations (configurations/*.json in uw-mad-dash/shockwave @ 8a44f4a).
@@ -102,6 +109,9 @@ def load_planner_config(source: str | Path | dict | None = None, **overrides) ->
             elif name == "future_rounds":
                 if not isinstance(value, int) or isinstance(value, bool):
                     raise SpecError(f"{where}: {key} must be an integer, got {value!r}")
+            elif name == "ftf_ratio":
+                if value not in ("times", "durations"):
+                    raise SpecError(f"{where}: {key} must be \"times\" or \"durations\", got {value!r}")
             elif not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise SpecError(f"{where}: {key} must be a number, got {value!r}")
             values[name] = value

@@ -255,7 +255,9 @@ class Planner(DecideStage):
         solve = dict(capacity=sched.capacity if sched.n > 1 else self.gpus, rounds=R, round_s=delta, k=cfg.k,
                      bases=cfg.log_bases, log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s,
                      solver=cfg.solver, seed=cfg.solver_seed)
-        slack = share * (cfg.rhomax * fair - (self.offset + delta * (self.round_ptr + R)))
+        # Ratios of times since the origin, or of durations since each job's arrival (docs/rules.md#ftf-ratio).
+        since = np.array([pj.submit_s - self.origin for pj in jobs]) if cfg.ftf_ratio == "durations" else 0.0
+        slack = share * (cfg.rhomax * (fair - since) - (self.offset + delta * (self.round_ptr + R) - since))
         n, status, relaxed = None, "infeasible", True
         attempt = bool((slack >= 0).all())           # else some job cannot meet its target whatever we do
         reach = fair_finish_reachable(inputs, R, delta, slack) if attempt else False
@@ -272,7 +274,7 @@ class Planner(DecideStage):
             # A job submitted at the origin whose predictor sees no epoch left has a fair finish of 0 (docs/rules.md
             # #predictor): 0 / 0 is NaN, which is not behind; anything more over a zero fair finish is behind.
             with np.errstate(divide="ignore", invalid="ignore"):
-                rho = (self.offset + delta * self.round_ptr + remaining / share) / fair
+                rho = (self.offset + delta * self.round_ptr - since + remaining / share) / (fair - since)
             behind = rho > cfg.rhomax
             exponent = np.where(remaining < delta, cfg.almost_done_exponent, cfg.lam)
             with np.errstate(over="ignore"):
