@@ -60,6 +60,8 @@ def add_scheduler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="the policy's seed, as in the simulator")
     p.add_argument("--entity-weights", default=None, metavar="CSV",
                    help="hierarchical policies: 'entity,weight' per user/team/vc (others weigh 1)")
+    p.add_argument("--shockwave-config", default=None, metavar="PRESET|JSON",
+                   help="Shockwave's planner settings, as `hetsched simulate --shockwave-config` reads them")
     p.add_argument("--tls-key", default=None, help="PEM private key: serve TLS")
     p.add_argument("--tls-cert", default=None, help="PEM certificate chain: serve TLS")
     p.add_argument("--insecure", action="store_true",
@@ -116,7 +118,8 @@ def run_scheduler(args) -> int:
         server = SchedulerServer(args.state_dir, scheduler_credentials(args), args.policy, args.round, args.host,
                                  args.port, args.throughputs, seed=args.seed, worker_timeout_s=args.worker_timeout,
                                  max_attempts=args.max_attempts, slowdowns=_slowdowns(args.slowdowns), tls=tls,
-                                 insecure=args.insecure, entity_weights=weights)
+                                 insecure=args.insecure, entity_weights=weights,
+                                 shockwave_config=args.shockwave_config)
         port = server.start()
     except (HetschedError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

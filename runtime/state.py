@@ -52,13 +52,18 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts, RestartMemory):
 
     def __init__(self, store: Store, policy: str, round_s: float, throughputs: ThroughputTable, seed: int = 0,
                  worker_timeout_s: float = 5.0, max_attempts: int = 3, slowdowns: dict[str, float] | None = None,
-                 checkpoints: CheckpointStore | None = None, entity_weights: dict[str, float] | None = None):
+                 checkpoints: CheckpointStore | None = None, entity_weights: dict[str, float] | None = None,
+                 shockwave_config: str | None = None):
         self.lock = threading.RLock()
         # Unknown names and refused compositions fail here, before any worker joins. No recompute gate on the
         # wall clock (Gavel's physical mode recomputes whenever a reset is pending).
         # One round per plan: the wall clock does not skip ahead (macro_rounds=False). Batch sizes adapt wherever
         # the pipeline can (docs/rules.md#runtime-batch-sizes); only jobs submitted adaptive ever switch.
         decide = policy_for(policy, seed)
+        if shockwave_config:                                       # a preset or JSON file (docs/rules.md#ftf-ratio)
+            if decide_of(decide).kind != "planner":
+                raise HetschedError(f"--shockwave-config applies to Shockwave's planner only, not {policy!r}")
+            decide = policy_for(policy, seed, config=shockwave_config)
         self.pipeline = pipeline_for(decide, SimulationConfig(
             round_s=round_s, min_reset_interval_s=0.0, seed=seed, macro_rounds=False,
             dynamic_adaptation=decide_of(decide).kind != "ordering"))

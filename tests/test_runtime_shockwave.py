@@ -11,6 +11,7 @@ import tempfile
 import pytest
 
 from hetsched import ClusterSpec, Job
+from hetsched.errors import HetschedError
 from hetsched.model.throughputs import JobKey, load_throughputs
 from hetsched.rates.adaptation.schedules import iterations_per_epoch
 from hetsched.runtime.checkpoints import CheckpointStore
@@ -232,3 +233,18 @@ def test_an_unreadable_planner_history_costs_only_itself(tmp_path, caplog):
     assert all(planner.planned[j].num_shares == 1 and planner.planned[j].samples == 0 for j in range(2))
     assert "decide state" in caplog.text and caplog.text.count("stored history") == 2
     assert {r.state for r in restarted.store.jobs()} == {"queued", "running"}
+
+
+def test_the_scheduler_takes_the_planners_settings(tmp_path):
+    """`hetsched scheduler --shockwave-config` as `simulate`'s: a preset or the JSON file, here with ratios of
+    durations (docs/rules.md#ftf-ratio); refused for other policies and for settings that do not parse."""
+    config = tmp_path / "planner.json"
+    config.write_text('{"k": 10.0, "ftf_ratio": "durations"}')
+    state = RuntimeState(Store(tmp_path / "s.sqlite"), "shockwave", 10.0, TABLE, shockwave_config=str(config))
+    state.register("v100", 1, "a")
+    assert (state.core.decide.cfg.ftf_ratio, state.core.decide.cfg.k) == ("durations", 10.0)
+    with pytest.raises(HetschedError, match="Shockwave's planner only"):
+        RuntimeState(Store(tmp_path / "t.sqlite"), "max_min_fairness_perf", 10.0, TABLE, shockwave_config="x.json")
+    config.write_text('{"ftf_ratio": "since"}')
+    with pytest.raises(HetschedError, match="ftf_ratio"):
+        RuntimeState(Store(tmp_path / "u.sqlite"), "shockwave", 10.0, TABLE, shockwave_config=str(config))
