@@ -46,7 +46,7 @@ def test_alias_runs_and_the_json_echoes_its_configuration(capsys):
     assert row["config"] == {"policy": "gavel", "resolved_policy": "max_min_fairness_perf", "policy_name": "Gavel",
                              "cluster": "v100=2,p100=2,k80=2", "prices_per_hour": {},
                              "throughputs": "gavel_simulation", "round_s": 360.0, "seed": 0, "window": None,
-                             "rules": "gavel", "trace": None, "generate": "gavel", "partitions": 1,
+                             "rules": "gavel", "trace": None, "generate": "gavel", "partitions": 1, "planner": None,
                              "stages": {"decide": "'max_min_fairness_perf' (allocation)", "select": "'priority'",
                                         "place": "'gpus'", "rates": "'table'",
                                         "rules": "'360 s rounds, credit per task'"}}

@@ -69,6 +69,8 @@ def test_every_planner_gets_shockwaves_rules_and_its_config(capsys):
     assert all(r["config"]["rules"] == "shockwave" and "preemption penalty 20 s" in r["config"]["stages"]["rules"]
                for r in runs)
     assert runs[0]["avg_jct_s"] != runs[1]["avg_jct_s"]          # the config reached the planner
+    assert [(r["config"]["planner"]["k"], r["config"]["planner"]["lam"]) for r in runs] == [(1e-3, 12.0), (10.0, 5.0)]
+    assert runs[1]["config"]["planner"]["ftf_ratio"] == "times"   # the JSON says every setting the run used
 
 
 def test_bad_trace_line_names_file_line_and_field(tmp_path, capsys):

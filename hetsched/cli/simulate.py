@@ -7,6 +7,7 @@ Every option is checked against the run: one that the run cannot act on is refus
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -138,7 +139,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                      "round_s": pipeline.rules.round_s, "stages": pipeline.stages(), "seed": config.seed,
                      "window": args.window, "rules": system,
                      "trace": str(args.trace) if args.trace else None, "generate": args.generate,
-                     "partitions": args.partitions}
+                     "partitions": args.partitions,
+                     "planner": dataclasses.asdict(policy.config) if planner else None}   # every setting, as run
     if args.json:
         print(json.dumps(json_ready(row), allow_nan=False))
     else:
