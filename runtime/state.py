@@ -25,7 +25,8 @@ from hetsched.model.cluster import ClusterSpec, Server
 from hetsched.core.scheduler import Scheduler, check_entity_weights
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
-from hetsched.core.registry import build_scheduler, check_runtime, decide_of, job_catalog, pipeline_for, policy_for
+from hetsched.core.registry import (build_scheduler, check_runtime, decide_of, job_catalog, pipeline_for,
+                                     planner_params, policy_for)
 from hetsched.core.run_config import SimulationConfig
 from hetsched.model.throughputs import ThroughputTable
 
@@ -61,9 +62,7 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts, RestartMemory):
         # the pipeline can (docs/rules.md#runtime-batch-sizes); only jobs submitted adaptive ever switch.
         decide = policy_for(policy, seed)
         if shockwave_config:                                       # a preset or JSON file (docs/rules.md#ftf-ratio)
-            if decide_of(decide).kind != "planner":
-                raise HetschedError(f"--shockwave-config applies to Shockwave's planner only, not {policy!r}")
-            decide = policy_for(policy, seed, config=shockwave_config)
+            decide = policy_for(policy, seed, **planner_params(decide_of(decide).kind, shockwave_config))
         self.pipeline = pipeline_for(decide, SimulationConfig(
             round_s=round_s, min_reset_interval_s=0.0, seed=seed, macro_rounds=False,
             dynamic_adaptation=decide_of(decide).kind != "ordering"))

@@ -75,7 +75,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     from hetsched.model.cluster import ClusterSpec
     from hetsched.sim.metrics import summary, with_hours
-    from hetsched.core.registry import decide_of, pipeline_for
+    from hetsched.core.registry import decide_of, pipeline_for, planner_params
     from hetsched.sim.simulator import SimulationConfig, policy_for, simulate
     from hetsched.model.throughputs import load_throughputs
 
@@ -101,10 +101,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     kind = decide_of(policy_for(args.policy, 0)).kind
     planner = kind == "planner"                                     # shockwave, shockwave_agnostic, +tune
     system = _system_rules(args, jobs, kind)
-    params = {"config": args.shockwave_config} if args.shockwave_config and planner else {}
-    if args.shockwave_config and not planner:
-        raise HetschedError("simulate: --shockwave-config applies to Shockwave's planner only (shockwave, "
-                            "shockwave_agnostic, and their compositions, e.g. shockwave+tune)")
+    params = planner_params(kind, args.shockwave_config)
     if args.partitions != 1:
         params["partitions"] = args.partitions
     policy = policy_for(args.policy, args.seed or 0, system=system, **params)

@@ -91,6 +91,17 @@ def policy_for(name: str, seed: int, system: str | None = None, **params) -> Pol
     return make_policy(name, **({"seed": seed} if seeded else {}), **params)
 
 
+def planner_params(kind: str, shockwave_config: str | None) -> dict:
+    """`policy_for`'s parameters for a `--shockwave-config` (a preset or JSON file): only Shockwave's planner
+    (`kind` "planner": shockwave, shockwave_agnostic and their compositions) takes one."""
+    if not shockwave_config:
+        return {}
+    if kind != "planner":
+        raise HetschedError("--shockwave-config applies to Shockwave's planner only (shockwave, shockwave_agnostic, "
+                            "and their compositions, e.g. shockwave+tune)")
+    return {"config": shockwave_config}
+
+
 # ---- stages of a policy object ---------------------------------------------------------------------------
 def decide_of(policy) -> Decide:
     if isinstance(policy, ShockwavePolicy):

@@ -93,16 +93,15 @@ class Planner(DecideStage):
         measured samples, the round of its last measurement and its calibration factor."""
         out = []
         for job_id, pj in self.planned.items():
-            mark = (pj.num_shares, pj.last_round, pj.amp)
-            if self._reported.get(job_id) != mark:
+            if self._reported.get(job_id) != (mark := pj.history_mark()):
                 self._reported[job_id] = mark
                 out.append((job_id, pj.history()))
         return out
 
     def restore(self, job_id: int, history: dict) -> None:
-        self.planned[job_id].restore(history)
-        self._reported[job_id] = (self.planned[job_id].num_shares, self.planned[job_id].last_round,
-                                  self.planned[job_id].amp)
+        pj = self.planned[job_id]
+        pj.restore(history)
+        self._reported[job_id] = pj.history_mark()
 
     def state(self) -> dict:
         """The round count (the estimates' and calibration's round indices count from it) and the clock's origin."""

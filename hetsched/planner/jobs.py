@@ -132,6 +132,10 @@ class PlannerJob:
             shares.append([int(rounds[-1]), float(values[-1])])
         return {"shares": shares, "samples": self.samples, "last_round": self.last_round, "amp": self.amp}
 
+    def history_mark(self) -> tuple:
+        """Changes whenever `history` does: an estimate added, a measurement, a new calibration factor."""
+        return self.num_shares, self.last_round, self.amp
+
     def restore(self, history: dict) -> None:
         shares = [(int(r), float(v)) for r, v in history["shares"]]
         samples, last_round, amp = float(history["samples"]), int(history["last_round"]), float(history["amp"])
