@@ -5,12 +5,22 @@ import pandas as pd
 import pytest
 
 from hetsched import ClusterSpec
-from hetsched.core import kernels, ranking
+from hetsched.core import kernels, ranking, round_kernels
 from hetsched.model.cluster import GAVEL_GCP_PRICES
 from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
 
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba is not installed or HETSCHED_KERNELS=0")
+
+#: The three ways to run a kernel: core/_rounds.c's loop (where it was built), numba's, and its Python source.
+PATHS = [pytest.param("c", marks=pytest.mark.skipif(round_kernels._rounds is None, reason="built without C")),
+         "compiled", "python"]
+
+
+def _path(name, path):
+    jitted = getattr(kernels, name)
+    return {"c": lambda: getattr(round_kernels._rounds, name), "compiled": lambda: jitted,
+            "python": lambda: jitted.py_func}[path]()
 
 
 def _keys(rng, n):
@@ -51,14 +61,14 @@ def _walk_numpy(t, S, alloc, deficit, in_alloc, ok, need_priority, members, esca
         kernels.ENABLED = enabled
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-def test_select_walk_is_the_numpy_walk(compiled):
+@pytest.mark.parametrize("path", PATHS)
+def test_select_walk_is_the_numpy_walk(path):
     """Random states: single jobs and pairs (a job alone and in pairs, partners of other scale factors),
     multi-GPU jobs, blocked and zero-allocation entries, exhausted types, FIFO's positive-priority rule."""
-    walk = kernels.select_walk if compiled else kernels.select_walk.py_func
+    walk = _path("select_walk", path)
     rng = np.random.default_rng(1)
     for trial in range(300):
-        jobs, m = int(rng.integers(1, 30)), int(rng.integers(1, 4))
+        jobs, m = int(rng.integers(1, 30 if trial % 7 else 120)), int(rng.integers(1, 4))   # some lazy ranks
         slots = rng.permutation(jobs + 5)[:jobs]
         scale = np.zeros(jobs + 5, np.int64)
         scale[slots] = rng.choice([1, 1, 2, 4, 8], jobs) if trial % 2 else 1
@@ -105,6 +115,54 @@ def test_simulations_match_the_numpy_path(policy, gavel_table, monkeypatch):
     assert (fast.busy_gpu_seconds, fast.makespan_s) == (slow.busy_gpu_seconds, slow.makespan_s)
 
 
+ROUND_KERNELS = ("select_walk", "quiet_rounds", "run_tasks", "mark_started", "codes_of", "las_program",
+                 "single_rows", "proportional_rates")
+
+
+@pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "fifo", "finish_time_fairness_perf", "gandiva",
+                                    "max_min_fairness_packed"])
+def test_the_c_loops_run_numbas_simulations(policy, gavel_table, monkeypatch):
+    """Whole runs through core/_rounds.c's loops and through numba's agree exactly (quiet rounds, shuffled type
+    orders, priced GPUs, multi-GPU jobs, space-sharing pairs), and the C run loads no numba kernel."""
+    from numba.core import event
+
+    kw = {"prices": dict(GAVEL_GCP_PRICES), "window": (20, 120)}
+    compiling = []
+    with event.install_timer("numba:compiler_lock", compiling.append):
+        fast = _run(policy, gavel_table, **kw)
+    for name in ROUND_KERNELS:
+        monkeypatch.setattr(round_kernels, name, getattr(kernels, name))
+    jitted = _run(policy, gavel_table, **kw)
+    pd.testing.assert_frame_equal(fast.jobs_frame(), jitted.jobs_frame(), check_exact=True)
+    assert (fast.num_rounds, fast.num_recomputes, fast.busy_gpu_seconds, fast.makespan_s) == \
+        (jitted.num_rounds, jitted.num_recomputes, jitted.busy_gpu_seconds, jitted.makespan_s)
+    if policy == "max_min_fairness_perf":              # every stage of this run has a C loop
+        assert compiling == []
+
+
+@pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
+def test_arrays_the_c_loops_do_not_take_go_to_numba():
+    """Another dtype, a strided view or an index out of range: a TypeError or IndexError from C before it writes,
+    and numba's kernel answers instead."""
+    values = np.array([3, 1, 3, 2], np.int32)
+    with pytest.raises(TypeError):
+        round_kernels._rounds.codes_of(values)
+    distinct, code = round_kernels.codes_of(values)
+    assert distinct.tolist() == [1, 2, 3] and code.tolist() == [2, 0, 2, 1]
+    strided = np.arange(8, dtype=np.int64)[::2]
+    with pytest.raises(TypeError):
+        round_kernels._rounds.codes_of(strided)
+    assert round_kernels.codes_of(strided)[1].tolist() == [0, 1, 2, 3]
+    members = np.array([[0, -1], [1, -1]], np.int64)
+    acc = np.full((2, 4), np.nan)
+    with pytest.raises(IndexError):                     # entry 5 of 2
+        round_kernels._rounds.mark_started(np.array([5], np.int64), members, acc, 1.0)
+    assert np.isnan(acc).all()
+    round_kernels.mark_started(np.array([1], np.int64), members, acc, 7.0)
+    assert acc[:, 0].tolist()[1] == 7.0 and np.isnan(acc[0, 0])
+
+
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 def test_busy_gpu_seconds_are_summed_left_to_right(compiled):
     """docs/rules.md#utilization: a plain left-to-right sum (np.cumsum's order), not a BLAS dot, whose order depends
@@ -121,9 +179,9 @@ def test_busy_gpu_seconds_are_summed_left_to_right(compiled):
     assert differs          # the order matters on these inputs, so the test would see another one
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-def test_codes_are_numpys_unique(compiled):
-    codes = kernels.codes_of if compiled else kernels.codes_of.py_func
+@pytest.mark.parametrize("path", PATHS)
+def test_codes_are_numpys_unique(path):
+    codes = _path("codes_of", path)
     rng = np.random.default_rng(2)
     for n in (0, 1, 5, 40, 300):
         values = rng.integers(-2, 7, n)
@@ -133,14 +191,14 @@ def test_codes_are_numpys_unique(compiled):
         np.testing.assert_array_equal(code, inverse.ravel())
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-def test_las_program_is_the_numpy_program(compiled):
+@pytest.mark.parametrize("path", PATHS)
+def test_las_program_is_the_numpy_program(path):
     """The per-job LAS program's data bit for bit, with zero and NaN proportional throughputs and weights."""
     from hetsched.policies.base import PolicyView
     from hetsched.policies.las import _cvxpy_layout, _program
     from hetsched.policies.shares import proportional_throughput
 
-    program = kernels.las_program if compiled else kernels.las_program.py_func
+    program = _path("las_program", path)
     rng = np.random.default_rng(3)
     for m, n in ((1, 1), (3, 2), (40, 3), (97, 4)):
         tput = rng.random((m, n)) * rng.choice([0.0, 1.0, 7.3, 1e3], (m, n))
@@ -288,10 +346,10 @@ def test_shuffled_draws_as_pythons_random(compiled):
         assert tuple(mt.tolist()) == rng.getstate()[1]
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-def test_proportional_rates_are_numpys_row_sums(compiled):
+@pytest.mark.parametrize("path", PATHS)
+def test_proportional_rates_are_numpys_row_sums(path):
     """(T * row).sum(axis=1) bit for bit for 1-7 columns (numpy sums so few columns left to right)."""
-    rates = kernels.proportional_rates if compiled else kernels.proportional_rates.py_func
+    rates = _path("proportional_rates", path)
     rng = np.random.default_rng(13)
     for n in range(1, 8):
         for m in (1, 2, 5, 64, 301):

@@ -11,7 +11,7 @@ from itertools import compress
 
 import numpy as np
 
-from hetsched.core import kernels
+from hetsched.core import kernels, round_kernels
 from hetsched.core.pair_entries import append_pair_rows, compact_entry_rows, match_pairs
 
 #: The arrays with one row per entry, kept aligned.
@@ -234,7 +234,7 @@ class EntryTable:
         """The row of each job's single entry (every active job has one)."""
         slots = self._slots_of_rows(job_ids)
         if kernels.ENABLED:
-            return kernels.single_rows(self.members, slots, len(self.job_of_slot))
+            return round_kernels.single_rows(self.members, slots, len(self.job_of_slot))
         single = np.flatnonzero(self.members[:, 1] < 0)
         row_of_slot = np.full(len(self.job_of_slot), -1, np.int64)
         row_of_slot[self.members[single, 0]] = single

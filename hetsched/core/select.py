@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core import kernels
+from hetsched.core import kernels, round_kernels
 
 
 class PrioritySelect:
@@ -34,7 +34,7 @@ class PrioritySelect:
     def select(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (docs/rules.md#select)."""
         if kernels.ENABLED:                                    # the same walk, compiled (core/kernels.py)
-            return kernels.select_walk(self.t, self.S, self.alloc, self.deficit, self.in_alloc, self.ok,
+            return round_kernels.select_walk(self.t, self.S, self.alloc, self.deficit, self.in_alloc, self.ok,
                                        not self.policy.fills_idle_gpus, self.members, self.escale, self.scale,
                                        self.capacity, order)
         pr = self.priorities()

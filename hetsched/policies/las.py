@@ -7,7 +7,7 @@ import logging
 
 import numpy as np
 
-from hetsched.core import kernels
+from hetsched.core import kernels, round_kernels
 from hetsched.solvers import solve_lp_csc
 from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from hetsched.policies.formulation import build_polytope
@@ -101,7 +101,7 @@ class MaxMinFairness(VariantPolicy):
         prop = proportional_throughput(v)
         indices, indptr, data, x_cols = _cvxpy_layout(m, n)
         if kernels.ENABLED:                                 # the same arithmetic, compiled (core/kernels.py)
-            data, h, c = kernels.las_program(v.throughput, v.priority_weight, v.scale_factor, prop, v.capacity,
+            data, h, c = round_kernels.las_program(v.throughput, v.priority_weight, v.scale_factor, prop, v.capacity,
                                              data, x_cols)
         else:
             data, h, c = _program(v, prop, m, n, data, x_cols)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from hetsched.core import kernels
+from hetsched.core import kernels, round_kernels
 from hetsched.errors import HetschedError, SimulationError
 from hetsched.model.jobs import Job
 
@@ -216,7 +216,7 @@ class ResultBuilder:
         if self.core_accounts:
             return
         if kernels.ENABLED:
-            kernels.mark_started(plan.entry, self.sched.members, self._acc, plan.now)
+            round_kernels.mark_started(plan.entry, self.sched.members, self._acc, plan.now)
             return
         slots = self.sched.members[plan.entry].ravel()
         slots = slots[slots >= 0]

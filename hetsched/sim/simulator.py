@@ -18,7 +18,7 @@ import numpy as np
 from hetsched.model.cluster import ClusterSpec
 from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (SimulationError re-exported)
 from hetsched.model.jobs import Job
-from hetsched.core import kernels
+from hetsched.core import kernels, round_kernels
 from hetsched.core.pipeline import Pipeline, grid_start
 from hetsched.core.registry import build_scheduler, decide_of, pipeline_for, policy_for  # noqa: F401  (re-exported)
 from hetsched.sim.result import Result, ResultBuilder
@@ -182,7 +182,7 @@ class RoundSimulation:
         """Each combination runs `min(floor(rate x round), remaining)` steps and ends at `now + steps / rate`."""
         sched, now = self.sched, self.now
         if kernels.ENABLED and not self.rules.lease_start_s:         # compiled, the same arithmetic as below
-            self._steps, self._finish, self._ends = kernels.run_tasks(
+            self._steps, self._finish, self._ends = round_kernels.run_tasks(
                 plan.entry, plan.gpu_type, sched.members, sched.etput, sched.remaining, now, self.config.round_s)
             return
         members = sched.members[plan.entry]
@@ -235,7 +235,7 @@ class RoundSimulation:
     def _credit_quiet(self, plan) -> None:
         """`_credit_tasks` compiled, with up to `budget` further rounds while nothing happens between them."""
         sched, out, nxt = self.sched, self.out, self.arrivals.peek_time()
-        now, self.round_start, self.extra, done, finish, out.busy = kernels.quiet_rounds(
+        now, self.round_start, self.extra, done, finish, out.busy = round_kernels.quiet_rounds(
             plan.entry, plan.gpu_type, self._steps, self._finish, self._ends, self.round_start, self.budget,
             sched.members, sched.etput, sched.escale, sched.scale, sched.remaining, sched.t, sched.S, sched.alloc,
             sched.deficit, sched.in_alloc, sched.ok, not sched.policy.fills_idle_gpus, sched.capacity,

@@ -1,0 +1,50 @@
+"""The compiled round kernels the core calls: core/_rounds.c's loops where the project was built with them, else
+numba's (core/kernels.py).
+
+Both are the same loops with the same floating-point operations in the same order, so a run's results do not
+depend on which one ran (tests/test_kernels.py runs the C, numba and numpy paths). The C loops spare a process
+numba's once-per-process loading, about 0.4 CPU-s (numba's registries, and SciPy's BLAS that it imports with
+the worker threads that library starts): a fifth of a paper-scale Gavel run. They take C-contiguous float64,
+int64 and bool arrays; anything else goes to numba's kernel, as does every call when `HETSCHED_KERNELS=numba`.
+Callers still ask `kernels.ENABLED` whether to run compiled loops at all (`HETSCHED_KERNELS=0`: numpy's).
+"""
+
+from __future__ import annotations
+
+import os
+
+from hetsched.core import kernels
+
+try:
+    from hetsched.core import _rounds
+except ImportError:                     # built without a C compiler: numba's kernels
+    _rounds = None
+
+C_ENABLED = _rounds is not None and kernels.ENABLED and os.environ.get("HETSCHED_KERNELS", "1") != "numba"
+
+
+def _prefer_c(jitted):
+    """The C loop of numba kernel `jitted`, falling back to it for arrays the C loop does not take."""
+    if not C_ENABLED:
+        return jitted
+    fast = getattr(_rounds, jitted.py_func.__name__)
+
+    def kernel(*args):
+        try:
+            return fast(*args)
+        except (TypeError, IndexError):     # raised before the C loop writes anything
+            return jitted(*args)
+
+    kernel.__name__ = kernel.__qualname__ = jitted.py_func.__name__
+    kernel.__doc__ = jitted.py_func.__doc__
+    return kernel
+
+
+select_walk = _prefer_c(kernels.select_walk)
+quiet_rounds = _prefer_c(kernels.quiet_rounds)
+run_tasks = _prefer_c(kernels.run_tasks)
+mark_started = _prefer_c(kernels.mark_started)
+codes_of = _prefer_c(kernels.codes_of)
+las_program = _prefer_c(kernels.las_program)
+single_rows = _prefer_c(kernels.single_rows)
+proportional_rates = _prefer_c(kernels.proportional_rates)
