@@ -11,7 +11,7 @@ PRESET ?= quick
 
 # Re-install only when the project's metadata, pins or C kernels changed (or the venv is missing). constraints.txt
 # pins the numerical packages, so that a fresh machine gets the numbers the fidelity tests were checked with.
-$(STAMP): pyproject.toml constraints.txt hetsched/core/_rounds.c
+$(STAMP): pyproject.toml setup.py constraints.txt hetsched/core/_rounds.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
