@@ -261,8 +261,11 @@ static int get_walk(PyObject **o, WalkState *s) {
     return check_members(&s->members, s->scale.n0);
 }
 
-#define WALK_ARRS(s) (&(s).t)
-#define WALK_COUNT 10
+static void release_walk(WalkState *s) {
+    Arr *arrs[] = {&s->t, &s->S, &s->alloc, &s->deficit, &s->in_alloc, &s->ok, &s->members, &s->escale, &s->scale,
+                   &s->capacity};
+    for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) release(arrs[i], 1);
+}
 
 static PyObject *select_walk(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (wrong_count("select_walk", nargs, 12)) return NULL;
@@ -290,7 +293,7 @@ static PyObject *select_walk(PyObject *self, PyObject *const *args, Py_ssize_t n
 out:
     Py_XDECREF(e);
     Py_XDECREF(w);
-    release(WALK_ARRS(s), WALK_COUNT);
+    release_walk(&s);
     release(&order, 1);
     return result;
 }
@@ -417,7 +420,7 @@ static PyObject *quiet_rounds(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (k == 0 || a[GPU_TYPE].n0 != k || a[STEPS].n0 != k || a[STEPS].n1 != 2 || a[FINISH].n0 != k
         || a[FINISH].n1 != 2 || a[ENDS].n0 != k || a[ETPUT].n0 < n || a[ETPUT].n1 != m || a[ETPUT].n2 != 2
         || a[REMAINING].n0 < used_slots || a[ACC].n0 < used_slots || acc_cols < 3 + m || (priced && a[PRICES].n0 < m)
-        || (len_mt != 0 && len_mt != 625)) {
+        || (len_mt != 0 && (len_mt != 625 || Q(a[MT])[624] < 0 || Q(a[MT])[624] > 624))) {
         PyErr_SetString(PyExc_TypeError, "quiet_rounds: arrays of inconsistent sizes");
         goto out;
     }
@@ -536,7 +539,7 @@ out:
     PyMem_Free(ent); PyMem_Free(typ); PyMem_Free(we); PyMem_Free(ww); PyMem_Free(done); PyMem_Free(order_buf);
     PyMem_Free(saved); PyMem_Free(steps); PyMem_Free(finish); PyMem_Free(ends); PyMem_Free(exec_time);
     release(a, NARR);
-    release(WALK_ARRS(s), WALK_COUNT);
+    release_walk(&s);
     return result;
 }
 
@@ -595,26 +598,32 @@ out:
     return result;
 }
 
-/* codes_of: np.unique(values, return_inverse=True) of int64 values (a stable sort, then one pass). */
-static int64_t *sort_values;
-static int by_value(const void *x, const void *y) {      /* value, then position: a strict total order */
-    int64_t i = *(const int64_t *)x, j = *(const int64_t *)y;
-    int64_t a = sort_values[i], b = sort_values[j];
-    return a < b ? -1 : a > b ? 1 : (i < j ? -1 : i > j);
+/* codes_of: np.unique(values, return_inverse=True) of int64 values: positions sorted stably by value, one pass. */
+static void sort_by_value(const int64_t *v, int64_t *idx, int64_t *buf, Py_ssize_t n) {
+    for (Py_ssize_t width = 1; width < n; width *= 2) {
+        for (Py_ssize_t lo = 0; lo < n; lo += 2 * width) {
+            Py_ssize_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            Py_ssize_t a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) buf[o++] = v[idx[b]] < v[idx[a]] ? idx[b++] : idx[a++];
+            while (a < mid) buf[o++] = idx[a++];
+            while (b < hi) buf[o++] = idx[b++];
+        }
+        memcpy(idx, buf, (size_t)n * sizeof(int64_t));
+    }
 }
 
 static PyObject *codes_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (wrong_count("codes_of", nargs, 1)) return NULL;
     Arr v = {0};
     PyObject *distinct = NULL, *code = NULL, *result = NULL, *cut = NULL;
-    int64_t *order = NULL;
+    int64_t *order = NULL, *buf = NULL;
     if (get(args[0], &v, 'q', 1, 0)) goto out;
     Py_ssize_t n = v.n0;
     order = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
-    if (!order) { PyErr_NoMemory(); goto out; }
+    buf = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (!order || !buf) { PyErr_NoMemory(); goto out; }
     for (Py_ssize_t i = 0; i < n; i++) order[i] = i;
-    sort_values = Q(v);                                     /* the GIL is held: no other caller meanwhile */
-    qsort(order, (size_t)n, sizeof(int64_t), by_value);
+    sort_by_value(Q(v), order, buf, n);
     void *pd, *pc;
     distinct = new_array(n, 0, dt_i8, &pd);
     code = distinct ? new_array(n, 0, dt_i8, &pc) : NULL;
@@ -630,6 +639,7 @@ static PyObject *codes_of(PyObject *self, PyObject *const *args, Py_ssize_t narg
     if (cut) result = PyTuple_Pack(2, cut, code);
 out:
     PyMem_Free(order);
+    PyMem_Free(buf);
     Py_XDECREF(distinct); Py_XDECREF(code); Py_XDECREF(cut);
     release(&v, 1);
     return result;
