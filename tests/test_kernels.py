@@ -115,8 +115,8 @@ def test_simulations_match_the_numpy_path(policy, gavel_table, monkeypatch):
     assert (fast.busy_gpu_seconds, fast.makespan_s) == (slow.busy_gpu_seconds, slow.makespan_s)
 
 
-ROUND_KERNELS = ("select_walk", "quiet_rounds", "run_tasks", "mark_started", "codes_of", "las_program",
-                 "single_rows", "proportional_rates")
+ROUND_KERNELS = ("select_walk", "quiet_rounds", "run_tasks", "gpu_seconds", "account_tasks", "credit_tasks",
+                 "mark_started", "codes_of", "las_program", "single_rows", "proportional_rates")
 
 
 @pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
@@ -124,21 +124,55 @@ ROUND_KERNELS = ("select_walk", "quiet_rounds", "run_tasks", "mark_started", "co
                                     "max_min_fairness_packed"])
 def test_the_c_loops_run_numbas_simulations(policy, gavel_table, monkeypatch):
     """Whole runs through core/_rounds.c's loops and through numba's agree exactly (quiet rounds, shuffled type
-    orders, priced GPUs, multi-GPU jobs, space-sharing pairs), and the C run loads no numba kernel."""
-    from numba.core import event
-
+    orders, priced GPUs, multi-GPU jobs, space-sharing pairs)."""
     kw = {"prices": dict(GAVEL_GCP_PRICES), "window": (20, 120)}
-    compiling = []
-    with event.install_timer("numba:compiler_lock", compiling.append):
-        fast = _run(policy, gavel_table, **kw)
+    fast = _run(policy, gavel_table, **kw)
     for name in ROUND_KERNELS:
         monkeypatch.setattr(round_kernels, name, getattr(kernels, name))
     jitted = _run(policy, gavel_table, **kw)
     pd.testing.assert_frame_equal(fast.jobs_frame(), jitted.jobs_frame(), check_exact=True)
     assert (fast.num_rounds, fast.num_recomputes, fast.busy_gpu_seconds, fast.makespan_s) == \
         (jitted.num_rounds, jitted.num_recomputes, jitted.busy_gpu_seconds, jitted.makespan_s)
-    if policy == "max_min_fairness_perf":              # every stage of this run has a C loop
-        assert compiling == []
+
+
+@pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
+def test_the_c_loops_credit_and_account_shockwaves_rounds(monkeypatch):
+    """Shockwave's rounds (a decide stage, the preemption penalty: no quiet rounds) credit and account through the
+    C loops: the same run as through numba's."""
+    from hetsched.experiments import shockwave as W
+    from hetsched.experiments.sweep import run_one
+
+    (config,) = W.configs("tiny", ["shockwave"])
+    fast = run_one(config)
+    for name in ROUND_KERNELS:
+        monkeypatch.setattr(round_kernels, name, getattr(kernels, name))
+    jitted = run_one(config)
+    keys = ("avg_jct_s", "makespan_s", "utilization", "worst_ftf_rho", "num_rounds")
+    assert {k: fast[k] for k in keys} == {k: jitted[k] for k in keys}
+
+
+@pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
+def test_gavel_and_shockwave_runs_load_no_numba():
+    """In a fresh process, a LAS-perf run and a Shockwave run never load numba's compiled code (whose first load
+    imports numba's registries, among them numba.np.arraymath): every kernel of their rounds has a C loop."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from hetsched import ClusterSpec, load_throughputs\n"
+        "from hetsched.experiments import shockwave as W\n"
+        "from hetsched.experiments.sweep import run_one\n"
+        "from hetsched.sim.simulator import simulate\n"
+        "from hetsched.traces import GavelGenerator\n"
+        "table = load_throughputs()\n"
+        "jobs = GavelGenerator(seed=1, mean_interarrival_s=900, throughputs=table).jobs(60)\n"
+        "simulate(jobs, ClusterSpec.parse('4:4:4'), 'max_min_fairness_perf', table, record_timeline=False)\n"
+        "run_one(W.configs('tiny', ['shockwave'])[0])\n"
+        "print('numba.np.arraymath' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "False"
 
 
 @pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
@@ -163,11 +197,11 @@ def test_arrays_the_c_loops_do_not_take_go_to_numba():
     assert acc[:, 0].tolist()[1] == 7.0 and np.isnan(acc[0, 0])
 
 
-@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
-def test_busy_gpu_seconds_are_summed_left_to_right(compiled):
+@pytest.mark.parametrize("path", PATHS)
+def test_busy_gpu_seconds_are_summed_left_to_right(path):
     """docs/rules.md#utilization: a plain left-to-right sum (np.cumsum's order), not a BLAS dot, whose order depends
     on the build; the simulator and the compiled quiet rounds both use it."""
-    total = kernels.gpu_seconds if compiled else kernels.gpu_seconds.py_func
+    total = _path("gpu_seconds", path)
     rng = np.random.default_rng(1)
     differs = 0
     for n in (0, 1, 5, 33, 200):

@@ -374,6 +374,52 @@ static void shuffled_c(const int64_t *order, Py_ssize_t len, int64_t *mt, int64_
     }
 }
 
+/* gpu_seconds: a round's busy GPU-seconds, exec_time x GPUs summed left to right. */
+static double gpu_seconds_c(const double *exec_time, const double *scale, Py_ssize_t k) {
+    double total = 0.0;
+    for (Py_ssize_t i = 0; i < k; i++) total += exec_time[i] * scale[i];
+    return total;
+}
+
+/* account_tasks: the result's per-job steps, GPU-seconds per type and (priced) cost; a pair's paid once. */
+static void account_tasks_c(const int64_t *entry, const int64_t *gpu_type, Py_ssize_t k, const int64_t *members,
+                            const double *steps, const double *exec_time, const double *scale, const double *prices,
+                            int priced, double *acc, Py_ssize_t acc_cols) {
+    for (Py_ssize_t i = 0; i < k; i++) {
+        int64_t w = gpu_type[i];
+        int pair = members[2 * entry[i] + 1] >= 0;
+        for (int col = 0; col < 2; col++) {
+            int64_t slot = members[2 * entry[i] + col];
+            if (slot < 0) continue;
+            double *row = acc + slot * acc_cols;
+            row[1] += steps[2 * i + col];
+            row[3 + w] += exec_time[i] * scale[i];
+            if (priced) row[2] += prices[w] * exec_time[i] / 3600.0 * scale[i] / (pair ? 2.0 : 1.0);
+        }
+    }
+}
+
+/* credit_tasks: time received per entry and type, per-type totals in plan order, remaining steps; the slots of
+ * the jobs that completed go to `done` (room for 2k), and their number is returned. */
+static Py_ssize_t credit_tasks_c(const int64_t *entry, const int64_t *gpu_type, Py_ssize_t k, const int64_t *members,
+                                 const double *steps, const double *exec_time, double *t, Py_ssize_t m, double *S,
+                                 double *remaining, int64_t *done) {
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        t[entry[i] * m + gpu_type[i]] += exec_time[i];
+        S[gpu_type[i]] += exec_time[i];
+    }
+    for (Py_ssize_t i = 0; i < k; i++)                /* a job is a member of one planned entry at most */
+        for (int col = 0; col < 2; col++) {
+            int64_t slot = members[2 * entry[i] + col];
+            if (slot >= 0) {
+                remaining[slot] -= steps[2 * i + col];
+                if (remaining[slot] <= 0) done[n++] = slot;
+            }
+        }
+    return n;
+}
+
 /* ---- quiet_rounds (kernels.py) --------------------------------------------------------------------------- */
 
 static PyObject *quiet_rounds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -385,7 +431,7 @@ static PyObject *quiet_rounds(PyObject *self, PyObject *const *args, Py_ssize_t 
     memset(&s, 0, sizeof s);
     PyObject *result = NULL;
     int64_t *ent = NULL, *typ = NULL, *we = NULL, *ww = NULL, *done = NULL, *order_buf = NULL, *saved = NULL;
-    double *steps = NULL, *finish = NULL, *ends = NULL, *exec_time = NULL;
+    double *steps = NULL, *finish = NULL, *ends = NULL, *exec_time = NULL, *scl = NULL;
     double round_start, round_s, next_arrival, last_reset, min_reset, busy;
     long long budget = PyLong_AsLongLong(args[6]);
     if (budget == -1 && PyErr_Occurred()) goto out;
@@ -437,7 +483,8 @@ static PyObject *quiet_rounds(PyObject *self, PyObject *const *args, Py_ssize_t 
     saved = PyMem_Malloc((size_t)(len_mt + 1) * sizeof(int64_t));
     steps = PyMem_Malloc(2 * cap * sizeof(double)); finish = PyMem_Malloc(2 * cap * sizeof(double));
     ends = PyMem_Malloc(cap * sizeof(double)); exec_time = PyMem_Malloc(cap * sizeof(double));
-    if (!ent || !typ || !we || !ww || !done || !order_buf || !saved || !steps || !finish || !ends || !exec_time) {
+    scl = PyMem_Malloc(cap * sizeof(double));
+    if (!ent || !typ || !we || !ww || !done || !order_buf || !saved || !steps || !finish || !ends || !exec_time || !scl) {
         PyErr_NoMemory();
         goto out;
     }
@@ -456,38 +503,13 @@ static PyObject *quiet_rounds(PyObject *self, PyObject *const *args, Py_ssize_t 
     double now;
     while (1) {
         now = latest(ends, k);
-        double total = 0.0;
         for (Py_ssize_t i = 0; i < k; i++) {
             exec_time[i] = ends[i] - round_start;
-            total += exec_time[i] * (double)escale[ent[i]];                /* gpu_seconds */
+            scl[i] = (double)escale[ent[i]];
         }
-        busy += total;
-        for (Py_ssize_t i = 0; i < k; i++) {                              /* account_tasks */
-            int64_t w = typ[i];
-            int pair = members[2 * ent[i] + 1] >= 0;
-            double scl = (double)escale[ent[i]];
-            for (int col = 0; col < 2; col++) {
-                int64_t slot = members[2 * ent[i] + col];
-                if (slot < 0) continue;
-                double *row = acc + slot * acc_cols;
-                row[1] += steps[2 * i + col];
-                row[3 + w] += exec_time[i] * scl;
-                if (priced) row[2] += prices[w] * exec_time[i] / 3600.0 * scl / (pair ? 2.0 : 1.0);
-            }
-        }
-        for (Py_ssize_t i = 0; i < k; i++) {                              /* credit_tasks */
-            t[ent[i] * m + typ[i]] += exec_time[i];
-            S[typ[i]] += exec_time[i];
-        }
-        num_done = 0;
-        for (Py_ssize_t i = 0; i < k; i++)
-            for (int col = 0; col < 2; col++) {
-                int64_t slot = members[2 * ent[i] + col];
-                if (slot >= 0) {
-                    remaining[slot] -= steps[2 * i + col];
-                    if (remaining[slot] <= 0) done[num_done++] = slot;
-                }
-            }
+        busy += gpu_seconds_c(exec_time, scl, k);
+        account_tasks_c(ent, typ, k, members, steps, exec_time, scl, prices, priced, acc, acc_cols);
+        num_done = credit_tasks_c(ent, typ, k, members, steps, exec_time, t, m, S, remaining, done);
         if (num_done || rounds == budget || next_arrival <= now
             || (need_update && (now - last_reset >= min_reset || last_reset == 0)))
             break;
@@ -538,8 +560,92 @@ static PyObject *quiet_rounds(PyObject *self, PyObject *const *args, Py_ssize_t 
 out:
     PyMem_Free(ent); PyMem_Free(typ); PyMem_Free(we); PyMem_Free(ww); PyMem_Free(done); PyMem_Free(order_buf);
     PyMem_Free(saved); PyMem_Free(steps); PyMem_Free(finish); PyMem_Free(ends); PyMem_Free(exec_time);
+    PyMem_Free(scl);
     release(a, NARR);
     release_walk(&s);
+    return result;
+}
+
+/* The planned entries' GPU types index `cols` columns: one more than the largest type, or -1 if one is negative. */
+static Py_ssize_t types_end(const Arr *gpu_type, Py_ssize_t k) {
+    Py_ssize_t end = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        if (Q(*gpu_type)[i] < 0) return -1;
+        if (Q(*gpu_type)[i] + 1 > end) end = Q(*gpu_type)[i] + 1;
+    }
+    return end;
+}
+
+static PyObject *gpu_seconds(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (wrong_count("gpu_seconds", nargs, 2)) return NULL;
+    Arr a[2];
+    memset(a, 0, sizeof a);
+    PyObject *result = NULL;
+    if (get(args[0], &a[0], 'd', 1, 0) || get(args[1], &a[1], 'd', 1, 0)) goto out;
+    if (a[1].n0 < a[0].n0) {
+        PyErr_SetString(PyExc_IndexError, "gpu_seconds: fewer GPU counts than times");
+        goto out;
+    }
+    result = PyFloat_FromDouble(gpu_seconds_c(D(a[0]), D(a[1]), a[0].n0));
+out:
+    release(a, 2);
+    return result;
+}
+
+static PyObject *account_tasks(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (wrong_count("account_tasks", nargs, 9)) return NULL;
+    /* entry, gpu_type, members, steps, exec_time, scale, prices, priced, acc */
+    Arr a[8];
+    memset(a, 0, sizeof a);
+    PyObject *result = NULL;
+    int priced = PyObject_IsTrue(args[7]);
+    if (priced < 0 || get(args[0], &a[0], 'q', 1, 0) || get(args[1], &a[1], 'q', 1, 0)
+        || get(args[2], &a[2], 'q', 2, 0) || get(args[3], &a[3], 'd', 2, 0) || get(args[4], &a[4], 'd', 1, 0)
+        || get(args[5], &a[5], 'd', 1, 0) || get(args[6], &a[6], 'd', 1, 0) || get(args[8], &a[7], 'd', 2, 1)
+        || check_entries(&a[0], &a[2], a[7].n0))
+        goto out;
+    Py_ssize_t k = a[0].n0, end = types_end(&a[1], k);
+    if (a[1].n0 != k || a[3].n0 < k || a[3].n1 != 2 || a[4].n0 < k || a[5].n0 < k || end < 0
+        || a[7].n1 < 3 + end || (priced && a[6].n0 < end)) {
+        PyErr_SetString(PyExc_IndexError, "account_tasks: arrays of inconsistent sizes");
+        goto out;
+    }
+    account_tasks_c(Q(a[0]), Q(a[1]), k, Q(a[2]), D(a[3]), D(a[4]), D(a[5]), D(a[6]), priced, D(a[7]), a[7].n1);
+    result = Py_NewRef(Py_None);
+out:
+    release(a, 8);
+    return result;
+}
+
+static PyObject *credit_tasks(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (wrong_count("credit_tasks", nargs, 8)) return NULL;
+    /* entry, gpu_type, members, steps, exec_time, t, S, remaining */
+    Arr a[8];
+    memset(a, 0, sizeof a);
+    PyObject *result = NULL;
+    int64_t *done = NULL;
+    if (get(args[0], &a[0], 'q', 1, 0) || get(args[1], &a[1], 'q', 1, 0) || get(args[2], &a[2], 'q', 2, 0)
+        || get(args[3], &a[3], 'd', 2, 0) || get(args[4], &a[4], 'd', 1, 0) || get(args[5], &a[5], 'd', 2, 1)
+        || get(args[6], &a[6], 'd', 1, 1) || get(args[7], &a[7], 'd', 1, 1) || check_entries(&a[0], &a[2], a[7].n0))
+        goto out;
+    Py_ssize_t k = a[0].n0, end = types_end(&a[1], k);
+    int64_t top = -1;                                   /* the largest planned entry, a row of t */
+    for (Py_ssize_t i = 0; i < k; i++) top = Q(a[0])[i] > top ? Q(a[0])[i] : top;
+    if (a[1].n0 != k || a[3].n0 < k || a[3].n1 != 2 || a[4].n0 < k || end < 0 || a[5].n1 < end
+        || a[5].n0 <= top || a[6].n0 < end) {
+        PyErr_SetString(PyExc_IndexError, "credit_tasks: arrays of inconsistent sizes");
+        goto out;
+    }
+    done = PyMem_Malloc((size_t)(2 * k + 1) * sizeof(int64_t));
+    if (!done) { PyErr_NoMemory(); goto out; }
+    Py_ssize_t num = credit_tasks_c(Q(a[0]), Q(a[1]), k, Q(a[2]), D(a[3]), D(a[4]), D(a[5]), a[5].n1, D(a[6]),
+                                    D(a[7]), done);
+    void *pd;
+    result = new_array(num, 0, dt_i8, &pd);
+    if (result) memcpy(pd, done, (size_t)num * sizeof(int64_t));
+out:
+    PyMem_Free(done);
+    release(a, 8);
     return result;
 }
 
@@ -759,6 +865,9 @@ static PyMethodDef methods[] = {
     {"select_walk", (PyCFunction)(void (*)(void))select_walk, METH_FASTCALL, "kernels.select_walk in C"},
     {"quiet_rounds", (PyCFunction)(void (*)(void))quiet_rounds, METH_FASTCALL, "kernels.quiet_rounds in C"},
     {"run_tasks", (PyCFunction)(void (*)(void))run_tasks, METH_FASTCALL, "kernels.run_tasks in C"},
+    {"gpu_seconds", (PyCFunction)(void (*)(void))gpu_seconds, METH_FASTCALL, "kernels.gpu_seconds in C"},
+    {"account_tasks", (PyCFunction)(void (*)(void))account_tasks, METH_FASTCALL, "kernels.account_tasks in C"},
+    {"credit_tasks", (PyCFunction)(void (*)(void))credit_tasks, METH_FASTCALL, "kernels.credit_tasks in C"},
     {"mark_started", (PyCFunction)(void (*)(void))mark_started, METH_FASTCALL, "kernels.mark_started in C"},
     {"codes_of", (PyCFunction)(void (*)(void))codes_of, METH_FASTCALL, "kernels.codes_of in C (int64 values)"},
     {"las_program", (PyCFunction)(void (*)(void))las_program, METH_FASTCALL, "kernels.las_program in C"},

@@ -15,7 +15,7 @@ from typing import Mapping
 
 import numpy as np
 
-from hetsched.core import kernels
+from hetsched.core import kernels, round_kernels
 from hetsched.core.entries import EntryTable
 from hetsched.core.measured import MeasuredRates
 from hetsched.core.pins import PinnedJobs
@@ -366,7 +366,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         if self.whole_rounds:                   # `entry` holds slots; steps and times were measured (the runtime)
             return self.decide.credit_measured(entry, steps[:, 0], exec_time)
         if self.decide is None and kernels.ENABLED and (self.estimator is None or not self._has_pairs):
-            return kernels.credit_tasks(entry, gpu_type, self.members, steps, exec_time, self.t, self.S, self.remaining)
+            return round_kernels.credit_tasks(entry, gpu_type, self.members, steps, exec_time, self.t, self.S, self.remaining)
         if self.decide is not None:
             self.decide.measured(entry, gpu_type, exec_time)
         self.t[entry, gpu_type] += exec_time          # an entry runs at most once per round

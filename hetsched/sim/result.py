@@ -233,9 +233,9 @@ class ResultBuilder:
         exec_time = ends - start
         if kernels.ENABLED and not (self.core_accounts or self.record_timeline):
             scale = sched.escale[plan.entry].astype(float)
-            self.busy += kernels.gpu_seconds(exec_time if credited is None else credited, scale)
-            kernels.account_tasks(plan.entry, plan.gpu_type, sched.members, steps, exec_time, scale, self._prices,
-                                  self._priced, self._acc)         # compiled, the same arithmetic as below
+            self.busy += round_kernels.gpu_seconds(exec_time if credited is None else credited, scale)
+            round_kernels.account_tasks(plan.entry, plan.gpu_type, sched.members, steps, exec_time, scale,
+                                        self._prices, self._priced, self._acc)   # compiled, the arithmetic below
             return
         if self.core_accounts:                            # a whole-round plan's entries are slots
             members = np.stack([plan.entry, np.full(len(plan.entry), -1)], axis=1)
@@ -243,7 +243,7 @@ class ResultBuilder:
         else:
             members = sched.members[plan.entry]
             scale = sched.escale[plan.entry].astype(float)
-        self.busy += kernels.gpu_seconds(exec_time if credited is None else credited, scale)
+        self.busy += round_kernels.gpu_seconds(exec_time if credited is None else credited, scale)
         valid = members >= 0 if (sched._has_pairs or self.record_timeline) else None
         priced = self._priced
         gpu_seconds = exec_time * scale
