@@ -117,18 +117,37 @@ static int precedes(const Keys *k, int64_t i, int64_t j) {
     return c ? c < 0 : i < j;
 }
 
-/* Sort idx[0..n) under `precedes` (a strict total order, so any correct sort gives lexsort's ranking). */
-static void rank_rows(const Keys *k, int64_t *idx, int64_t *buf, Py_ssize_t n) {
+/* A stable bottom-up merge sort of idx[0..n) (buf: room for n) under `before(ctx, i, j)`: row i goes first. */
+typedef int (*Before)(const void *ctx, int64_t i, int64_t j);
+
+static void merge_sort(Before before, const void *ctx, int64_t *idx, int64_t *buf, Py_ssize_t n) {
     for (Py_ssize_t width = 1; width < n; width *= 2) {
         for (Py_ssize_t lo = 0; lo < n; lo += 2 * width) {
             Py_ssize_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
             Py_ssize_t a = lo, b = mid, o = lo;
-            while (a < mid && b < hi) buf[o++] = precedes(k, idx[b], idx[a]) ? idx[b++] : idx[a++];
+            while (a < mid && b < hi) buf[o++] = before(ctx, idx[b], idx[a]) ? idx[b++] : idx[a++];
             while (a < mid) buf[o++] = idx[a++];
             while (b < hi) buf[o++] = idx[b++];
         }
         memcpy(idx, buf, (size_t)n * sizeof(int64_t));
     }
+}
+
+/* The walk's ranking: `precedes` is a strict total order, so this sort gives np.lexsort's (numba's merge sort and
+ * heap give it too). */
+static int ranks_before(const void *keys, int64_t i, int64_t j) { return precedes(keys, i, j); }
+
+/* codes_of's order: by value, ties kept in position order by the stable sort (numpy's mergesort). */
+static int value_before(const void *values, int64_t i, int64_t j) {
+    return ((const int64_t *)values)[i] < ((const int64_t *)values)[j];
+}
+
+/* A new int64 array holding src[0..n). */
+static PyObject *int64_array(const int64_t *src, Py_ssize_t n) {
+    void *data;
+    PyObject *out = new_array(n, 0, dt_i8, &data);
+    if (out) memcpy(data, src, (size_t)n * sizeof(int64_t));
+    return out;
 }
 
 /* ---- select_walk (kernels.py) ---------------------------------------------------------------------------- */
@@ -191,7 +210,7 @@ static Py_ssize_t walk(const WalkState *s, const int64_t *order, Py_ssize_t num_
             ranked[j] = j;
         }
         Keys keys = {k3, k2, k1};
-        rank_rows(&keys, ranked, buf, c);
+        merge_sort(ranks_before, &keys, ranked, buf, c);
         for (Py_ssize_t r = 0; r < c; r++) {
             if (f <= 0) break;
             int64_t e = cand[ranked[r]];
@@ -244,9 +263,10 @@ static int check_entries(const Arr *entry, const Arr *members, Py_ssize_t limit)
     return 0;
 }
 
-static int get_walk(PyObject **o, WalkState *s) {
+/* `credit`: t and S are written too (quiet_rounds credits the rounds it runs). */
+static int get_walk(PyObject **o, WalkState *s, int credit) {
     /* t, S, alloc, deficit, in_alloc, ok, need_priority, members, escale, scale, capacity */
-    if (get(o[0], &s->t, 'd', 2, 0) || get(o[1], &s->S, 'd', 1, 0) || get(o[2], &s->alloc, 'd', 2, 0)
+    if (get(o[0], &s->t, 'd', 2, credit) || get(o[1], &s->S, 'd', 1, credit) || get(o[2], &s->alloc, 'd', 2, 0)
         || get(o[3], &s->deficit, 'd', 2, 0) || get(o[4], &s->in_alloc, '?', 1, 0) || get(o[5], &s->ok, '?', 2, 0))
         return -1;
     s->need_priority = PyObject_IsTrue(o[6]);
@@ -275,20 +295,15 @@ static PyObject *select_walk(PyObject *self, PyObject *const *args, Py_ssize_t n
     memset(&s, 0, sizeof s);
     Arr order = {0};
     PyObject *result = NULL, *e = NULL, *w = NULL;
-    if (get_walk((PyObject **)args, &s) || get(args[11], &order, 'q', 1, 0)) goto out;
+    if (get_walk((PyObject **)args, &s, 0) || get(args[11], &order, 'q', 1, 0)) goto out;
     Py_ssize_t n = s.alloc.n0;
     int64_t *oe = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     int64_t *ow = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     Py_ssize_t k = (oe && ow) ? walk(&s, Q(order), order.n0, oe, ow) : (PyErr_NoMemory(), -1);
     if (k >= 0) {
-        void *pe, *pw;
-        e = new_array(k, 0, dt_i8, &pe);
-        w = e ? new_array(k, 0, dt_i8, &pw) : NULL;
-        if (w) {
-            memcpy(pe, oe, (size_t)k * sizeof(int64_t));
-            memcpy(pw, ow, (size_t)k * sizeof(int64_t));
-            result = PyTuple_Pack(2, e, w);
-        }
+        e = int64_array(oe, k);
+        w = e ? int64_array(ow, k) : NULL;
+        if (w) result = PyTuple_Pack(2, e, w);
     }
     PyMem_Free(oe);
     PyMem_Free(ow);
@@ -448,18 +463,9 @@ static PyObject *quiet_rounds(PyObject *self, PyObject *const *args, Py_ssize_t 
         goto out;
     PyObject *walk_args[11] = {args[12], args[13], args[14], args[15], args[16], args[17], args[18], args[7],
                                args[9], args[10], args[19]};
-    if (get_walk(walk_args, &s) || get(args[20], &a[ORDER], 'q', 1, 0) || get(args[21], &a[MT], 'q', 1, 1)
+    if (get_walk(walk_args, &s, 1) || get(args[20], &a[ORDER], 'q', 1, 0) || get(args[21], &a[MT], 'q', 1, 1)
         || get(args[22], &a[ACC], 'd', 2, 1) || get(args[23], &a[PRICES], 'd', 1, 0))
         goto out;
-    /* t and S are written: ask for them writable (get_walk took them read-only) */
-    Arr tw = {0}, Sw = {0};
-    if (get(args[12], &tw, 'd', 2, 1) || get(args[13], &Sw, 'd', 1, 1)) {
-        release(&tw, 1);
-        release(&Sw, 1);
-        goto out;
-    }
-    release(&tw, 1);                /* the same memory as s.t and s.S, which stay held */
-    release(&Sw, 1);
     Py_ssize_t n = s.alloc.n0, m = s.alloc.n1, k = a[ENTRY].n0;
     Py_ssize_t acc_cols = a[ACC].n1, len_mt = a[MT].n0, num_order = a[ORDER].n0;
     Py_ssize_t used_slots = 0;                     /* one more than the largest slot of an entry's member */
@@ -642,9 +648,7 @@ static PyObject *credit_tasks(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (!done) { PyErr_NoMemory(); goto out; }
     Py_ssize_t num = credit_tasks_c(Q(a[0]), Q(a[1]), k, Q(a[2]), D(a[3]), D(a[4]), D(a[5]), a[5].n1, D(a[6]),
                                     D(a[7]), done);
-    void *pd;
-    result = new_array(num, 0, dt_i8, &pd);
-    if (result) memcpy(pd, done, (size_t)num * sizeof(int64_t));
+    result = int64_array(done, num);
 out:
     PyMem_Free(done);
     release(a, 8);
@@ -706,20 +710,7 @@ out:
     return result;
 }
 
-/* codes_of: np.unique(values, return_inverse=True) of int64 values: positions sorted stably by value, one pass. */
-static void sort_by_value(const int64_t *v, int64_t *idx, int64_t *buf, Py_ssize_t n) {
-    for (Py_ssize_t width = 1; width < n; width *= 2) {
-        for (Py_ssize_t lo = 0; lo < n; lo += 2 * width) {
-            Py_ssize_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
-            Py_ssize_t a = lo, b = mid, o = lo;
-            while (a < mid && b < hi) buf[o++] = v[idx[b]] < v[idx[a]] ? idx[b++] : idx[a++];
-            while (a < mid) buf[o++] = idx[a++];
-            while (b < hi) buf[o++] = idx[b++];
-        }
-        memcpy(idx, buf, (size_t)n * sizeof(int64_t));
-    }
-}
-
+/* codes_of: np.unique(values, return_inverse=True) of int64 values: positions sorted by value, one pass. */
 static PyObject *codes_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (wrong_count("codes_of", nargs, 1)) return NULL;
     Arr v = {0};
@@ -731,7 +722,7 @@ static PyObject *codes_of(PyObject *self, PyObject *const *args, Py_ssize_t narg
     buf = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
     if (!order || !buf) { PyErr_NoMemory(); goto out; }
     for (Py_ssize_t i = 0; i < n; i++) order[i] = i;
-    sort_by_value(Q(v), order, buf, n);
+    merge_sort(value_before, Q(v), order, buf, n);
     void *pd, *pc;
     distinct = new_array(n, 0, dt_i8, &pd);
     code = distinct ? new_array(n, 0, dt_i8, &pc) : NULL;
