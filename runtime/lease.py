@@ -28,6 +28,7 @@ from typing import Callable, Iterable, Iterator
 
 UPLOAD_TRIES = 4                 # a busy scheduler (RESOURCE_EXHAUSTED) is retried after 0.2, 0.4, 0.8 s (calls too)
 BUSY_WAIT_S = 60.0               # how long a lease update due now waits for a busy scheduler (a long plan)
+RESTORE_WAIT_S = 120.0           # how long the first restore retries a busy or unreachable scheduler (backoff)
 CALL_TIMEOUT_S = 10.0
 ENV = ("HETSCHED_SCHEDULER", "HETSCHED_LEASE_TOKEN", "HETSCHED_JOB_ID", "HETSCHED_LEASE_ID", "HETSCHED_DEADLINE")
 
@@ -85,8 +86,7 @@ class LeaseIterator:
             self.deadline = float(os.environ["HETSCHED_DEADLINE"])
             self._clock_offset = 0.0
             if self.checkpoint_dir is not None and restore is not None:
-                from .checkpoints import download
-                download(self._stub, pb2, self.job_id, self.lease_id, self.checkpoint_dir)
+                self._restore_checkpoint()
         restored = restore() if restore is not None else 0
         if self.adaptive:
             restored = 0     # an adaptive job's steps are the scheduler's count, at the lease's batch size
@@ -94,6 +94,25 @@ class LeaseIterator:
         self.upload_error: str | None = None
         if self.managed and self.rank == 0:
             self._report(finished=False)         # syncs the clock and checks the lease is still current
+
+    def _restore_checkpoint(self) -> None:
+        """Fetch the stored checkpoint. A scheduler whose transfer slots are taken (RESOURCE_EXHAUSTED), or that is
+        restarting, is retried with backoff (0.2 s doubling to 5 s) for up to RESTORE_WAIT_S; any other error, or
+        one that lasts longer, is raised: a job must not train on from scratch over a checkpoint it could not read."""
+        import grpc
+
+        from .checkpoints import download
+        give_up, pause = time.monotonic() + RESTORE_WAIT_S, 0.2
+        retry = (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        while True:
+            try:
+                download(self._stub, self._pb2, self.job_id, self.lease_id, self.checkpoint_dir)
+                return
+            except grpc.RpcError as exc:
+                if exc.code() not in retry or time.monotonic() + pause > give_up:
+                    raise
+            time.sleep(pause)
+            pause = min(5.0, 2 * pause)
 
     def __iter__(self) -> "LeaseIterator":
         return self

@@ -32,7 +32,7 @@ class LeaseCalls:
             done = self.counted_now(row, req.steps_done, req.batch_size)      # at another batch size: re-counted
             durable = self.counted_now(row, req.steps_checkpointed, req.batch_size)
             self.live_steps[req.job_id] = max(self.live_steps.get(req.job_id, 0), done)
-            if durable > row.steps_done:
+            if durable > row.steps_done and self._may_store(lease):     # a stale lease's word moves nothing
                 row.steps_done = durable
                 self.store.set_progress(req.job_id, row.steps_done)
             current = self.leases.get(req.job_id) is lease
@@ -76,19 +76,29 @@ class LeaseCalls:
                 lease.rendezvous = req.address
             return lease.rendezvous
 
-    def holds_lease(self, token: str) -> bool:
-        """Whether `token` is a lease token this scheduler issued and still keeps (checked before a stream is read).
-        Without the lock: a round holds it while it plans, and a job's call waiting here would hold a handler thread
-        outside the jobs' share (a dict lookup is atomic; the call checks the lease again under the lock)."""
-        return token in self.tokens
+    def job_of(self, token: str) -> int | None:
+        """The job whose lease `token` is, if this scheduler issued it and still keeps it (checked before a stream
+        is read). Without the lock: a round holds it while it plans, and a job's call waiting here would hold a
+        handler thread outside the jobs' share (a dict lookup is atomic; the call checks the lease again under
+        the lock)."""
+        lease = self.tokens.get(token)
+        return None if lease is None else lease.job_id
+
+    def _may_store(self, lease: LeaseInfo) -> bool:
+        """Whether `lease` may make its job's progress durable: it is the current lease, or the one before it on
+        its way out until the current one starts, or the job's last lease, ended, with none issued since (its
+        last rank still reporting). A stale lease's reports move nothing."""
+        current = self.leases.get(lease.job_id)
+        if current is None:
+            recent = self.job_tokens.get(lease.job_id)
+            return bool(recent) and recent[-1] == lease.token
+        return current is lease or (current.previous is lease and current.started_at is None)
 
     def _current_lease(self, token: str, job_id: int, lease_id: str):
         """The job's row and lease when `token` holds its current lease; only that lease stores checkpoints."""
         lease = self.lease_for(token, job_id, lease_id)
         row = self.active.get(job_id)
-        current = self.leases.get(job_id)
-        handing_over = current is not None and current.previous is lease and current.started_at is None
-        if row is not None and current is not lease and not handing_over:
+        if row is not None and not self._may_store(lease):
             raise Denied(f"lease {lease_id!r} is no longer job {job_id}'s current lease; only the current lease "
                          f"stores checkpoints")
         return row, lease

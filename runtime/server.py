@@ -20,15 +20,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from hetsched.errors import HetschedError
 from hetsched.model.throughputs import load_throughputs
 
 from .auth import CLIENT, JOB, WORKER, Credentials, require
 from .checkpoints import CheckpointError, CheckpointStorageError, CheckpointStore
+from .health import SERVING, Health
 from .logs import limit
 from .records import NotFound
+from .slots import IdleTransfers, Slots
 from .state import Denied, RuntimeState
 from .store import DuplicateJob, Store
 from .stubs import pb2, pb2_grpc
@@ -37,13 +38,14 @@ from .validate import InvalidInput
 log = logging.getLogger(__name__)
 
 HANDLER_THREADS = 32
-#: Checkpoint streams served at once. The rest of the handler pool stays free for heartbeats, exit reports and
-#: clients, whatever jobs upload; one more stream is answered RESOURCE_EXHAUSTED at once and the job retries.
-CHECKPOINT_STREAMS = 8
-#: Concurrent unary calls each untrusted role may hold. With the streams, at most 6 + 12 + 8 = 26 handler threads
-#: serve clients and jobs, so 6 are always free for workers' heartbeats and exit reports: no client or job
-#: traffic starves a worker (one more call is answered RESOURCE_EXHAUSTED at once; callers retry).
-ROLE_CALLS = {CLIENT: 6, JOB: 12}
+#: Checkpoint streams served at once, and per job (whichever of its lease tokens it uses). The rest of the handler
+#: pool stays free for heartbeats, exit reports and clients, whatever jobs upload; one more stream is answered
+#: RESOURCE_EXHAUSTED at once and the job retries. A stream that moves nothing for STREAM_IDLE_S is cancelled.
+CHECKPOINT_STREAMS, STREAMS_PER_JOB, STREAM_IDLE_S = 8, 2, 30.0
+#: Concurrent unary calls each untrusted role may hold, and each job of them. With the streams, at most
+#: 6 + 12 + 8 = 26 handler threads serve clients and jobs, so 6 are always free for workers' heartbeats and exit
+#: reports: no client or job traffic starves a worker, and no job takes the share every other job reports in.
+ROLE_CALLS, CALLS_PER_JOB = {CLIENT: 6, JOB: 12}, 3
 #: A connection lives at most this long, then gets this much grace to finish its calls: no stream, however slow
 #: its sender, holds a handler thread for longer.
 CONNECTION_AGE_S, CONNECTION_GRACE_S = 300, 90
@@ -67,6 +69,8 @@ def _answer(context, fn):
         context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
     except CheckpointError as exc:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    except grpc.RpcError:               # the caller cancelled, or an idle transfer was cancelled: nobody to answer
+        context.abort(grpc.StatusCode.CANCELLED, "the call was cancelled")
     except CheckpointStorageError as exc:     # our disk, not the caller: logged here, no path in the answer
         log.error("checkpoint storage failed: %s", exc)
         context.abort(grpc.StatusCode.INTERNAL, "the scheduler could not store the checkpoint")
@@ -91,35 +95,29 @@ def counted(method):
 class Servicer(pb2_grpc.SchedulerServicer):
     def __init__(self, state: RuntimeState, credentials: Credentials):
         self.state, self.credentials = state, credentials
-        self._streams = threading.BoundedSemaphore(CHECKPOINT_STREAMS)
-        self._roles = {role: threading.BoundedSemaphore(n) for role, n in ROLE_CALLS.items()}
+        self._streams = Slots("checkpoint transfers", CHECKPOINT_STREAMS, STREAMS_PER_JOB)
+        self._calls = {CLIENT: Slots("client calls", ROLE_CALLS[CLIENT], ROLE_CALLS[CLIENT]),
+                       JOB: Slots("job calls", ROLE_CALLS[JOB], CALLS_PER_JOB)}
+        self.idle = IdleTransfers(STREAM_IDLE_S)
 
-    def _lease_holder(self, context):
-        """A job's caller, once its lease token is known: nothing of a stream is read before this."""
+    def _lease_holder(self, context) -> tuple[object, int]:
+        """A job's caller and its job id, once its lease token is known: nothing of a stream is read before this."""
         caller = require(context, self.credentials, JOB)
-        if not self.state.holds_lease(caller.lease_token):
+        job_id = self.state.job_of(caller.lease_token)
+        if job_id is None:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "unknown or expired lease credential")
-        return caller
+        return caller, job_id
 
     @contextmanager
-    def _stream_slot(self, context):
-        if not self._streams.acquire(blocking=False):
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"{CHECKPOINT_STREAMS} checkpoint transfers are in progress; retry shortly")
-        try:
-            yield
-        finally:
-            self._streams.release()
+    def _transfer(self, context, job_id: int):
+        """One of the job's stream slots, watched for idling, for the block."""
+        with self._streams.held(job_id, context), self.idle.watched(context) as transfer:
+            yield transfer
 
-    def _call(self, context, role: str, fn):
-        """Run a client's or job's call within its role's share of the handler threads."""
-        if not self._roles[role].acquire(blocking=False):
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"{ROLE_CALLS[role]} {role} calls are in progress; retry shortly")
-        try:
+    def _call(self, context, role: str, fn, key=None):
+        """Run a client's or job's call within its role's share of the handler threads (a job's: within its own)."""
+        with self._calls[role].held(role if key is None else key, context):
             return _answer(context, fn)
-        finally:
-            self._roles[role].release()
 
     @counted
     def RegisterWorker(self, request, context):
@@ -143,8 +141,8 @@ class Servicer(pb2_grpc.SchedulerServicer):
 
     @counted
     def UpdateLease(self, request, context):
-        caller = self._lease_holder(context)
-        return self._call(context, JOB, lambda: self.state.update_lease(request, caller.lease_token))
+        caller, job_id = self._lease_holder(context)
+        return self._call(context, JOB, lambda: self.state.update_lease(request, caller.lease_token), job_id)
 
     @counted
     def SubmitJob(self, request, context):
@@ -164,8 +162,8 @@ class Servicer(pb2_grpc.SchedulerServicer):
 
     @counted
     def PutCheckpoint(self, request_iterator, context):
-        caller = self._lease_holder(context)
-        with self._stream_slot(context):
+        caller, job_id = self._lease_holder(context)
+        with self._transfer(context, job_id) as transfer:
             first = next(request_iterator, None)
             if first is None:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "checkpoint: empty stream")
@@ -173,6 +171,7 @@ class Servicer(pb2_grpc.SchedulerServicer):
             def chunks():
                 yield first.data
                 for chunk in request_iterator:
+                    transfer.moved()
                     if chunk.job_id != first.job_id or chunk.lease_id != first.lease_id:
                         raise CheckpointError("checkpoint: every chunk must name the same job and lease")
                     yield chunk.data
@@ -182,18 +181,19 @@ class Servicer(pb2_grpc.SchedulerServicer):
                            or pb2.Ack())
 
     def GetCheckpoint(self, request, context):
-        caller = self._lease_holder(context)
-        with self._stream_slot(context):
+        caller, job_id = self._lease_holder(context)
+        with self._transfer(context, job_id) as transfer:
             chunks = _answer(context, lambda: self.state.checkpoint_get(caller.lease_token, request.job_id,
                                                                         request.lease_id))
             for data in chunks:
                 yield pb2.CheckpointChunk(job_id=request.job_id, lease_id=request.lease_id, data=data)
+                transfer.moved()
 
     @counted
     def Rendezvous(self, request, context):
-        caller = self._lease_holder(context)
+        caller, job_id = self._lease_holder(context)
         return self._call(context, JOB, lambda: pb2.RendezvousResponse(
-            address=self.state.rendezvous(request, caller.lease_token)))
+            address=self.state.rendezvous(request, caller.lease_token)), job_id)
 
 
 def check_tls_pair(key_path: str, cert_path: str) -> tuple[bytes, bytes]:
@@ -274,8 +274,9 @@ class SchedulerServer:
         self.host, self.port, self.credentials, self.tls = host, port, credentials, tls
         self._stop = threading.Event()
         self._grpc = None
+        self._servicer: Servicer | None = None
         self._loop = None
-        self.health = health.HealthServicer()
+        self.health = Health(("", "hetsched.runtime.Scheduler"))
         limit("grpc._common", "grpc._server", __name__)     # what a client can make us log, bounded
 
     def start(self) -> int:
@@ -285,8 +286,9 @@ class SchedulerServer:
                                           ("grpc.max_receive_message_length", 16 << 20),
                                           ("grpc.max_connection_age_ms", CONNECTION_AGE_S * 1000),
                                           ("grpc.max_connection_age_grace_ms", CONNECTION_GRACE_S * 1000)])
-        pb2_grpc.add_SchedulerServicer_to_server(Servicer(self.state, self.credentials), self._grpc)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)     # unauthenticated, as usual
+        self._servicer = Servicer(self.state, self.credentials)
+        pb2_grpc.add_SchedulerServicer_to_server(self._servicer, self._grpc)
+        self._grpc.add_generic_rpc_handlers((self.health.handler(),))     # unauthenticated, as usual
         address = f"{self.host}:{self.port}"
         try:
             if self.tls:
@@ -302,7 +304,7 @@ class SchedulerServer:
         self._loop = threading.Thread(target=self._rounds, name="rounds", daemon=True)
         self._loop.start()
         for service in ("", "hetsched.runtime.Scheduler"):
-            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+            self.health.set(service, SERVING)
         log.info("listening on %s:%d (%s), state %s, policy %s, round %.0f s", self.host, self.port,
                  "TLS" if self.tls else "plaintext", self.state_dir, self.state.policy_name, self.state.round_s)
         return self.port
@@ -329,12 +331,14 @@ class SchedulerServer:
         return planned
 
     def stop(self) -> None:
-        self.health.enter_graceful_shutdown()
+        self.health.shut_down()
         self._stop.set()
         if self._grpc is not None:
             self._grpc.stop(grace=1).wait(5)
         if self._loop is not None:
             self._loop.join(timeout=5)
+        if self._servicer is not None:
+            self._servicer.idle.stop()
         self.store.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)

@@ -10,6 +10,7 @@ import time
 
 import grpc
 import pytest
+from machine import slowness
 from runtime_helpers import CLIENT, WORKER, drive, rpc_code, scheduler, stub, submit
 
 from hetsched.runtime.checkpoints import MAX_MEMBERS, CheckpointError, CheckpointStore, check_archive
@@ -41,7 +42,7 @@ def _file(name: str, data: bytes = b"x") -> tuple[tarfile.TarInfo, bytes]:
 def _leased(server, address, n_jobs=1):
     """A registered emulated worker holding a lease for each of `n_jobs` jobs; returns (worker, runs)."""
     client = stub(address, CLIENT)
-    w = Worker(address, WORKER, "v100", emulate=True, heartbeat_s=0.05, report_s=10.0)
+    w = Worker(address, WORKER, "v100", num_gpus=n_jobs, emulate=True, heartbeat_s=0.05, report_s=10.0)
     w.register()
     for i in range(n_jobs):
         submit(client, job_id=i, total_steps=10_000, command="emulated")
@@ -74,27 +75,102 @@ def test_unauthenticated_streams_cannot_stall_the_scheduler(tmp_path, streams):
             release.set()
 
 
-def test_a_job_holds_at_most_its_share_of_stream_threads(tmp_path):
-    """A valid lease that opens many idle streams gets CHECKPOINT_STREAMS of them; the next is refused at once and
-    heartbeats are still answered."""
+def _hoard(job, run, release: threading.Event, n: int):
+    """`n` idle checkpoint streams of one job; returns their futures (those past its share fail at once)."""
+    lease = dict(job_id=run.lease.job_id, lease_id=run.lease.lease_id)
+    return [job.PutCheckpoint.future(_idle_stream(release, **lease), timeout=60) for _ in range(n)]
+
+
+def _wait_held(server, job_id: int, n: int) -> None:
+    deadline = time.monotonic() + 30 * slowness()
+    while server._servicer._streams.in_use(job_id) < n:
+        assert time.monotonic() < deadline, f"job {job_id}'s streams were not taken"
+        time.sleep(0.02)
+
+
+def test_one_job_hoarding_its_streams_leaves_every_other_job_its_checkpoints(tmp_path):
+    """Issue 72, High 2: with only its own lease token, a job opened 8 idle `PutCheckpoint` streams; the cap was
+    global, so every other job's upload was RESOURCE_EXHAUSTED and a new job's first restore failed. Now a job
+    holds at most its share (STREAMS_PER_JOB), whatever it opens, and every other job uploads and restores."""
+    from hetsched.runtime.checkpoints import download, upload
+    from hetsched.runtime.server import STREAMS_PER_JOB
+
     with scheduler(tmp_path, round_s=30.0) as (server, address):
-        w, (run,) = _leased(server, address)
+        w, runs = _leased(server, address, n_jobs=3)
         release = threading.Event()
-        job = stub(address, run.lease.lease_token, scheme="Lease")
-        lease = dict(job_id=run.lease.job_id, lease_id=run.lease.lease_id)
-        held = [job.PutCheckpoint.future(_idle_stream(release, **lease), timeout=30)
-                for _ in range(CHECKPOINT_STREAMS)]
+        hoarder = stub(address, runs[0].lease.lease_token, scheme="Lease")
+        held = _hoard(hoarder, runs[0], release, CHECKPOINT_STREAMS + 4)
         try:
-            time.sleep(0.5)
-            code, _ = rpc_code(lambda: job.PutCheckpoint(_idle_stream(release, **lease), timeout=5))
-            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            _wait_held(server, runs[0].lease.job_id, STREAMS_PER_JOB)
+            refused = [c for c in held if c.done()]
+            assert len(refused) >= CHECKPOINT_STREAMS + 4 - STREAMS_PER_JOB
+            assert {c.exception().code() for c in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+            assert "this caller already has" in refused[0].exception().details()
+            for run in runs[1:]:                  # every other job checkpoints and restores
+                job = stub(address, run.lease.lease_token, scheme="Lease")
+                ckpt = tmp_path / f"ckpt{run.lease.job_id}"
+                ckpt.mkdir()
+                (ckpt / "model.pt").write_bytes(f"weights of {run.lease.job_id}".encode())
+                upload(job, pb2, run.lease.job_id, run.lease.lease_id, 100, ckpt)
+                back = tmp_path / f"back{run.lease.job_id}"
+                assert download(job, pb2, run.lease.job_id, run.lease.lease_id, back) == ["model.pt"]
+                assert (back / "model.pt").read_bytes() == (ckpt / "model.pt").read_bytes()
+                assert server.state.active[run.lease.job_id].steps_done == 100
             start = time.monotonic()
             w.stub.Heartbeat(pb2.HeartbeatRequest(worker_id=w.worker_id, session=w.session), timeout=5)
-            assert time.monotonic() - start < 1.0
+            assert time.monotonic() - start < slowness()
         finally:
             release.set()
             for c in held:
-                c.exception(timeout=10)
+                c.exception(timeout=30)
+
+
+def test_idle_transfers_are_cancelled(tmp_path, monkeypatch):
+    """Jobs acting together could still fill the transfer slots between them: a stream that moves nothing for
+    STREAM_IDLE_S is cancelled, and its slot freed."""
+    from hetsched.runtime import server as server_module
+
+    monkeypatch.setattr(server_module, "STREAM_IDLE_S", 0.5)
+    with scheduler(tmp_path, round_s=30.0) as (server, address):
+        w, (run,) = _leased(server, address)
+        release = threading.Event()
+        held = _hoard(stub(address, run.lease.lease_token, scheme="Lease"), run, release, 2)
+        try:
+            codes = {c.exception(timeout=30 * slowness()).code() for c in held}
+            assert codes == {grpc.StatusCode.CANCELLED}
+            assert server._servicer._streams.in_use() == 0
+        finally:
+            release.set()
+
+
+def test_a_first_restore_rides_out_a_busy_scheduler(tmp_path, monkeypatch):
+    """`LeaseIterator.__init__` fetched the checkpoint once, without a retry: a restore refused with
+    RESOURCE_EXHAUSTED failed the attempt. Now it retries with backoff and restores the stored weights."""
+    from hetsched.runtime import LeaseIterator
+    from hetsched.runtime.checkpoints import upload
+    from hetsched.runtime.server import STREAMS_PER_JOB
+
+    with scheduler(tmp_path, round_s=30.0) as (server, address):
+        w, (run,) = _leased(server, address)
+        job = stub(address, run.lease.lease_token, scheme="Lease")
+        ckpt = tmp_path / "ckpt"
+        ckpt.mkdir()
+        (ckpt / "model.pt").write_bytes(b"stored weights")
+        upload(job, pb2, run.lease.job_id, run.lease.lease_id, 40, ckpt)
+        release = threading.Event()
+        held = _hoard(job, run, release, STREAMS_PER_JOB)     # its own share, taken: the restore is refused
+        _wait_held(server, run.lease.job_id, STREAMS_PER_JOB)
+        threading.Timer(1.0, release.set).start()
+        lease = run.lease
+        for key, value in {"HETSCHED_SCHEDULER": address, "HETSCHED_LEASE_TOKEN": lease.lease_token,
+                           "HETSCHED_JOB_ID": str(lease.job_id), "HETSCHED_LEASE_ID": lease.lease_id,
+                           "HETSCHED_DEADLINE": repr(lease.deadline_s), "HETSCHED_TOTAL_STEPS": "10000"}.items():
+            monkeypatch.setenv(key, value)
+        restored = tmp_path / "restored"
+        it = LeaseIterator(range(5), total_steps=10_000, checkpoint_dir=str(restored), restore=lambda: 40)
+        assert (restored / "model.pt").read_bytes() == b"stored weights" and it.steps == 40
+        for c in held:
+            c.exception(timeout=30)
 
 
 def _put(job_stub, run, steps: int, data: bytes, gate: threading.Event | None = None):
