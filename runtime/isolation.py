@@ -1,29 +1,40 @@
 """The trust boundary between a worker and the jobs it runs.
 
-A job is untrusted code. It must reach its lease token, its job directory and the scheduler's address, nothing else:
-- **Its own uid.** A worker running as root starts each job process under a uid of its own from `--job-uids`
-  (default 61000-61999): jobs cannot read the worker's or each other's memory, environment (`/proc/PID/environ`)
-  or files, and cannot signal them. When the job ends, every process left under its uid is killed (a `setsid`
-  grandchild included) before the uid is given to another job.
+A job is untrusted code. It must reach its lease token, its job directory and the scheduler's address, nothing else.
+A worker running as root **fails closed**: it runs jobs under uids of their own, or it does not start, unless the
+operator says `--job-uids none` (jobs then run as root, and can read everything root can: the worker's memory and
+token, the scheduler's state directory on this machine).
+- **Its own uid.** Each job process runs under a uid of its own from `--job-uids` (default 61000-61999, in
+  least-recently-used order): jobs cannot read the worker's or each other's memory, environment
+  (`/proc/PID/environ`) or files, and cannot signal them. When the job ends, every process left under its uid is
+  killed (a `setsid` grandchild included), its job directory is handed back to root, and what it left in the
+  machine's shared temporary directories is removed, before the uid is given to another job.
+- **A sandbox of its own** (`sandbox.py`, where the machine allows mount namespaces): private /tmp, /var/tmp and
+  /dev/shm; a /proc that shows only its own processes; the interpreter reachable even where it lives under a
+  directory closed to other uids (a standard install as root: Python under a 0700 /root), with nothing else of
+  that directory visible; `no_new_privs`. Without mount namespaces, a job's uid must be able to run this Python
+  (else the worker refuses to start), and the shared temporary directories are cleaned when its uid is released.
 - **A scrubbed environment.** Only the variables in `PASS_ENV` and the lease's `HETSCHED_*` values reach a job.
 - **Paths relative to its job directory.** The job's working directory is `WORK_DIR/jobs/job=N` (0700, owned by
-  the job's uid); its checkpoint directory and the CA certificate are inside it and named relative to it, so no
-  directory above it needs to be open to the job's uid.
+  the job's uid; `WORK_DIR/jobs` is 0711, so jobs cannot list each other's); its checkpoint directory and the CA
+  certificate are inside it and named relative to it.
 - **Scheduler and worker are not dumpable** (`PR_SET_DUMPABLE` 0): a process under the same uid cannot read
   their memory or environment either, and tokens are read from 0600 files, not passed in the environment.
 
-Without root (`same` mode, or `auto` as a normal user) jobs run under the worker's uid: they cannot read the
-worker's memory, but they can read your files and each other's lease tokens. Run only your own jobs that way.
+A worker that is not root runs jobs under its own uid: they cannot read the worker's memory, but they can read your
+files and each other's lease tokens. Run only your own jobs that way.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import shutil
 import signal
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -74,29 +85,124 @@ def python_closed_to_jobs() -> Path | None:
     return None
 
 
-class JobUids:
-    """Which uid each running job gets. `spec`: "START-END" (needs root), "same" (the worker's uid), or "auto":
-    61000-61999 when the worker is root and a job's uid can run this Python, else the worker's uid (logged)."""
+#: Shared temporary directories: private to each job in its sandbox; without one, cleaned of a job's files when
+#: its uid is released.
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+NONE_SPELLINGS = ("none", "same")        # 'same' is the older spelling of 'none'
+SANDBOX = Path(__file__).with_name("sandbox.py")
+#: What a job's uid must be able to do at a worker's start: import the workloads and find hetsched's sources.
+PROBE_IMPORTS = "import importlib.util, workloads; assert importlib.util.find_spec('hetsched')"
 
-    def __init__(self, spec: str = "auto"):
+
+def python_paths() -> list[str]:
+    """What a job needs of this Python, as real paths (nested ones dropped): the interpreter's prefixes, its
+    module path, `PYTHONPATH`, and the project's own packages (an editable install maps them from elsewhere)."""
+    import importlib.util
+
+    packages = [importlib.util.find_spec(name) for name in ("hetsched", "workloads")]
+    found = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.realpath(sys.executable)), os.path.dirname(__file__),
+             *(p for p in sys.path if p), *os.environ.get("PYTHONPATH", "").split(os.pathsep),
+             *(os.path.dirname(spec.origin) for spec in packages if spec is not None and spec.origin)}
+    real = sorted({os.path.realpath(p) for p in found if p and os.path.isdir(p)})
+    return [p for p in real if not any(p.startswith(q.rstrip("/") + "/") for q in real if q != p)]
+
+
+class Sandbox:
+    """How job processes are started on this machine (`sandbox.py`): the directories its tmpfs mounts cover and
+    the paths of this Python bound back below them."""
+
+    def __init__(self):
+        self.expose = [p for p in python_paths() if closed_to_others(p) is not None]
+        self.hide = sorted({str(closed_to_others(p)) for p in self.expose})
+        self.private = [d for d in SHARED_TMP if os.path.isdir(d) and not os.path.islink(d)]
+
+    @staticmethod
+    def available() -> str:
+        """'' when this machine allows the sandbox's mount namespace, else why not."""
+        try:
+            out = subprocess.run([sys.executable, "-I", "-S", str(SANDBOX), "--probe"], capture_output=True,
+                                 text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return str(exc)
+        return "" if out.returncode == 0 else (out.stderr.strip() or f"exit code {out.returncode}")
+
+    def check(self, uid: int) -> str:
+        """'' when a job under `uid` can run this Python in the sandbox (a real start), else what it said."""
+        import tempfile
+
+        home = Path(tempfile.mkdtemp(prefix="hetsched-probe-"))
+        try:
+            os.chown(home, uid, uid)
+            out = subprocess.run(self.argv([sys.executable, "-c", PROBE_IMPORTS], uid,
+                                           home), capture_output=True, text=True, timeout=120, cwd=home,
+                                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return str(exc)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        return "" if out.returncode == 0 else (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1]
+
+    def argv(self, command: list[str], uid: int, home: Path) -> list[str]:
+        spec = {"uid": uid, "home": os.path.realpath(home), "private": self.private, "hide": self.hide,
+                "expose": self.expose}
+        return [sys.executable, "-I", "-S", str(SANDBOX), json.dumps(spec), "--", *command]
+
+
+class JobUids:
+    """Which uid each running job gets, and how its process starts. `spec`: "START-END" (needs root), "none"
+    (the worker's own uid; "same" is its older spelling) or "auto": 61000-61999 when root, else the worker's uid.
+    A root worker that cannot give jobs a uid of their own raises `HetschedError` (fail closed) unless `none`."""
+
+    def __init__(self, spec: str = "auto", sandbox: bool | None = None, quiet: bool = False):
         root = os.geteuid() == 0
-        self.range, self.why_same = None, ""
+        self.range, self.why_same, self.sandbox = None, "", None
+        self.taken: dict[tuple, int] = {}
+        self._released: dict[int, int] = {}          # uid -> when it was last released (a counter)
+        self._clock = 0
+        if spec in NONE_SPELLINGS:
+            self.why_same = f"--job-uids {spec}"
+            if root and not quiet:
+                log.warning("jobs run as root (--job-uids %s): a job can read the worker's memory and token, and "
+                            "everything else root can on this machine", spec)
+            return
+        if spec == "auto" and not root:
+            self.why_same = "the worker is not root"
+            log.warning("jobs run under the worker's uid %d: %s", os.geteuid(), self.why_same)
+            return
         if spec == "auto":
-            closed = python_closed_to_jobs() if root else None
-            if root and closed is None:
-                self.range = DEFAULT_JOB_UIDS
-            else:
-                self.why_same = ("the worker is not root" if not root else
-                                 f"Python is under {closed} (mode {os.stat(closed).st_mode & 0o777:04o}), which other "
-                                 f"uids cannot enter; open it (chmod o+x) or install Python elsewhere")
-                log.warning("jobs run under the worker's uid %d: %s", os.geteuid(), self.why_same)
-        elif spec != "same":
-            lo, hi = _parse_range(spec)
+            self.range = DEFAULT_JOB_UIDS
+        else:
+            self.range = _parse_range(spec)
             if not root:
                 raise HetschedError(f"--job-uids {spec}: switching a job to another uid needs root; run the worker "
-                                    f"as root, or give --job-uids same (jobs then run under your uid)")
-            self.range = (lo, hi)
-        self.taken: dict[tuple, int] = {}
+                                    f"as root, or give --job-uids none (jobs then run under your uid)")
+        self.sandbox = self._sandbox(sandbox)
+
+    def _sandbox(self, wanted: bool | None) -> Sandbox | None:
+        """The sandbox when the machine allows it (`wanted` None: when it can; False: never); without it, this
+        Python must be open to the jobs' uids."""
+        why = Sandbox.available() if wanted is not False else "not wanted"
+        closed = python_closed_to_jobs()
+        if not why:
+            sandbox = Sandbox()
+            failed = sandbox.check(self.range[0])
+            if not failed:
+                return sandbox
+            raise HetschedError(f"a job under uid {self.range[0]} cannot run this Python ({sys.executable}) in its "
+                                f"sandbox: {failed}. Install Python where other uids can read it, or give "
+                                f"--job-uids none to run jobs as root (they can then read the worker's memory and "
+                                f"token)")
+        if closed is not None:
+            raise HetschedError(
+                f"jobs cannot run under a uid of their own here: Python is under {closed} (mode "
+                f"{os.stat(closed).st_mode & 0o777:04o}), which other uids cannot enter, and no mount namespace "
+                f"can be made to reach it ({why}). Open it (chmod o+x {closed}), install Python elsewhere (e.g. a "
+                f"venv under /opt), or give --job-uids none to run jobs as root (they can then read the worker's "
+                f"memory and token)")
+        log.warning("no mount namespace for jobs (%s): they run under uids of their own, with /tmp shared (cleaned "
+                    "of a job's files when its uid is released) and every process's command line visible", why)
+        return None
 
     @property
     def isolated(self) -> bool:
@@ -104,37 +210,100 @@ class JobUids:
 
     def describe(self) -> str:
         if self.range is None:
-            return f"jobs run under the worker's uid {os.geteuid()} (no isolation between jobs)"
-        return f"jobs run under uids {self.range[0]}-{self.range[1]}, one per running job"
+            return f"jobs run under the worker's uid {os.geteuid()} (no isolation between jobs; {self.why_same})"
+        where = "in a sandbox each" if self.sandbox else "without a sandbox"
+        return f"jobs run under uids {self.range[0]}-{self.range[1]}, one per running job, {where}"
+
+    def command(self, argv: list[str], uid: int | None, home: Path) -> tuple[list[str], dict]:
+        """The argv to start and Popen's uid arguments for a job process under `uid`."""
+        if uid is None:
+            return argv, {}
+        if self.sandbox is not None:
+            return self.sandbox.argv(argv, uid, home), {}
+        return argv, {"user": uid, "group": uid, "extra_groups": []}
 
     def acquire(self, key: tuple) -> int | None:
+        """A free uid, the one released longest ago first (never used ones before all)."""
         if self.range is None:
             return None
         for held in [k for k, uid in self.taken.items() if k[0] == STUCK and not _pids_of(uid)]:
             del self.taken[held]                   # its last process has ended: the uid is free again
         used = set(self.taken.values())
-        for uid in range(self.range[0], self.range[1] + 1):
-            if uid not in used:
-                self.taken[key] = uid
-                return uid
-        raise HetschedError(f"no free job uid in {self.range[0]}-{self.range[1]}")
+        free = (uid for uid in range(self.range[0], self.range[1] + 1) if uid not in used)
+        uid = min(free, key=lambda u: self._released.get(u, -1), default=None)
+        if uid is None:
+            raise HetschedError(f"no free job uid in {self.range[0]}-{self.range[1]}")
+        self.taken[key] = uid
+        return uid
 
-    def release(self, key: tuple) -> None:
-        """Kill whatever still runs under the job's uid, then free the uid. A process that SIGKILL cannot end yet
+    def release(self, key: tuple, home: Path | None = None) -> None:
+        """Kill whatever still runs under the job's uid, hand its job directory back to root and remove what it
+        left in the shared temporary directories, then free the uid. A process that SIGKILL cannot end yet
         (uninterruptible sleep on a hung file system) keeps its uid out of use until it has ended."""
         uid = self.taken.pop(key, None)
-        if uid is not None:
-            kill_uid(uid)
-            if _pids_of(uid):
-                log.warning("uid %d: a process outlived SIGKILL; the uid is not reused until it ends", uid)
-                self.taken[(STUCK, uid)] = uid
+        if uid is None:
+            return
+        kill_uid(uid)
+        if home is not None:
+            disown(home, uid)
+        remove_files_of(uid, SHARED_TMP)
+        self._clock += 1
+        self._released[uid] = self._clock
+        if _pids_of(uid):
+            log.warning("uid %d: a process outlived SIGKILL; the uid is not reused until it ends", uid)
+            self.taken[(STUCK, uid)] = uid
+
+
+def disown(home: Path, uid: int) -> None:
+    """Give everything under `home` that `uid` owns to root (links not followed), so that the uid's next holder
+    cannot read it; the job's next lease starts from a fresh directory anyway."""
+    try:
+        if os.lstat(home).st_uid != uid:
+            return
+    except FileNotFoundError:
+        return
+    for root, dirs, files in os.walk(home, followlinks=False):
+        for name in [*dirs, *files]:
+            _chown_if(os.path.join(root, name), uid)
+    _chown_if(str(home), uid)
+
+
+def _chown_if(path: str, uid: int) -> None:
+    try:
+        if os.lstat(path).st_uid == uid:
+            os.chown(path, 0, 0, follow_symlinks=False)
+    except FileNotFoundError:
+        pass
+
+
+def remove_files_of(uid: int, directories=SHARED_TMP) -> int:
+    """Remove the entries `uid` owns directly in the shared temporary `directories` (a directory with all below
+    it); returns how many. Never follows a link."""
+    removed = 0
+    for directory in directories:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def _parse_range(spec: str) -> tuple[int, int]:
     try:
         lo, hi = (int(x) for x in spec.split("-"))
     except ValueError:
-        raise HetschedError(f"--job-uids: 'auto', 'same' or START-END, got {spec!r}") from None
+        raise HetschedError(f"--job-uids: 'auto', 'none' or START-END, got {spec!r}") from None
     if not 1000 <= lo <= hi < 2**31:
         raise HetschedError(f"--job-uids: START-END with 1000 <= START <= END, got {spec!r}")
     return lo, hi
@@ -183,7 +352,9 @@ def prepare_job_dir(path: Path, uid: int | None, ca: str | None) -> None:
         path.unlink()
     elif path.exists():
         shutil.rmtree(path)
-    path.mkdir(mode=0o700, parents=True)
+    path.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o711)                # jobs reach their own directory, and list no other
+    path.mkdir(mode=0o700)
     made = [path / "checkpoint"]
     made[0].mkdir(mode=0o700)
     if ca:

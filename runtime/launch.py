@@ -23,7 +23,7 @@ from hetsched.model.jobs import Job
 import grpc
 
 from .auth import channel, new_token, write_secret
-from .isolation import DEFAULT_JOB_UIDS, python_closed_to_jobs
+from .isolation import DEFAULT_JOB_UIDS
 from .stubs import pb2, pb2_grpc
 
 #: Codes that mean "the scheduler is restarting or busy"; `wait()` and `submit()` ride them out (bounded), any other
@@ -88,7 +88,8 @@ class LocalCluster:
     `tls=(key.pem, cert.pem, ca.pem)` runs every connection over TLS. `gpus_per_worker` > 1 gives workers
     several GPUs (multi-GPU jobs then run one rank per GPU on one or more workers). The tokens are kept in
     STATE_DIR (0600 files), never in a process's environment. `isolate` runs each worker's jobs under uids of its
-    own (root only; default: when root and this Python is open to other uids).
+    own (root only; default: when root, where a worker that cannot isolate its jobs refuses to start: pass
+    `isolate=False` to run them as root knowingly).
     """
 
     def __init__(self, cluster: ClusterSpec | str, state_dir: str | Path, policy: str = "max_min_fairness_perf",
@@ -111,7 +112,7 @@ class LocalCluster:
         self.throughputs, self.worker_timeout_s, self.max_attempts = throughputs, worker_timeout_s, max_attempts
         self.entity_weights = dict(entity_weights or {})
         if isolate is None:
-            isolate = os.geteuid() == 0 and python_closed_to_jobs() is None
+            isolate = os.geteuid() == 0 and not emulate
         self.isolate = isolate
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
@@ -181,7 +182,7 @@ class LocalCluster:
         work.mkdir(mode=0o700, parents=True, exist_ok=True)
         index = next(i for i, a in enumerate(self.worker_args) if a[2] == name)
         first = DEFAULT_JOB_UIDS[0] + index * UIDS_PER_WORKER
-        uids = f"{first}-{first + UIDS_PER_WORKER - 1}" if self.isolate else "same"
+        uids = f"{first}-{first + UIDS_PER_WORKER - 1}" if self.isolate else "none"
         argv = [sys.executable, "-m", "hetsched.runtime.main", "worker", "--scheduler", self.address,
                 "--gpu-type", gpu, "--num-gpus", str(num_gpus), "--work-dir", str(work), "--name", name,
                 "--parent-pid", str(os.getpid()), "--token-file", str(self.token_files["worker"]),

@@ -76,8 +76,10 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work-dir", default=str(Path.home() / ".hetsched" / "work"),
                    help="job directories and logs (default ~/.hetsched/work)")
     p.add_argument("--job-uids", default="auto",
-                   help="uids jobs run under: START-END (root only), 'same' (the worker's uid) or 'auto' "
-                        "(61000-61999 when root, else 'same')")
+                   help="uids jobs run under: START-END (root only), 'auto' (61000-61999 when root, else the "
+                        "worker's uid) or 'none' (the worker's uid: as root, jobs run as root and can read the "
+                        "worker's memory and token). A root worker that cannot give jobs a uid of their own refuses "
+                        "to start unless 'none' is given")
     p.add_argument("--token-file", default=None, help="the worker token (or $HETSCHED_WORKER_TOKEN)")
     p.add_argument("--tls-ca", default=None, help="PEM CA certificate: talk TLS to the scheduler")
     p.add_argument("--tls-server-name", default=None, help="expected name in the scheduler's certificate")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from hetsched.errors import HetschedError
 
 from .auth import HEADER, channel
 from .host import CoreSet, cpu_count, detect_resources
-from .isolation import JobUids, job_env, prepare_job_dir
+from .isolation import NONE_SPELLINGS, JobUids, job_env, prepare_job_dir
 from .lease import busy
 from .stubs import pb2, pb2_grpc
 from .validate import worker_resources
@@ -64,7 +65,7 @@ class Worker:
                  heartbeat_s: float = 0.3, emulate: bool = False, name: str = "", report_s: float = 0.2,
                  tls_ca: str | None = None, tls_server_name: str | None = None, advertise_host: str = "127.0.0.1",
                  job_uids: str = "auto", cpu_cores: int | None = None, mem_gb: float | None = None):
-        if emulate and job_uids not in ("auto", "same"):
+        if emulate and job_uids not in ("auto", *NONE_SPELLINGS):
             raise HetschedError(f"job uids {job_uids!r}: an emulated worker runs no job process to give them to")
         self.address, self.gpu_type, self.num_gpus = address, gpu_type, num_gpus
         detected = detect_resources()
@@ -73,7 +74,7 @@ class Worker:
         worker_resources(num_gpus=num_gpus, name=name, cpu_cores=self.cpu_cores, mem_gb=self.mem_gb)
         self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.uids = JobUids("same" if emulate else job_uids)
+        self.uids = JobUids("none", quiet=True) if emulate else JobUids(job_uids)
         self.heartbeat_s, self.emulate, self.name, self.report_s = heartbeat_s, emulate, name, report_s
         self.tls_ca = str(Path(tls_ca).resolve()) if tls_ca else None
         self.tls_server_name, self.advertise_host = tls_server_name, advertise_host
@@ -197,17 +198,20 @@ class Worker:
                 raise ValueError("empty command")
             if argv[0] in ("python", "python3"):
                 argv[0] = sys.executable
+            env = self._env(lease, home)
+            if (os.path.isabs(argv[0]) or "/" not in argv[0]) and not shutil.which(argv[0], path=env.get("PATH")):
+                raise FileNotFoundError(f"no program {argv[0]!r} on the job's PATH")   # said before a uid is taken
             uid = self.uids.acquire(key)
             prepare_job_dir(home, uid, self.tls_ca)
+            argv, ids = self.uids.command(argv, uid, home)
             log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)    # the worker's file
             with os.fdopen(fd, "wb") as out:
-                ids = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
-                proc = subprocess.Popen(argv, env=self._env(lease, home), stdout=out, stderr=subprocess.STDOUT,
+                proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, cwd=home, start_new_session=True, umask=0o077,
                                         **ids)
         except (ValueError, OSError, HetschedError) as exc:    # this attempt fails; the worker and its jobs go on
-            self.uids.release(key)
+            self.uids.release(key, home)
             log.warning("job %d: cannot launch %r: %s", lease.job_id, lease.command, exc)
             self._report_exit(lease, LAUNCH_FAILED, f"launch failed: {type(exc).__name__}: {exc}")
             return
@@ -236,7 +240,7 @@ class Worker:
             run.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:          # uninterruptible (a hung file system): reaped when it ends
             log.warning("job %d: process %d has not ended 10 s after SIGKILL", key[0], run.proc.pid)
-        self.uids.release(key)                     # and whatever left the process group under the job's uid
+        self.uids.release(key, self.job_dir(*key))   # and whatever left the process group under the job's uid
 
     def _kill_all(self) -> None:
         for key in list(self.jobs):
@@ -254,7 +258,7 @@ class Worker:
                 if code is None:
                     continue
                 tail = log_tail(run.log_path)
-                self.uids.release(key)
+                self.uids.release(key, self.job_dir(*key))
                 self.cores.release(key)
             self._drop(key)
             self._report_exit(run.lease, code, tail)

@@ -6,29 +6,44 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import grpc
 import pytest
 
+from machine import scaled
+
 from hetsched.model.jobs import Job
-from hetsched.runtime.isolation import JobUids, job_env, kill_uid, prepare_job_dir
+from hetsched.runtime.isolation import PASS_ENV, JobUids, Sandbox, job_env, kill_uid, prepare_job_dir
 from hetsched.runtime.launch import DEFAULT_JOB_UIDS, UIDS_PER_WORKER, launch_local_cluster
 from hetsched.runtime.stubs import pb2, pb2_grpc
 from hetsched.runtime.auth import channel
 
 RESNET = "ResNet-18 (batch size 16)"
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="switching a job's uid needs root")
+#: What a job's environment may hold: the variables it inherits and the lease's values (and what a shell adds).
+ALLOWED_ENV = {*PASS_ENV, "HOME", "CUDA_VISIBLE_DEVICES", "HETSCHED_SCHEDULER", "HETSCHED_LEASE_TOKEN", "HETSCHED_JOB_ID",
+               "HETSCHED_LEASE_ID", "HETSCHED_DEADLINE", "HETSCHED_TOTAL_STEPS", "HETSCHED_STEPS_DONE",
+               "HETSCHED_CHECKPOINT_DIR", "HETSCHED_RANK", "HETSCHED_WORLD_SIZE", "HETSCHED_HOST", "HETSCHED_SLOWDOWN",
+               "HETSCHED_GPUS", "HETSCHED_CPU_CORES", "HETSCHED_MEM_GB", "HETSCHED_BATCH_SIZE", "HETSCHED_TLS_CA",
+               "HETSCHED_TLS_SERVER_NAME"}
 
 ADVERSARY = r"""
 sleep 2
 echo "uid=$(id -u)"
 echo "own=$HETSCHED_LEASE_TOKEN"
+echo "secret-$HETSCHED_JOB_ID" > /tmp/left-by-$HETSCHED_JOB_ID; cp /tmp/left-by-$HETSCHED_JOB_ID /dev/shm/
 for f in /proc/[0-9]*/environ; do
   { tr '\0' '\n' < "$f"; } 2>/dev/null | grep -E '_TOKEN=' | sed "s|^|env $f |"
 done
+for f in /proc/[0-9]*; do stat -c "procuid %u" "$f"; done 2>/dev/null | sort -u
+cat /proc/$PPID/cmdline >/dev/null 2>&1 && echo "ppid=visible" || echo "ppid=hidden"
+env | cut -d= -f1 | sed 's|^|var |'
+grep NoNewPrivs /proc/self/status | tr -d '\t' | sed 's|^|status |'
 for f in {state}/client.token {state}/worker.token {state}/scheduler.sqlite; do
   head -c 200 "$f" 2>/dev/null | sed "s|^|file $f |"
 done
@@ -37,6 +52,8 @@ kill -0 $PPID 2>/dev/null && echo "signal=worker reachable" || echo "signal=deni
 setsid sleep 600 < /dev/null > /dev/null 2>&1 &
 echo "orphan=$!"
 sleep 2
+ls -A /tmp /dev/shm | grep left-by | sed 's|^|shared |'
+for d in {hidden}; do ls -A "$d" 2>/dev/null | sed "s|^|hidden $d |"; done
 """
 
 
@@ -45,13 +62,18 @@ def _lines(tail: str, key: str) -> list[str]:
 
 
 @root_only
-def test_an_adversarial_job_reaches_nothing_but_its_own_lease(tmp_path):
-    script = ADVERSARY.replace("{state}", str(tmp_path))
+@pytest.mark.parametrize("isolate", [True, None], ids=["isolated", "default"])
+def test_an_adversarial_job_reaches_nothing_but_its_own_lease(tmp_path, isolate):
+    """Each sentence of the README's "What a job can reach" for a root worker, tried by a job (two at once on one
+    worker): by default too, a root worker's jobs run isolated (they ran as root)."""
+    sandbox = Sandbox() if not Sandbox.available() else None
+    hidden = sandbox.hide if sandbox else []
+    script = ADVERSARY.replace("{state}", str(tmp_path)).replace("{hidden}", " ".join(hidden))
     with launch_local_cluster("2:0:0", tmp_path, round_s=3.0, gpus_per_worker=2, max_attempts=1,
-                              isolate=True) as cluster:
+                              isolate=isolate) as cluster:
         worker_pid = cluster.workers[0].pid
         cluster.submit([Job(i, 0.0, RESNET, 1, 100, command=f"bash -c {shlex.quote(script)}") for i in range(2)])
-        final = cluster.wait(120)
+        final = cluster.wait(scaled(120))
         tails = dict(zip(final["job_id"], final["log_tail"]))
         own = {j: _lines(t, "own=") for j, t in tails.items()}
         assert all(len(tokens) == 1 and tokens[0] for tokens in own.values()), tails
@@ -64,8 +86,16 @@ def test_an_adversarial_job_reaches_nothing_but_its_own_lease(tmp_path):
             assert harvested <= set(own[job]), f"job {job} read another process's token: {tail}"
             assert not _lines(tail, "file ") and not _lines(tail, "list "), tail
             assert _lines(tail, "signal=") == ["denied"]
+            assert set(_lines(tail, "var ")) <= ALLOWED_ENV | {"PWD", "SHLVL", "_", "OLDPWD"}, tail
             other = own[1 - job][0]
             assert other not in tail and cluster.client_token not in tail and cluster.worker_token not in tail
+            if sandbox is not None:         # its own processes only, private temporary directories, no setuid
+                assert _lines(tail, "procuid ") == [str(uids[job])] and _lines(tail, "ppid=") == ["hidden"], tail
+                assert sorted(_lines(tail, "shared ")) == [f"left-by-{job}"] * 2, tail
+                assert _lines(tail, "status NoNewPrivs:") == ["1"], tail
+                for d in hidden:            # of a closed directory, only the way to this Python
+                    shown = set(_lines(tail, f"hidden {d} "))
+                    assert shown <= {p[len(d):].strip("/").split("/")[0] for p in sandbox.expose}, tail
         # What a job holds (its lease token) opens no other role's call, nor another job's lease.
         for job, (token,) in own.items():
             as_bearer = pb2_grpc.SchedulerStub(channel(cluster.address, token))
@@ -84,11 +114,12 @@ def test_an_adversarial_job_reaches_nothing_but_its_own_lease(tmp_path):
                 as_lease.UpdateLease(pb2.UpdateLeaseRequest(job_id=1 - job, steps_done=1), timeout=5)
         # The `setsid` processes left the jobs' process groups; the worker killed them with the jobs' uids.
         orphans = [int(_lines(t, "orphan=")[0]) for t in tails.values()]
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while any(os.path.exists(f"/proc/{p}") for p in orphans) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not any(os.path.exists(f"/proc/{p}") for p in orphans)
         assert os.path.exists(f"/proc/{worker_pid}")
+        assert not [p for p in Path("/tmp").iterdir() if p.name.startswith("left-by-")]     # nothing outside
 
 
 def test_scheduler_and_worker_are_not_dumpable():
@@ -217,3 +248,98 @@ def test_a_process_that_outlives_sigkill_stops_neither_the_worker_nor_frees_its_
         for key in list(worker.jobs):
             worker._kill(key)
         subprocess.Popen.wait(proc, timeout=10)
+
+
+@root_only
+def test_a_root_worker_that_cannot_isolate_its_jobs_refuses_to_start(monkeypatch, caplog):
+    """Issue 72, High 3: as root with Python under a 0700 /root, `--job-uids auto` fell back to uid 0 with one
+    WARNING line; a job then read the worker's token from /proc/$PPID/environ. Now a root worker whose jobs cannot
+    get a uid of their own (no mount namespace to reach this Python, Python closed to other uids) refuses to
+    start, and only an explicit `--job-uids none` runs jobs as root, saying so."""
+    from hetsched.errors import HetschedError
+    from hetsched.runtime import isolation
+
+    monkeypatch.setattr(isolation.Sandbox, "available", staticmethod(lambda: "unshare: Operation not permitted"))
+    monkeypatch.setattr(isolation, "python_closed_to_jobs", lambda: Path("/root"))
+    for spec in ("auto", "61000-61010"):
+        with pytest.raises(HetschedError, match="--job-uids none") as err:
+            JobUids(spec)
+        assert "cannot run under a uid of their own" in str(err.value)
+    with caplog.at_level("WARNING"):
+        explicit = JobUids("none")
+    assert not explicit.isolated and "jobs run as root (--job-uids none)" in caplog.text
+    # Python open to other uids: jobs get uids of their own without a sandbox (and it is said).
+    monkeypatch.setattr(isolation, "python_closed_to_jobs", lambda: None)
+    assert JobUids("auto").isolated and JobUids("auto").sandbox is None
+
+
+@root_only
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs util-linux's setpriv to drop CAP_SYS_ADMIN")
+def test_the_worker_command_fails_closed_as_root_without_mount_namespaces(tmp_path):
+    """The same from the command line, on a root whose bounding set lacks CAP_SYS_ADMIN (as in a default Docker
+    container): one `error:` line, exit 2, when this Python is closed to other uids."""
+    from hetsched.runtime.isolation import python_closed_to_jobs
+
+    token = tmp_path / "worker.token"
+    token.write_text("t")
+    argv = ["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", sys.executable, "-m", "hetsched",
+            "worker", "--scheduler", "127.0.0.1:1", "--gpu-type", "v100", "--token-file", str(token),
+            "--work-dir", str(tmp_path / "w")]
+    if python_closed_to_jobs() is None:
+        pytest.skip("this Python is open to other uids: such a worker isolates its jobs by uid alone")
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(120))
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert lines[0].startswith("error: jobs cannot run under a uid of their own") and "--job-uids none" in lines[0]
+
+
+def _run_to_exit(worker, reports, lease, timeout_s: float = 60) -> str:
+    worker._launch(lease)
+    deadline = time.monotonic() + scaled(timeout_s)
+    while not [r for r in reports if r[0] == lease.job_id]:
+        assert time.monotonic() < deadline, "the job did not end"
+        worker._poll()
+        time.sleep(0.05)
+    return next(tail for job, _, tail in reports if job == lease.job_id)
+
+
+@root_only
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandbox", "uid-only"])
+def test_a_reused_uid_reads_nothing_its_last_holder_left(tmp_path, monkeypatch, sandboxed):
+    """Issue 72, Medium 5: job 2 received job 1's uid and read job 1's 0600 files, its lease token included, from
+    /tmp and /dev/shm. Now a job's temporary files are private to it (sandbox) or removed when its uid is released
+    (uid only), and its job directory is handed back to root: with one uid in the range, job 2 gets job 1's uid
+    and reads nothing of it."""
+    from hetsched.runtime import isolation
+
+    if not sandboxed:
+        monkeypatch.setattr(isolation.Sandbox, "available", staticmethod(lambda: "off for this test"))
+        monkeypatch.setattr(isolation, "python_closed_to_jobs", lambda: None)
+    worker, reports = _isolated_worker(tmp_path, "61952-61952", monkeypatch)
+    assert (worker.uids.sandbox is not None) == sandboxed
+    leave = ("id -u; echo $HETSCHED_LEASE_TOKEN > /tmp/job1-token; cp /tmp/job1-token /dev/shm/job1-token; "
+             "echo job1-secret > checkpoint/model.pt")
+    first = pb2.Lease(lease_id="l1", job_id=1, command=f"bash -c {shlex.quote(leave)}", local_gpus=[0],
+                      lease_token="job1-lease-token")
+    uid = _run_to_exit(worker, reports, first).split()[0]
+    look = "id -u; cat /tmp/job1-token /dev/shm/job1-token ../job=1/checkpoint/model.pt 2>&1; ls ../ 2>&1"
+    second = pb2.Lease(lease_id="l2", job_id=2, command=f"bash -c {shlex.quote(look)}", local_gpus=[0])
+    tail = _run_to_exit(worker, reports, second)
+    assert tail.split()[0] == uid == "61952", tail                          # the same uid, reused
+    assert "job1-lease-token" not in tail and "job1-secret" not in tail, tail
+    assert not Path("/tmp/job1-token").exists() and not Path("/dev/shm/job1-token").exists()
+    home = worker.job_dir(1, 0)
+    assert os.stat(home).st_uid == 0 and os.stat(home / "checkpoint" / "model.pt").st_uid == 0
+    assert oct(os.stat(home.parent).st_mode & 0o777) == "0o711"          # jobs/: passable, not listable
+
+
+def test_uids_are_reused_least_recently_released_first():
+    uids = JobUids.__new__(JobUids)
+    uids.range, uids.taken, uids._released, uids._clock, uids.sandbox = (70000, 70002), {}, {}, 0, None
+    order = []
+    for key in range(5):
+        order.append(uids.acquire((key, 0)))
+        uids.taken.pop((key, 0))
+        uids._clock += 1
+        uids._released[order[-1]] = uids._clock
+    assert order == [70000, 70001, 70002, 70000, 70001]
