@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     attained_s REAL NOT NULL DEFAULT 0,          -- read only: histories before `history` (2026-11-28 servers)
     last_run_s REAL NOT NULL DEFAULT -1,         -- read only, as attained_s
     rates TEXT NOT NULL DEFAULT '',              -- measured rates in use: {"job_type": ..., "rates": {type: steps/s}}
-    history TEXT NOT NULL DEFAULT ''             -- the decide stage's history of the job (JSON), for restarts
+    history TEXT NOT NULL DEFAULT '',            -- the decide stage's history of the job (JSON), for restarts
+    argv TEXT NOT NULL DEFAULT ''                -- the command's words (JSON), split once when it was submitted
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
@@ -42,7 +43,8 @@ LATER_COLUMNS = (("entity", "TEXT NOT NULL DEFAULT ''"), ("adaptation", "TEXT NO
                  ("batch_size", "INTEGER NOT NULL DEFAULT 0"), ("pinned_gpu_types", "TEXT NOT NULL DEFAULT ''"),
                  ("slo_factor", "REAL NOT NULL DEFAULT 0"), ("duration_s", "REAL NOT NULL DEFAULT 0"),
                  ("attained_s", "REAL NOT NULL DEFAULT 0"), ("last_run_s", "REAL NOT NULL DEFAULT -1"),
-                 ("rates", "TEXT NOT NULL DEFAULT ''"), ("history", "TEXT NOT NULL DEFAULT ''"))
+                 ("rates", "TEXT NOT NULL DEFAULT ''"), ("history", "TEXT NOT NULL DEFAULT ''"),
+                 ("argv", "TEXT NOT NULL DEFAULT ''"))
 
 
 class DuplicateJob(ValueError):
@@ -73,6 +75,16 @@ class JobRow:
     last_run_s: float = -1.0         # the end of its last run (-1: never); read when `history` is empty
     rates: str = ""                  # its measured rates in use (JSON), kept for a restart
     history: str = ""                # the decide stage's history of the job (`DecideStage.histories`, JSON)
+    argv: str = ""                   # the command's words (JSON); '' in rows of servers before 2026-11-29
+
+    def words(self) -> list[str] | None:
+        """The stored words of the command, or None when the row has none (raises ValueError when unreadable)."""
+        if not self.argv:
+            return None
+        words = json.loads(self.argv)
+        if not isinstance(words, list):
+            raise ValueError(f"not a list: {self.argv[:80]!r}")
+        return words
 
     def decide_history(self) -> dict | None:
         """The stored history as `DecideStage.restore` takes it (raises ValueError when it does not parse)."""
@@ -111,25 +123,37 @@ class Store:
 
     def add_job(self, job_type: str, scale_factor: int, total_steps: int, priority_weight: float, command: str,
                 submitted_s: float, job_id: int | None = None, entity: str = "", adaptation: str = "",
-                pinned_gpu_types: str = "", slo_factor: float = 0.0, duration_s: float = 0.0) -> JobRow:
+                pinned_gpu_types: str = "", slo_factor: float = 0.0, duration_s: float = 0.0,
+                argv: list[str] | None = None) -> JobRow:
         """Insert a queued job; raises `DuplicateJob` when the id is taken."""
+        words = json.dumps(argv) if argv is not None else ""
         with self._lock:
             if job_id is None or job_id < 0:
-                row = self._db.execute("SELECT COALESCE(MAX(job_id), -1) + 1 FROM jobs").fetchone()
-                job_id = int(row[0])
-                if job_id > MAX_JOB_ID:
-                    raise InvalidInput(f"job_id: the next free id {job_id} is above {MAX_JOB_ID}; give job_id "
-                                       f"explicitly (a free id below the largest)")
+                job_id = self._next_id()
             try:
                 self._db.execute("INSERT INTO jobs (job_id, job_type, scale_factor, total_steps, priority_weight, "
                                  "command, state, submitted_s, entity, adaptation, pinned_gpu_types, slo_factor, "
-                                 "duration_s) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+                                 "duration_s, argv) VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
                                  (job_id, job_type, scale_factor, total_steps, priority_weight, command, submitted_s,
-                                  entity, adaptation, pinned_gpu_types, slo_factor, duration_s))
+                                  entity, adaptation, pinned_gpu_types, slo_factor, duration_s, words))
             except sqlite3.IntegrityError:
                 raise DuplicateJob(f"job_id: {job_id} already exists") from None
         return JobRow(job_id, job_type, scale_factor, total_steps, priority_weight, command, "queued", 0, 0,
-                      submitted_s, None, "", entity, adaptation, 0, pinned_gpu_types, slo_factor, duration_s)
+                      submitted_s, None, "", entity, adaptation, 0, pinned_gpu_types, slo_factor, duration_s,
+                      argv=words)
+
+    def _next_id(self) -> int:
+        """One above the largest id; past MAX_JOB_ID (a job submitted with that id), the lowest free one."""
+        job_id = int(self._db.execute("SELECT COALESCE(MAX(job_id), -1) + 1 FROM jobs").fetchone()[0])
+        if job_id <= MAX_JOB_ID:
+            return job_id
+        if self._db.execute("SELECT 1 FROM jobs WHERE job_id = 0").fetchone() is None:
+            return 0
+        gap = self._db.execute("SELECT MIN(j.job_id) + 1 FROM jobs j WHERE j.job_id < ? AND NOT EXISTS "
+                               "(SELECT 1 FROM jobs k WHERE k.job_id = j.job_id + 1)", (MAX_JOB_ID,)).fetchone()[0]
+        if gap is None:
+            raise InvalidInput(f"job_id: every id 0..{MAX_JOB_ID} is taken")
+        return int(gap)
 
     def page(self, after: int, limit: int, states: tuple[str, ...] = ()) -> list[JobRow]:
         """Up to `limit` jobs with id >= `after`, in id order (keyset paging: stable while jobs are added)."""
@@ -172,6 +196,13 @@ class Store:
             if meta is not None:
                 self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
                                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value", meta)
+            self._db.execute("COMMIT")
+
+    def set_argvs(self, rows) -> None:
+        """(argv JSON, job_id) of rows stored without their words, in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("UPDATE jobs SET argv = ? WHERE job_id = ?", rows)
             self._db.execute("COMMIT")
 
     def set_rates(self, rows) -> None:

@@ -7,6 +7,7 @@ The same checks run on stored rows at recovery, so a row written by an older ser
 from __future__ import annotations
 
 import math
+import re
 import shlex
 
 from hetsched.errors import HetschedError
@@ -26,6 +27,9 @@ MAX_NAME = 128
 MAX_JOBS_PER_HEARTBEAT = 4096
 
 
+_QUOTING, _BLANKS = re.compile(r"[\\'\"]"), re.compile(r"[ \t\r\n]+")     # what shlex treats specially; its blanks
+
+
 class InvalidInput(HetschedError):
     """A request field outside what is allowed."""
 
@@ -41,8 +45,10 @@ def _string(field: str, value: str, limit: int, empty_ok: bool = False) -> str:
 
 
 def job_fields(table: ThroughputTable, *, job_id: int, job_type: str, scale_factor: int, total_steps: int,
-               priority_weight: float, command: str, allow_unknown_type: bool, max_scale_factor: int) -> None:
-    """A submitted (or stored) job; raises InvalidInput for the first bad field."""
+               priority_weight: float, command: str, allow_unknown_type: bool, max_scale_factor: int,
+               argv: list[str] | None = None) -> list[str]:
+    """A submitted (or stored) job; raises InvalidInput for the first bad field. Returns the command's words:
+    split here (shell quoting) unless `argv`, the words a row stored when it was submitted, is given."""
     if not -1 <= job_id <= MAX_JOB_ID:
         raise InvalidInput(f"job_id: -1 (assign one) or 0..{MAX_JOB_ID}, got {job_id}")
     _string("job_type", job_type, MAX_JOB_TYPE)
@@ -56,12 +62,24 @@ def job_fields(table: ThroughputTable, *, job_id: int, job_type: str, scale_fact
     if not (math.isfinite(priority_weight) and priority_weight > 0):
         raise InvalidInput(f"priority_weight: a finite number > 0, got {priority_weight}")
     _string("command", command, MAX_COMMAND)
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        raise InvalidInput(f"command: not a valid shell word list ({exc})") from None
+    if argv is None:
+        argv = split_command(command)
+    elif not set(map(type, argv)) <= {str}:
+        raise InvalidInput("command: its stored words are not strings")
     if not argv:
         raise InvalidInput("command: must name a program")
+    return argv
+
+
+def split_command(command: str) -> list[str]:
+    """The command's words as a POSIX shell splits them (`shlex.split`), which takes about 6 ms for 4 KB: a
+    command without quotes or backslashes is split on blanks directly, which is the same."""
+    if not _QUOTING.search(command):
+        return [word for word in _BLANKS.split(command) if word]
+    try:
+        return shlex.split(command)
+    except ValueError as exc:
+        raise InvalidInput(f"command: not a valid shell word list ({exc})") from None
 
 
 def job_limits(table: ThroughputTable, *, pinned_gpu_types: str, slo_factor: float, duration_s: float) -> None:

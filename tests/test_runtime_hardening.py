@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import sqlite3
 import stat
 import subprocess
@@ -13,6 +14,8 @@ import time
 
 import grpc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runtime_helpers import CLIENT, WORKER, drive, job_states, rpc_code, scheduler, stub, submit
 
 from hetsched.runtime.launch import wait_for_port
@@ -102,6 +105,50 @@ def test_invalid_stored_row_is_failed_at_recovery_not_scheduled(tmp_path):
         drive([worker], lambda: job_states(client)[0].state == "completed", 30, "completion")
         bad = job_states(client)[1]
         assert bad.state == "failed" and "invalid job: job_type" in bad.log_tail
+
+
+def test_recovery_reads_stored_words_and_splits_no_command_again(tmp_path, monkeypatch):
+    """Issue 72, Medium 6: with 20,001 queued jobs of 4 KB commands a restarted scheduler listened after 6 min
+    20 s: recovery split every stored command with shlex again (107 of 109 s for 5,000 rows). A row now keeps
+    its command's words from its submission; a row of an older server (no words) is split once, at the first
+    recovery, and its words stored. `benchmarks/runtime_restart.py` times the whole restart."""
+    from hetsched.runtime import validate
+
+    command = "python3 -m workloads.train " + " ".join(f"--x{i} 'quoted value {i}'" for i in range(100))
+    with scheduler(tmp_path) as (server, address):
+        client = stub(address, CLIENT)
+        for i in range(50):
+            submit(client, job_id=i, command=command)
+    db = sqlite3.connect(tmp_path / "scheduler.sqlite")
+    db.execute("UPDATE jobs SET argv = '' WHERE job_id >= 40")          # as an older server stored them
+    db.commit()
+    splits = []
+    monkeypatch.setattr(validate.shlex, "split", lambda text, *a, **k: splits.append(text) or text.split())
+    with scheduler(tmp_path) as (server, address):
+        assert len(server.state.active) == 50 and len(splits) == 10       # the older rows only, once
+    assert db.execute("SELECT COUNT(*) FROM jobs WHERE argv = ''").fetchone()[0] == 0
+    splits.clear()
+    with scheduler(tmp_path) as (server, address):
+        assert len(server.state.active) == 50 and splits == []
+    db.execute("UPDATE jobs SET argv = '[3]' WHERE job_id = 0")          # a hand edit: failed, not scheduled
+    db.commit()
+    db.close()
+    with scheduler(tmp_path) as (server, address):
+        bad = job_states(stub(address, CLIENT))[0]
+        assert bad.state == "failed" and "stored words are not strings" in bad.log_tail
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet=" \t\n\r\x0b\xa0ab'\"\\#;=-", max_size=30))
+def test_commands_split_as_a_posix_shell_splits_them(command):
+    from hetsched.runtime.validate import InvalidInput, split_command
+    try:
+        expected = shlex.split(command)
+    except ValueError:
+        with pytest.raises(InvalidInput):
+            split_command(command)
+        return
+    assert split_command(command) == expected
 
 
 def test_launch_errors_and_early_exits_fail_the_attempt_not_the_worker(tmp_path):

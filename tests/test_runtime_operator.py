@@ -17,6 +17,7 @@ from contextlib import contextmanager
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from machine import scaled
 from runtime_helpers import CLIENT, WORKER, drive, job_states, rpc_code, scheduler, self_signed_ca, stub, submit
 
 from hetsched.runtime.launch import launch_local_cluster
@@ -58,7 +59,7 @@ def test_exit_reports_are_retried_with_backoff_on_transient_codes(tmp_path):
     worker = Worker("127.0.0.1:9", WORKER, "v100", emulate=True, work_dir=str(tmp_path))
     worker.stub = FlakyStub([grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE])
     worker._report_exit(pb2.Lease(job_id=1, lease_id="a"), 0, "")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + scaled(10)
     while worker.unsent and time.monotonic() < deadline:
         worker._send_exits()
         time.sleep(0.01)
@@ -85,12 +86,13 @@ def test_job_ids_stay_within_what_a_restart_accepts(tmp_path):
         client = stub(address, CLIENT)
         assert rpc_code(lambda: submit(client, job_id=MAX_JOB_ID + 1))[0] == INVALID
         assert submit(client, job_id=MAX_JOB_ID).job_id == MAX_JOB_ID
-        code, details = rpc_code(lambda: submit(client))                 # no auto id above the bound
-        assert code == INVALID and "give job_id explicitly" in details
+        # Past the bound, an automatic id is the lowest free one (every later submit failed).
+        assert [submit(client).job_id for _ in range(2)] == [0, 1]
         assert submit(client, job_id=5).job_id == 5
+        assert [submit(client).job_id for _ in range(4)] == [2, 3, 4, 6]
     with scheduler(tmp_path) as (server, address):                        # a restart keeps every job
         states = {j.job_id: j.state for j in job_states(stub(address, CLIENT)).values()}
-        assert states == {5: "queued", MAX_JOB_ID: "queued"}
+        assert states == {**{j: "queued" for j in range(7)}, MAX_JOB_ID: "queued"}
 
 
 def test_a_flood_of_undecodable_requests_logs_a_few_lines(tmp_path, caplog):
@@ -168,7 +170,7 @@ def test_submit_status_cancel_and_health_from_the_command_line(tmp_path):
         for _ in range(2):
             assert "submitted job" in _cli("submit", "--job-type", RESNET, "--steps", "100", "--command", sleeper,
                                            state=tmp_path)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while len(cluster.worker_children(0) + cluster.worker_children(1)) < 2:
             assert time.monotonic() < deadline, "jobs did not start"
             time.sleep(0.2)
@@ -177,7 +179,7 @@ def test_submit_status_cancel_and_health_from_the_command_line(tmp_path):
         pids = {w: cluster.worker_children(w) for w in (0, 1)}
         assert "cancelled (was running)" in _cli("cancel", "0", state=tmp_path)
         assert "already cancelled" in _cli("cancel", "0", state=tmp_path)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while sum(os.path.exists(f"/proc/{p}") for ps in pids.values() for p in ps) > 1:
             assert time.monotonic() < deadline, "the cancelled job's process is still running"
             time.sleep(0.2)
@@ -360,7 +362,7 @@ def test_a_busy_scheduler_at_the_deadline_does_not_end_the_lease(tmp_path, monke
         for i in range(2):
             submit(client, job_id=i, total_steps=100_000, command="emulated")
         state.register("v100", 2, "silent")                   # GPUs for the leases; the test is their worker
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while len(leases := [lease for info in state.workers.values() for lease in info.to_start]) < 2:
             assert time.monotonic() < deadline, "no leases"
             time.sleep(0.05)
@@ -386,7 +388,7 @@ def test_a_busy_scheduler_at_the_deadline_does_not_end_the_lease(tmp_path, monke
             time.sleep(slow.pop() if slow else 0.0)
             return plan(*args, **kwargs)
         state.core.plan = slow_plan
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + scaled(15)
         while slow or state.now() < leases[0].deadline_s + 3.0:
             assert time.monotonic() < deadline, "the slow plan did not come"
             time.sleep(0.05)
@@ -418,7 +420,7 @@ def test_sigterm_stops_a_worker_and_its_jobs_while_the_scheduler_hangs(tmp_path)
                                    str(tmp_path / "w"), "--job-uids", "same"], env=env, start_new_session=True,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         submit(stub(address, CLIENT), job_id=0, command="sleep 120")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while job_pid is None:
             assert time.monotonic() < deadline, "the job never started"
             out = subprocess.run(["pgrep", "-P", str(worker.pid)], capture_output=True, text=True).stdout.split()
@@ -430,7 +432,7 @@ def test_sigterm_stops_a_worker_and_its_jobs_while_the_scheduler_hangs(tmp_path)
         worker.send_signal(signal.SIGTERM)
         code = worker.wait(timeout=9)
         assert code == 0 and time.monotonic() - start < 5.0, time.monotonic() - start
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + scaled(5)
         while os.path.exists(f"/proc/{job_pid}") and "Z" not in open(f"/proc/{job_pid}/stat").read().split()[2]:
             assert time.monotonic() < deadline, "the job outlived its worker"
             time.sleep(0.05)
@@ -444,3 +446,22 @@ def test_sigterm_stops_a_worker_and_its_jobs_while_the_scheduler_hangs(tmp_path)
                 os.kill(job_pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_worker_without_a_token_or_a_reachable_scheduler_exits_2(tmp_path):
+    """Issue 72, Low: `hetsched worker` without a token exited 1, and one without --tls-ca against a TLS
+    scheduler warned every few seconds and never exited. Both are one `error:` line and status 2 now."""
+    key, cert, _ = self_signed_ca(tmp_path / "tls")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HETSCHED_")}
+    worker = [sys.executable, "-m", "hetsched", "worker", "--gpu-type", "v100", "--emulate", "--work-dir",
+              str(tmp_path / "w")]
+    out = subprocess.run([*worker, "--scheduler", "127.0.0.1:1"], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert out.returncode == 2 and out.stderr.strip() == "error: no token: set $HETSCHED_WORKER_TOKEN or give " \
+                                                         "--token-file", out.stderr
+    with scheduler(tmp_path / "s", tls=(key, cert)) as (server, address):
+        out = subprocess.run([*worker, "--scheduler", address, "--wait-for-scheduler", "2"], capture_output=True,
+                             text=True, timeout=120, env={**env, "HETSCHED_WORKER_TOKEN": WORKER})
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert out.returncode == 2 and len(errors) == 1 and "not reachable in 2 s" in errors[0], out.stderr
+    assert "give --tls-ca" in errors[0]
