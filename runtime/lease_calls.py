@@ -87,7 +87,7 @@ class LeaseCalls:
     def _may_store(self, lease: LeaseInfo) -> bool:
         """Whether `lease` may make its job's progress durable: it is the current lease, or the one before it on
         its way out until the current one starts, or the job's last lease, ended, with none issued since (its
-        last rank still reporting). A stale lease's reports move nothing."""
+        last rank still reporting). A stale lease's reports move nothing (docs/rules.md R56)."""
         current = self.leases.get(lease.job_id)
         if current is None:
             recent = self.job_tokens.get(lease.job_id)

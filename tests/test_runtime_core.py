@@ -4,6 +4,7 @@ per process, only leases that ran are credited, and the policy is seeded as in t
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 import time
 
 import numpy as np
@@ -335,3 +336,60 @@ def test_a_lease_that_ended_a_round_ago_is_not_extended_when_its_job_comes_back(
     assert state.leases[0].lease_id == second
     state.report_exit(pb2.ExitReport(worker_id=worker, session=session, job_id=0, lease_id=first, exit_code=0))
     assert state.active[0].attempts == 0 and state.leases[0].lease_id == second
+
+
+def test_a_lease_waits_for_the_ended_lease_on_its_gpu_and_stops_it_when_it_hangs(tmp_path, monkeypatch):
+    """Issue 72, Low: at a hand-over two jobs' processes were alive on one GPU for up to 11 s (the new lease
+    started while the ended one still checkpointed). The new lease is handed out once the ended lease's process
+    is gone; one that hangs past HANDOVER_S is stopped."""
+    from hetsched.runtime import state as state_module
+
+    state = _state(tmp_path, "fifo")
+    worker_id, session = state.register("v100", 1, "a")
+    for i in range(2):
+        _submit(state, i)
+    state.round(state.now() + 10)
+    beat = lambda *running: state.heartbeat(pb2.HeartbeatRequest(                           # noqa: E731
+        worker_id=worker_id, session=session,
+        jobs=[pb2.JobState(job_id=j, lease_id=lease_id, running=True) for j, lease_id in running]))
+    (first,) = beat().start
+    beat((first.job_id, first.lease_id))
+    other = 1 - first.job_id
+    core, real_plan = state.core, state.core.plan
+
+    def the_other_job(now, **kw):                      # FIFO would keep the first job: plan the other one instead
+        plan = real_plan(now, **kw)
+        plan.assignments = [replace(a, job_ids=(other,)) for a in plan.assignments]
+        return plan
+    core.plan = the_other_job
+    state.round(state.now() + 10)
+    assert state.leases[other].parts == ((worker_id, 0),)
+    answer = beat((first.job_id, first.lease_id))        # the ended lease's process still runs on GPU 0
+    assert list(answer.start) == [] and list(answer.stop) == []
+    monkeypatch.setattr(state_module, "HANDOVER_S", 0.0)
+    time.sleep(0.01)
+    answer = beat((first.job_id, first.lease_id))        # it hangs: stopped, and still nothing starts beside it
+    assert list(answer.start) == [] and list(answer.stop) == [first.job_id]
+    (started,) = beat().start                            # gone: the new lease is handed out
+    assert started.job_id == other
+
+
+def test_a_stale_lease_cannot_raise_durable_progress(tmp_path):
+    """Issue 72, Low: an old lease token (kept for a process on its way out) could still raise the job's durable
+    steps through UpdateLease, once the job's next lease had started."""
+    state = _state(tmp_path)
+    worker_id, session = state.register("v100", 1, "a")
+    _submit(state, 0)
+    state.round(state.now() + 10)
+    old = state.heartbeat(pb2.HeartbeatRequest(worker_id=worker_id, session=session)).start[0]
+    with state.lock:
+        row = state.active[0]
+        state._lease(row, state.leases[0].parts, "v100", state.now() + 30, state.now(), -1)
+        state.leases[0].started_at = state.now()                  # the next lease has started
+    state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=old.lease_id, steps_done=9000,
+                                              steps_checkpointed=9000, seconds=1.0, steps_run=9000), old.lease_token)
+    assert state.active[0].steps_done == 0 and state.store.job(0).steps_done == 0
+    new = state.leases[0]
+    state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=new.lease_id, steps_done=500,
+                                              steps_checkpointed=400, seconds=1.0, steps_run=500), new.token)
+    assert state.active[0].steps_done == 400
