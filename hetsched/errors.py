@@ -23,9 +23,15 @@ class TraceError(HetschedError, ValueError):
         where = source if line is None else f"{source}:{line}"
         what = f"field '{field}': " if field else ""
         super().__init__(f"{where}: {what}{message}")
+        self.message = message
         self.source = source
         self.line = line
         self.field = field
+
+    def shifted(self, lines: int) -> "TraceError":
+        """The same error, `lines` further down its file (a chunk of a file parsed on its own)."""
+        return TraceError(self.message, source=self.source, line=None if self.line is None else self.line + lines,
+                          field=self.field)
 
 
 class SolverError(HetschedError, RuntimeError):

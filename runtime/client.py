@@ -106,6 +106,7 @@ def _run(body, args) -> int:
 
 
 def _jobs(args):
+    """The jobs to submit: a trace's, read a chunk at a time (hetsched/traces/stream.py), or the one job."""
     from hetsched.model.catalog import template_for
     from hetsched.model.jobs import Job
 
@@ -114,20 +115,21 @@ def _jobs(args):
         if one_job:
             raise ValueError(f"{', '.join(one_job)} describe one job, and {args.trace} gives its jobs: submit the "
                              f"trace, or one job without it")
-        from hetsched.traces.formats import read_trace
-        return read_trace(args.trace)
+        from hetsched.traces.stream import stream_trace
+        return stream_trace(args.trace)
     if not args.job_type or not args.steps:
         raise ValueError("give a trace file, or --job-type and --steps for one job")
     command = args.command or template_for(args.job_type).command
-    return [Job(max(args.job_id, 0), 0.0, args.job_type, args.scale_factor, args.steps,
-                priority_weight=args.priority, command=command, entity=args.entity or None,
-                mode=args.adaptation, pinned_gpu_types=args.pinned_gpu_types, slo_factor=args.slo,
-                duration_s=args.duration)]
+    return iter([Job(max(args.job_id, 0), 0.0, args.job_type, args.scale_factor, args.steps,
+                     priority_weight=args.priority, command=command, entity=args.entity or None,
+                     mode=args.adaptation, pinned_gpu_types=args.pinned_gpu_types, slo_factor=args.slo,
+                     duration_s=args.duration)])
 
 
 def _submit(stub, args) -> int:
-    """Submit the trace's rows (from --skip on) or the one job. When a row fails, says which rows are stored and
-    how to resume: a trace's jobs get ids from the scheduler, so submitting it again would store them twice."""
+    """Submit the trace's rows (from --skip on) or the one job, each as it is read. When a row fails, says which
+    rows are stored and how to resume: a trace's jobs get ids from the scheduler, so submitting it again would
+    store them twice."""
     import grpc
 
     from .launch import submit_request
@@ -135,12 +137,23 @@ def _submit(stub, args) -> int:
     if args.skip < 0 or (args.skip and not args.trace):
         raise ValueError(f"--skip {args.skip}: a number of rows >= 0 of a trace file")
     if not args.timeout > 0:
-        raise ValueError(f"--timeout {args.timeout}: seconds > 0")
-    jobs = _jobs(args)
-    if args.skip >= len(jobs) > 0:
-        raise ValueError(f"--skip {args.skip}: {args.trace} has {len(jobs)} rows, so none is left to submit")
-    for row in range(args.skip, len(jobs)):
-        request = submit_request(jobs[row], -1 if args.trace else args.job_id)
+        raise ValueError(f"--timeout {args.timeout}: seconds > 0 (inf: wait as long as it takes)")
+    row, jobs = -1, _jobs(args)
+    while True:
+        try:
+            job = next(jobs, None)
+        except ValueError as exc:        # a bad row further down a trace, after some rows went in
+            if row < args.skip:
+                raise
+            print(f"error: {exc}: rows {args.skip}-{row} are stored; after fixing the trace, submit the rest with "
+                  f"--skip {row + 1}", file=sys.stderr)
+            return 2
+        if job is None:
+            break
+        row += 1
+        if row < args.skip:
+            continue
+        request = submit_request(job, -1 if args.trace else args.job_id)
         try:
             job_id = _submit_one(stub, request, args.timeout, restarting=row > args.skip)
         except grpc.RpcError as exc:
@@ -155,6 +168,10 @@ def _submit(stub, args) -> int:
             print(f"error: {exc.code().name}: {exc.details()} (trace row {row}): {done}, {then}", file=sys.stderr)
             return 2
         print(f"submitted job {job_id}", flush=True)
+    if row < 0:
+        raise ValueError(f"{args.trace} holds no jobs: nothing to submit")
+    if row < args.skip:
+        raise ValueError(f"--skip {args.skip}: {args.trace} has {row + 1} rows, so none is left to submit")
     return 0
 
 
@@ -169,14 +186,16 @@ def _submit_one(stub, request, timeout_s: float, restarting: bool = False) -> in
     A lost answer (DEADLINE_EXCEEDED) is retried only for a job with its own id, whose ALREADY_EXISTS then means
     that the lost attempt was stored; a job whose id the scheduler assigns could be stored twice, so its lost
     answer is the caller's to report."""
+    import math
+
     import grpc
 
-    deadline, lost = time.monotonic() + timeout_s, False
+    deadline, lost = time.monotonic() + timeout_s, False           # inf: no deadline (gRPC takes None)
     while True:
         left = max(0.1, deadline - time.monotonic())
         try:
-            return stub.SubmitJob(request, timeout=left if request.job_id < 0 else min(10.0, left),
-                                  wait_for_ready=restarting).job_id
+            return stub.SubmitJob(request, timeout=min(10.0, left) if request.job_id >= 0 else
+                                  (left if math.isfinite(left) else None), wait_for_ready=restarting).job_id
         except grpc.RpcError as exc:
             code = exc.code().name
             if code == "ALREADY_EXISTS" and lost:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -25,7 +26,8 @@ def _secret(env: str, path: str | None, fallback: Path | None = None) -> str:
     if path:
         return read_secret(path)
     if fallback is None:
-        raise SystemExit(f"error: no token: set ${env} or give --token-file")
+        from hetsched.errors import HetschedError
+        raise HetschedError(f"no token: set ${env} or give --token-file")
     if not fallback.exists():
         write_secret(fallback, new_token())
         logging.getLogger(__name__).info("wrote a new token to %s (mode 0600)", fallback)
@@ -69,11 +71,19 @@ def add_scheduler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
 
 
+def _home() -> Path:
+    """The user's home; the current directory for a uid without one (no passwd entry, no $HOME)."""
+    try:
+        return Path.home()
+    except RuntimeError:
+        return Path.cwd()
+
+
 def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", required=True, help="host:port")
     p.add_argument("--gpu-type", required=True)
     p.add_argument("--num-gpus", type=int, default=1)
-    p.add_argument("--work-dir", default=str(Path.home() / ".hetsched" / "work"),
+    p.add_argument("--work-dir", default=str(_home() / ".hetsched" / "work"),
                    help="job directories and logs (default ~/.hetsched/work)")
     p.add_argument("--job-uids", default="auto",
                    help="uids jobs run under: START-END (root only), 'auto' (61000-61999 when root, else the "
@@ -88,6 +98,9 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-cores", type=int, default=None, help="CPU cores to report (default: detected)")
     p.add_argument("--mem-gb", type=float, default=None, help="memory in GB to report (default: detected)")
     p.add_argument("--emulate", action="store_true", help="protocol only: jobs progress without processes")
+    p.add_argument("--wait-for-scheduler", type=float, default=60.0, metavar="SECONDS",
+                   help="how long to retry a scheduler that is not reachable yet before exiting with status 2 "
+                        "(default 60; once registered, a worker waits for a restarting scheduler as long as it takes)")
     p.add_argument("--name", default="")
     p.add_argument("--parent-pid", type=int, default=None)
 
@@ -165,7 +178,9 @@ def run_worker(args) -> int:
     signal.signal(signal.SIGTERM, lambda *_: worker.stop())      # run() kills its jobs on the way out
     import grpc
 
-    for attempt in range(600):          # the scheduler may still be starting: retry for up to a minute
+    hint = "" if args.tls_ca else "; if the scheduler serves TLS, give --tls-ca"
+    give_up = time.monotonic() + args.wait_for_scheduler      # it may still be starting: retry for a while
+    for attempt in itertools.count():
         if worker.stopped:
             return 0
         try:
@@ -176,8 +191,11 @@ def run_worker(args) -> int:
                               grpc.StatusCode.PERMISSION_DENIED):
                 print(f"error: the scheduler refused this worker: {exc.details()}", file=sys.stderr)
                 return 2
+            if time.monotonic() > give_up:
+                print(f"error: scheduler {args.scheduler} not reachable in {args.wait_for_scheduler:g} s "
+                      f"({exc.code().name}: {exc.details()}){hint}", file=sys.stderr)
+                return 2
             if attempt % 50 == 0:
-                hint = "" if args.tls_ca else "; if the scheduler serves TLS, give --tls-ca"
                 logging.getLogger(__name__).warning("scheduler %s not reachable yet (%s: %s)%s; retrying",
                                                     args.scheduler, exc.code().name, exc.details(), hint)
             time.sleep(0.1)

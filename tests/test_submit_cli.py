@@ -187,3 +187,53 @@ def test_one_job_carries_its_pins_and_slo_and_a_trace_its_own(tmp_path, monkeypa
     assert "--pinned-gpu-types describe one job" in capsys.readouterr().err
     assert [(r.pinned_gpu_types, r.slo_factor, r.duration_s) for r in fake.stored] == [("v100|p100", 2.0, 3000.0),
                                                                                        ("k80", 1.2, 900.0)]
+
+
+class Timeouts(FakeScheduler):
+    def SubmitJob(self, request, timeout, wait_for_ready=False):
+        self.timeouts = [*getattr(self, "timeouts", []), timeout]
+        return super().SubmitJob(request, timeout, wait_for_ready)
+
+
+def test_submit_refuses_what_is_not_a_trace_and_streams_what_is(tmp_path, monkeypatch, capsys):
+    """Issue 72, Low: a trace symlinked to /dev/zero ended in a MemoryError traceback; a 200 MB trace grew the
+    client to 1.7 GB and submitted nothing in 60 s; an empty trace exited 0 silently; `--timeout inf` failed at
+    once. Now a device is refused, a trace is read a chunk at a time (rows go in before the rest is read: a bad
+    row 25 with chunks of 10 comes after 20 submitted), an empty one is an error, and inf waits without end."""
+    from hetsched.traces import stream
+
+    fake = Timeouts()
+    monkeypatch.setattr(client, "_stub", lambda args: fake)
+    zero = tmp_path / "zero.trace"
+    zero.symlink_to("/dev/zero")
+    assert main(["submit", str(zero)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {zero}: is a device, FIFO or socket, not a trace file"
+    empty = tmp_path / "empty.trace"
+    empty.write_text("")
+    assert main(["submit", str(empty)]) == 2
+    assert "holds no jobs" in capsys.readouterr().err
+    trace = tmp_path / "long.trace"
+    write_trace([Job(i, 0.0, RESNET, 1, 100 + i) for i in range(40)], trace)
+    lines = trace.read_text().splitlines()
+    lines[25] = lines[25].replace("\t125\t", "\tmany\t")
+    trace.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(stream, "CHUNK_ROWS", 10)
+    monkeypatch.setattr(stream.stream_trace, "__defaults__", (None, 10))
+    assert main(["submit", str(trace), "--timeout", "inf"]) == 2
+    err = capsys.readouterr().err
+    assert f"{trace}:26: field 'total_steps'" in err and "rows 0-19 are stored" in err and "--skip 20" in err, err
+    assert len(fake.stored) == 20 and set(fake.timeouts) == {None}
+
+
+@pytest.mark.parametrize("fmt", ["gavel", "shockwave", "synergy", "csv"])
+def test_a_streamed_trace_reads_as_the_whole_file_does(tmp_path, fmt):
+    from hetsched.traces.formats import read_trace
+    from hetsched.traces.stream import stream_trace
+
+    path = tmp_path / {"gavel": "t.trace", "shockwave": "t.trace", "synergy": "t", "csv": "t.csv"}[fmt]
+    jobs = [Job(i, 10.0 * i, RESNET if fmt != "synergy" else "alexnet", 1, 100 + i,
+                command=f'say "hello,\n{i}"' if fmt == "csv" else "") for i in range(23)]
+    write_trace(jobs, path, fmt, lossy=True)
+    whole = read_trace(path, fmt)
+    for rows in (1, 5, 7, 100):
+        assert list(stream_trace(path, fmt, rows=rows)) == whole
