@@ -79,20 +79,54 @@ def gavel_table():
 
 
 @pytest.fixture(scope="session")
-def runs(tmp_path_factory):
-    """Every figure notebook executed once at the tiny preset: (output folder, {name: NotebookRun}).
-    HETSCHED_NOTEBOOK_RUNS=DIR reuses a finished `hetsched reproduce --preset tiny --out DIR` (while iterating)."""
+def _notebook_runs(tmp_path_factory):
+    """The tiny-preset run behind `runs`, as ("ok", value) or ("failed", why): never raised here, so that a
+    failed run is reported once (by `runs`), not by every test that needs it."""
     from hetsched.experiments.reproduce import NotebookRun, reproduce
 
-    reuse = os.environ.get("HETSCHED_NOTEBOOK_RUNS")
-    if reuse:
-        import json
-        rows = json.loads((Path(reuse) / "runs.json").read_text())
-        assert all(r["preset"] == "tiny" for r in rows.values()), "HETSCHED_NOTEBOOK_RUNS: not a tiny-preset run"
-        return Path(reuse), {n: NotebookRun(**{**r, "out_dir": Path(reuse) / r["out_dir"]}) for n, r in rows.items()}
-    out = tmp_path_factory.mktemp("outputs")
-    params = {"use_dask": False, "cache_dir": str(out / "cache")}   # the sweep's Dask path: test_sweep.py
-    return out, {r.name: r for r in reproduce("tiny", None, out, params)}
+    try:
+        reuse = os.environ.get("HETSCHED_NOTEBOOK_RUNS")
+        if reuse:
+            import json
+            rows = json.loads((Path(reuse) / "runs.json").read_text())
+            assert all(r["preset"] == "tiny" for r in rows.values()), "HETSCHED_NOTEBOOK_RUNS: not a tiny-preset run"
+            return "ok", (Path(reuse), {n: NotebookRun(**{**r, "out_dir": Path(reuse) / r["out_dir"]})
+                                        for n, r in rows.items()})
+        out = tmp_path_factory.mktemp("outputs")
+        params = {"use_dask": False, "cache_dir": str(out / "cache")}   # the sweep's Dask path: test_sweep.py
+        return "ok", (out, {r.name: r for r in reproduce("tiny", None, out, params)})
+    except BaseException as exc:          # pytest-timeout's Failed included: one report, below
+        return "failed", f"{type(exc).__name__}: {exc}"
+
+
+_reported: list[str] = []
+
+
+@pytest.fixture
+def runs(_notebook_runs, request):
+    """Every figure notebook executed once at the tiny preset: (output folder, {name: NotebookRun}).
+    HETSCHED_NOTEBOOK_RUNS=DIR reuses a finished `hetsched reproduce --preset tiny --out DIR` (while iterating).
+    If the run itself fails, the first test that needs it fails with the reason and the others are skipped,
+    naming that test: one failure, not one per notebook test."""
+    status, value = _notebook_runs
+    if status == "ok":
+        return value
+    if not _reported:
+        _reported.append(request.node.nodeid)
+        pytest.fail(f"the notebooks' tiny-preset run failed: {value}", pytrace=False)
+    pytest.skip(f"the notebooks' tiny-preset run failed (reported by {_reported[0]})")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The notebook tests' time limit (the shared run is set up inside the first of them) is scaled by the
+    machine's measured slowness: a loaded machine needs longer, and a limit is a bound, not a speed check."""
+    from machine import slowness
+
+    limit = None
+    for item in items:
+        if item.nodeid.startswith(NOTEBOOK_TESTS) and item.get_closest_marker("timeout") is None:
+            limit = limit or int(config.getini("timeout") or 900) * slowness()
+            item.add_marker(pytest.mark.timeout(limit))
 
 
 @pytest.fixture(scope="session")

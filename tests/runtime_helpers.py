@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+from machine import scaled
 
 from hetsched.runtime.auth import Credentials, channel
 from hetsched.runtime.server import SchedulerServer
@@ -48,7 +49,9 @@ def rpc_code(fn) -> tuple[grpc.StatusCode, str]:
 
 
 def drive(workers, until, timeout_s: float, what: str = "condition"):
-    """Tick in-process workers until `until()` holds (bounded)."""
+    """Tick in-process workers until `until()` holds (bounded by `timeout_s` on an idle machine, scaled by this
+    machine's measured slowness)."""
+    timeout_s = scaled(timeout_s)
     deadline = time.monotonic() + timeout_s
     while not until():
         assert time.monotonic() < deadline, f"{what} not reached in {timeout_s} s"

@@ -13,6 +13,8 @@ import time
 import grpc
 import pytest
 
+from machine import scaled
+
 from hetsched import Job
 from hetsched.runtime import launch_local_cluster
 from hetsched.runtime.auth import Credentials, channel
@@ -45,11 +47,12 @@ def test_unauthenticated_calls_are_rejected(tmp_path):
 
 def test_real_training_under_leases(tmp_path):
     # A lease must outlast starting a PyTorch process (about 1.5-3 s on a busy 2-core machine): with 2-s rounds
-    # a loaded machine makes no step in most leases and the test times out.
-    with launch_local_cluster("1:0:1", tmp_path, round_s=5.0) as cluster:
+    # a loaded machine makes no step in most leases and the test times out. Rounds and waits scale with the
+    # machine's measured slowness (beside two busy processes, 5-s rounds failed every time).
+    with launch_local_cluster("1:0:1", tmp_path, round_s=scaled(5.0)) as cluster:
         types = [RESNET, "LM (batch size 20)", "Recommendation (batch size 512)"]
         cluster.submit([Job(i, 0.0, t, 1, 100) for i, t in enumerate(types)])
-        final = cluster.wait(240)
+        final = cluster.wait(scaled(240))
     assert (final["state"] == "completed").all(), final
     assert (final["steps_done"] == final["total_steps"]).all()
     assert len(list((tmp_path / "checkpoints").glob("job=*.tar"))) == 0          # dropped once completed
@@ -62,14 +65,14 @@ def test_shockwave_planner_drives_emulated_workers(tmp_path):
     """The same planner core on the wall clock: it plans rounds for the runtime's jobs until all complete."""
     with launch_local_cluster("2:0:0", tmp_path, policy="shockwave", round_s=1.0, emulate=True) as cluster:
         cluster.submit([Job(i, 0.0, t, 1, 40) for i, t in enumerate([RESNET, "LM (batch size 20)", "A3C"])])
-        final = cluster.wait(120)
+        final = cluster.wait(scaled(120))
     assert (final["state"] == "completed").all(), final
 
 
 def test_scheduler_restart_recovers_from_sqlite(tmp_path):
     with launch_local_cluster("2:1:1", tmp_path, round_s=1.0, emulate=True) as cluster:
         cluster.submit([Job(i, 0.0, RESNET, 1, 800 + 150 * i) for i in range(6)])
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while cluster.status()["steps_done"].sum() < 1000:
             assert time.monotonic() < deadline
             time.sleep(0.3)
@@ -111,7 +114,7 @@ def test_scheduler_restart_recovers_from_sqlite(tmp_path):
             assert info.value.code() == grpc.StatusCode.ALREADY_EXISTS
         finally:
             cluster.stub = real
-        final = cluster.wait(120)
+        final = cluster.wait(scaled(120))
     assert (final["state"] == "completed").all() and len(final) == 8, final
 
 
@@ -129,7 +132,7 @@ def test_crashing_job_is_retried_then_failed(tmp_path):
         stub.SubmitJob(pb2.SubmitJobRequest(job_id=0, job_type="A3C", scale_factor=1, total_steps=50,
                                             priority_weight=1, command="python3 -m workloads.train --model A3C --fail"))
         cluster.submit([Job(1, 0.0, "A3C", 1, 60)])
-        final = cluster.wait(180).set_index("job_id")
+        final = cluster.wait(scaled(180)).set_index("job_id")
     assert final.loc[0, "state"] == "failed" and final.loc[0, "attempts"] == 3
     assert "failing on purpose" in final.loc[0, "log_tail"]
     assert final.loc[1, "state"] == "completed"
@@ -152,7 +155,7 @@ def test_load_200_emulated_workers_2000_jobs(tmp_path):
         for i in range(2000):
             stub.SubmitJob(pb2.SubmitJobRequest(job_id=i, job_type=RESNET, scale_factor=1, total_steps=60,
                                                 priority_weight=1, command="emulated"), timeout=10)
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + scaled(300)
         next_check = 0.0
         while True:
             for w in workers:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from machine import scaled
 from runtime_helpers import RESNET, rpc_code, self_signed_ca
 
 from hetsched import Job
@@ -32,7 +33,7 @@ def test_real_job_over_tls(tmp_path):
     tls = self_signed_ca(tmp_path / "ca")
     with launch_local_cluster("1:0:0", tmp_path / "state", round_s=5.0, tls=tls) as cluster:
         cluster.submit([Job(0, 0.0, "A3C", 1, 40)])
-        final = cluster.wait(180)
+        final = cluster.wait(scaled(180))
         assert final["state"].tolist() == ["completed"], final
         logs = _logs(tmp_path / "state", 0)
         assert "steps 40 of 40; done" in "".join(logs.values())
@@ -45,7 +46,7 @@ def test_real_job_over_tls(tmp_path):
 def test_checkpoint_travels_to_a_worker_that_shares_no_directory(tmp_path):
     with launch_local_cluster("2:0:0", tmp_path, round_s=2.0, worker_timeout_s=3.0) as cluster:
         cluster.submit([Job(0, 0.0, RESNET, 1, 400)])
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + scaled(120)
         while cluster.status()["steps_done"].iloc[0] < 60:
             assert time.monotonic() < deadline, "no progress"
             time.sleep(0.3)
@@ -55,7 +56,7 @@ def test_checkpoint_travels_to_a_worker_that_shares_no_directory(tmp_path):
         before = _logs(tmp_path, 0)[first]
         last_checkpoint = max(int(s) for s in re.findall(r"checkpoint at step (\d+)", before))
         cluster.kill_worker(victims[0])
-        final = cluster.wait(180)
+        final = cluster.wait(scaled(180))
     assert final["state"].iloc[0] == "completed"
     other = next(name for name in _logs(tmp_path, 0) if name != first)
     resumed = [int(s) for s in re.findall(r"restored weights from step (\d+)", _logs(tmp_path, 0)[other])]
@@ -69,7 +70,7 @@ def test_multi_gpu_job_trains_with_ddp(tmp_path, gpus_per_worker):
     """Two ranks: across two one-GPU workers, or on one two-GPU worker."""
     with launch_local_cluster("2:0:0", tmp_path, round_s=8.0, gpus_per_worker=gpus_per_worker) as cluster:
         cluster.submit([Job(0, 0.0, RESNET, 2, 60)])
-        final = cluster.wait(240)
+        final = cluster.wait(scaled(240))
         assert final["state"].tolist() == ["completed"], final
     logs = _logs(tmp_path, 0)
     assert len(logs) == 3 - gpus_per_worker, logs.keys()      # the workers that ran a rank
@@ -106,12 +107,12 @@ def test_colocated_pair_runs_both_members_on_the_shared_gpu(tmp_path):
                               emulate=True) as cluster:
         first, second = (Job(i, 0.0, t, 1, 1000) for i, t in enumerate([RESNET, "LM (batch size 20)"]))
         cluster.submit(first)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while cluster.status()["steps_done"].iloc[0] < 200:
             assert time.monotonic() < deadline, "job 0 made no progress"
             time.sleep(0.2)
         cluster.submit(second)
-        final = cluster.wait(120)
+        final = cluster.wait(scaled(120))
     assert (final["state"] == "completed").all(), final
     log = (tmp_path / "scheduler.log").read_text()
     assert "Traceback" not in log
@@ -127,7 +128,7 @@ def test_chaos_every_job_completes_and_loses_at_most_one_checkpoint_interval(tmp
                               max_attempts=1000) as cluster:
         cluster.submit([Job(i, 0.0, RESNET, 1, rng.randrange(600, 1400)) for i in range(12)])
         faults, lost = [], []
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + scaled(240)
 
         def progress():
             return cluster.status().set_index("job_id")["steps_done"]
@@ -149,7 +150,7 @@ def test_chaos_every_job_completes_and_loses_at_most_one_checkpoint_interval(tmp
                 time.sleep(0.2)
                 lowest = lowest.combine(progress(), min)
             lost.append(int((before - lowest).clip(lower=0).max()))
-        final = cluster.wait(60)
+        final = cluster.wait(scaled(60))
     assert len(faults) >= 5, faults
     assert (final["state"] == "completed").all(), final
     assert (final["steps_done"] == final["total_steps"]).all()

@@ -8,6 +8,7 @@ import os
 import time
 
 import pytest
+from machine import scaled
 from runtime_helpers import CLIENT, RESNET, WORKER, scheduler, stub, submit
 
 from hetsched.errors import HetschedError
@@ -50,7 +51,7 @@ def test_workers_start_from_a_notebook_cell_on_each_dask_worker_run_jobs_and_sto
             kernel.execute_cell(nb.cells[0], 0)
             started = json.loads(nb.cells[0].outputs[-1]["text"])
             assert started["types"] == ["k80", "v100"]
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + scaled(60)
             while client.GetStatus(pb2.StatusRequest(), timeout=10).workers < 2:
                 assert time.monotonic() < deadline, (tmp_path / "work" / "dask-0" / "worker.log").read_text()
                 time.sleep(0.2)

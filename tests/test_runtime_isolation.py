@@ -61,6 +61,11 @@ def _lines(tail: str, key: str) -> list[str]:
     return [line.split(key, 1)[1].strip() for line in tail.splitlines() if line.startswith(key)]
 
 
+def _passed_env(tail: str) -> set[str]:
+    """The variables a job listed, but the locale's (passed on) and those its shell sets itself."""
+    return {v for v in _lines(tail, "var ") if not v.startswith("LC_")} - {"PWD", "SHLVL", "_", "OLDPWD"}
+
+
 @root_only
 @pytest.mark.parametrize("isolate", [True, None], ids=["isolated", "default"])
 def test_an_adversarial_job_reaches_nothing_but_its_own_lease(tmp_path, isolate):
@@ -86,7 +91,7 @@ def test_an_adversarial_job_reaches_nothing_but_its_own_lease(tmp_path, isolate)
             assert harvested <= set(own[job]), f"job {job} read another process's token: {tail}"
             assert not _lines(tail, "file ") and not _lines(tail, "list "), tail
             assert _lines(tail, "signal=") == ["denied"]
-            assert set(_lines(tail, "var ")) <= ALLOWED_ENV | {"PWD", "SHLVL", "_", "OLDPWD"}, tail
+            assert _passed_env(tail) <= ALLOWED_ENV, tail
             other = own[1 - job][0]
             assert other not in tail and cluster.client_token not in tail and cluster.worker_token not in tail
             if sandbox is not None:         # its own processes only, private temporary directories, no setuid
@@ -183,7 +188,7 @@ def test_killing_a_jobs_uid_does_not_wait_for_its_zombies():
     dead = subprocess.Popen(["true"], **ids)                 # not waited for: a zombie of this uid
     live = subprocess.Popen(["sleep", "60"], **ids)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while open(f"/proc/{dead.pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -322,11 +327,12 @@ def test_a_reused_uid_reads_nothing_its_last_holder_left(tmp_path, monkeypatch, 
     first = pb2.Lease(lease_id="l1", job_id=1, command=f"bash -c {shlex.quote(leave)}", local_gpus=[0],
                       lease_token="job1-lease-token")
     uid = _run_to_exit(worker, reports, first).split()[0]
-    look = "id -u; cat /tmp/job1-token /dev/shm/job1-token ../job=1/checkpoint/model.pt 2>&1; ls ../ 2>&1"
+    look = ("id -u; cat /tmp/job1-token /dev/shm/job1-token ../job=1/checkpoint/model.pt 2>&1; "
+            "ls ../ 2>/dev/null | sed 's|^|listed |'")
     second = pb2.Lease(lease_id="l2", job_id=2, command=f"bash -c {shlex.quote(look)}", local_gpus=[0])
     tail = _run_to_exit(worker, reports, second)
     assert tail.split()[0] == uid == "61952", tail                          # the same uid, reused
-    assert "job1-lease-token" not in tail and "job1-secret" not in tail, tail
+    assert "job1-lease-token" not in tail and "job1-secret" not in tail and not _lines(tail, "listed "), tail
     assert not Path("/tmp/job1-token").exists() and not Path("/dev/shm/job1-token").exists()
     home = worker.job_dir(1, 0)
     assert os.stat(home).st_uid == 0 and os.stat(home / "checkpoint" / "model.pt").st_uid == 0
@@ -343,3 +349,56 @@ def test_uids_are_reused_least_recently_released_first():
         uids._clock += 1
         uids._released[order[-1]] = uids._clock
     assert order == [70000, 70001, 70002, 70000, 70001]
+
+
+NON_ROOT_JOB = r"""
+echo "uid=$(id -u)"
+{ tr '\0' '\n' < /proc/$PPID/environ; } 2>/dev/null | grep -q TOKEN && echo "worker-env=read" || echo "worker-env=denied"
+env | cut -d= -f1 | sed 's|^|var |'
+kill -0 $PPID 2>/dev/null && echo "signal=worker reachable" || echo "signal=denied"
+echo "$HETSCHED_LEASE_TOKEN" > token
+sleep 2
+cat ../job=OTHER/token 2>/dev/null | sed 's|^|other |'
+sleep 1
+"""
+
+
+@root_only
+def test_what_a_job_of_a_non_root_worker_can_reach(tmp_path):
+    """The README's sentences for a worker that is not root, tried by two jobs of a worker run under uid 61985
+    (started through the sandbox, so that it can run this Python here): the jobs run under the worker's uid, get
+    the scrubbed environment, cannot read the worker's environment (it is not dumpable), but can signal the
+    worker and read each other's files and lease tokens."""
+    if Sandbox.available():
+        pytest.skip("needs mount namespaces to run this Python under another uid here")
+    from runtime_helpers import CLIENT, WORKER, scheduler, stub, submit
+
+    uid, home = 61985, tmp_path / "worker-home"
+    home.mkdir()
+    os.chown(home, uid, uid)
+    with scheduler(tmp_path / "state", round_s=2.0) as (server, address):
+        argv = Sandbox().argv([sys.executable, "-m", "hetsched", "worker", "--scheduler", address, "--gpu-type",
+                               "v100", "--num-gpus", "2", "--work-dir", str(home / "work")], uid, home)
+        proc = subprocess.Popen(argv, env={"PATH": os.environ["PATH"], "HETSCHED_WORKER_TOKEN": WORKER},
+                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "worker.log", "wb"),
+                                start_new_session=True)
+        try:
+            client = stub(address, CLIENT)
+            for job in (0, 1):
+                script = NON_ROOT_JOB.replace("OTHER", str(1 - job))
+                submit(client, job_id=job, total_steps=100, command=f"bash -c {shlex.quote(script)}")
+            deadline = time.monotonic() + scaled(120)
+            while {j.state for j in client.GetStatus(pb2.StatusRequest(), timeout=30).jobs} != {"failed"}:
+                assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "worker.log").read_text()
+                time.sleep(0.2)
+            tails = {j.job_id: j.log_tail for j in client.GetStatus(pb2.StatusRequest(), timeout=30).jobs}
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    assert len(tails) == 2 and all(_lines(t, "uid=") == [str(uid)] for t in tails.values()), tails
+    for job, tail in tails.items():
+        assert _lines(tail, "worker-env=") == ["denied"], tail
+        assert _passed_env(tail) <= ALLOWED_ENV, tail
+        assert _lines(tail, "signal=") == ["worker reachable"], tail
+    # Both ran at once; the later one read the other's lease token from its job directory.
+    assert any(_lines(tail, "other ") for tail in tails.values()), tails

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from machine import scaled
+
 from hetsched import ClusterSpec, Job
 from hetsched.core.registry import build_scheduler, pipeline_for, policy_for
 from hetsched.model.throughputs import load_throughputs
@@ -138,12 +140,12 @@ def test_type_aware_jobs_finish_on_emulated_workers_of_two_types(tmp_path):
     with launch_local_cluster("1x2/12/250@v100+1x2/12/250@k80", tmp_path, policy=POLICY, round_s=1.0,
                               emulate=True, worker_timeout_s=3.0) as cluster:
         cluster.submit(jobs)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while cluster.status()["steps_done"].sum() < 400:
             assert time.monotonic() < deadline, "no progress"
             time.sleep(0.3)
         cluster.kill_worker(1)
-        final = cluster.wait(120)
+        final = cluster.wait(scaled(120))
     assert (final["state"] == "completed").all(), final
     log = (tmp_path / "scheduler.log").read_text()
     leased = re.findall(r"lease job=\d+ .* gpu=(\w+) .* cpus=(\S+) mem_gb=(\S+)", log)
