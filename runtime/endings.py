@@ -28,16 +28,19 @@ class Endings:
             lease = self.by_lease_id.get(req.lease_id)
             if lease is not None and (lease.job_id != req.job_id or info.worker_id not in lease.workers):
                 raise Denied(f"lease {req.lease_id!r} of job {req.job_id} was not issued to this worker")
-            self._exited(info, req.job_id, lease, req.exit_code, req.log_tail[-4000:])
+            self._exited(info, req.job_id, lease, req.exit_code, req.log_tail[-4000:], req.rank)
 
-    def _exited(self, info: WorkerInfo, job_id: int, lease: LeaseInfo | None, code: int, tail: str) -> None:
-        """A process of `lease` on `info`'s worker is gone with `code`."""
+    def _exited(self, info: WorkerInfo, job_id: int, lease: LeaseInfo | None, code: int, tail: str,
+                rank: int = 0) -> None:
+        """A process of `lease` on `info`'s worker is gone with `code`. Rank 0 reports the job's progress and
+        its end; another rank's clean exit decides nothing (it stops with rank 0, and its exit report could come
+        before rank 0's last update: the finished job's attempt was counted as failed and the job ran again)."""
         info.running.pop(job_id, None)
         info.vanished.pop(job_id, None)
         self._not_running(job_id, info.worker_id)
         row = self.active.get(job_id)
-        if lease is None or row is None:          # a finished job's last ranks exiting, or a cancelled job
-            return
+        if lease is None or row is None or (rank > 0 and code == 0):   # a finished job's last ranks, a cancelled
+            return                                                         # job, or a rank that stopped cleanly
         current = self.leases.get(job_id) is lease
         if current:
             self.leases.pop(job_id)

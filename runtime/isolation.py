@@ -5,7 +5,7 @@ A worker running as root **fails closed**: it runs jobs under uids of their own,
 operator says `--job-uids none` (jobs then run as root, and can read everything root can: the worker's memory and
 token, the scheduler's state directory on this machine).
 - **Its own uid.** Each job process runs under a uid of its own from `--job-uids` (default 61000-61999, in
-  least-recently-used order): jobs cannot read the worker's or each other's memory, environment
+  least-recently-used order, locked host-wide so that two workers on one machine never share one): jobs cannot read the worker's or each other's memory, environment
   (`/proc/PID/environ`) or files, and cannot signal them. When the job ends, every process left under its uid is
   killed (a `setsid` grandchild included), its job directory is handed back to root, and what it left in the
   machine's shared temporary directories is removed, before the uid is given to another job.
@@ -28,6 +28,7 @@ files and each other's lease tokens. Run only your own jobs that way.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import logging
 import os
@@ -90,6 +91,8 @@ def python_closed_to_jobs() -> Path | None:
 SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 NONE_SPELLINGS = ("none", "same")        # 'same' is the older spelling of 'none'
 SANDBOX = Path(__file__).with_name("sandbox.py")
+#: One lock file per job uid in use on this host, held by the worker that runs a job under it.
+UID_LOCKS = Path("/run/hetsched/job-uids")
 #: What a job's uid must be able to do at a worker's start: import the workloads and find hetsched's sources.
 PROBE_IMPORTS = "import importlib.util, workloads; assert importlib.util.find_spec('hetsched')"
 
@@ -159,6 +162,7 @@ class JobUids:
         self.range, self.why_same, self.sandbox = None, "", None
         self.taken: dict[tuple, int] = {}
         self._released: dict[int, int] = {}          # uid -> when it was last released (a counter)
+        self._locks: dict[int, int] = {}             # uid -> the open file whose lock holds it on this host
         self._clock = 0
         if spec in NONE_SPELLINGS:
             self.why_same = f"--job-uids {spec}"
@@ -186,10 +190,15 @@ class JobUids:
         closed = python_closed_to_jobs()
         if not why:
             sandbox = Sandbox()
-            failed = sandbox.check(self.range[0])
+            probe = ("probe", os.getpid())
+            uid = self.acquire(probe)                  # held on this host while the probe runs under it
+            try:
+                failed = sandbox.check(uid)
+            finally:
+                self.release(probe)
             if not failed:
                 return sandbox
-            raise HetschedError(f"a job under uid {self.range[0]} cannot run this Python ({sys.executable}) in its "
+            raise HetschedError(f"a job under uid {uid} cannot run this Python ({sys.executable}) in its "
                                 f"sandbox: {failed}. Install Python where other uids can read it, or give "
                                 f"--job-uids none to run jobs as root (they can then read the worker's memory and "
                                 f"token)")
@@ -223,18 +232,36 @@ class JobUids:
         return argv, {"user": uid, "group": uid, "extra_groups": []}
 
     def acquire(self, key: tuple) -> int | None:
-        """A free uid, the one released longest ago first (never used ones before all)."""
+        """A free uid, the one released longest ago first (never used ones before all). Free on this host: no
+        other worker holds its lock (UID_LOCKS: workers of several clusters share a machine, and one releasing
+        a uid kills every process under it) and no process runs under it (a dead worker's orphans)."""
         if self.range is None:
             return None
         for held in [k for k, uid in self.taken.items() if k[0] == STUCK and not _pids_of(uid)]:
-            del self.taken[held]                   # its last process has ended: the uid is free again
-        used = set(self.taken.values())
-        free = (uid for uid in range(self.range[0], self.range[1] + 1) if uid not in used)
-        uid = min(free, key=lambda u: self._released.get(u, -1), default=None)
-        if uid is None:
-            raise HetschedError(f"no free job uid in {self.range[0]}-{self.range[1]}")
-        self.taken[key] = uid
-        return uid
+            self._unlock(self.taken.pop(held))     # its last process has ended: the uid is free again
+        used, running = set(self.taken.values()), _live_uids()
+        free = sorted((uid for uid in range(self.range[0], self.range[1] + 1) if uid not in used | running),
+                      key=lambda u: self._released.get(u, -1))
+        for uid in free:
+            if self._lock(uid):
+                self.taken[key] = uid
+                return uid
+        raise HetschedError(f"no free job uid in {self.range[0]}-{self.range[1]}")
+
+    def _lock(self, uid: int) -> bool:
+        fd = os.open(_lock_dir() / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._locks[uid] = fd
+        return True
+
+    def _unlock(self, uid: int) -> None:
+        fd = self._locks.pop(uid, None)
+        if fd is not None:
+            os.close(fd)                           # the lock goes with it (and with the process, if it dies)
 
     def release(self, key: tuple, home: Path | None = None) -> None:
         """Kill whatever still runs under the job's uid, hand its job directory back to root and remove what it
@@ -252,6 +279,30 @@ class JobUids:
         if _pids_of(uid):
             log.warning("uid %d: a process outlived SIGKILL; the uid is not reused until it ends", uid)
             self.taken[(STUCK, uid)] = uid
+        else:
+            self._unlock(uid)
+
+
+def _lock_dir() -> Path:
+    """Root's directory of job-uid locks on this host (0700): a job cannot take or hold a lock itself."""
+    UID_LOCKS.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.stat(UID_LOCKS)
+    if info.st_uid != 0 or info.st_mode & 0o077:
+        raise HetschedError(f"{UID_LOCKS} must be root's, mode 0700 (it is uid {info.st_uid}, mode "
+                            f"{info.st_mode & 0o777:04o}): jobs could hold its locks")
+    return UID_LOCKS
+
+
+def _live_uids() -> set[int]:
+    """The uids of every live process on this host (one pass over /proc)."""
+    uids = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                uids.add(entry.stat().st_uid)
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return uids
 
 
 def disown(home: Path, uid: int) -> None:

@@ -266,7 +266,7 @@ class Worker:
     def _report_exit(self, lease, code: int, tail: str) -> None:
         self.unsent.append((pb2.ExitReport(worker_id=self.worker_id or "", job_id=lease.job_id,
                                            lease_id=lease.lease_id, exit_code=code, log_tail=tail,
-                                           session=self.session), 0, 0.0))
+                                           session=self.session, rank=lease.rank), 0, 0.0))
         self._send_exits()
 
     def _send_exits(self) -> None:

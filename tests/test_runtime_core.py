@@ -393,3 +393,30 @@ def test_a_stale_lease_cannot_raise_durable_progress(tmp_path):
     state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=new.lease_id, steps_done=500,
                                               steps_checkpointed=400, seconds=1.0, steps_run=500), new.token)
     assert state.active[0].steps_done == 400
+
+
+def test_another_ranks_clean_exit_before_rank_0s_last_update_is_not_a_failed_attempt(tmp_path):
+    """Rank 1 stops with rank 0 and may exit, and have its exit reported, before rank 0's last update says the
+    job finished: that clean exit counted as a failed attempt, and the finished job ran again."""
+    state = _state(tmp_path)
+    ids = [state.register("v100", 1, name) for name in ("a", "b")]
+    state.submit(pb2.SubmitJobRequest(job_id=0, job_type=RESNET, scale_factor=2, total_steps=100,
+                                      priority_weight=1, command="emulated"))
+    state.round(state.now() + 10)
+    leases = {}
+    for worker_id, session in ids:
+        for lease in state.heartbeat(pb2.HeartbeatRequest(worker_id=worker_id, session=session)).start:
+            leases[lease.rank] = (worker_id, session, lease)
+    assert sorted(leases) == [0, 1]
+    worker_id, session, lease = leases[1]
+    state.report_exit(pb2.ExitReport(worker_id=worker_id, session=session, job_id=0, lease_id=lease.lease_id,
+                                     exit_code=0, rank=1))
+    assert state.active[0].attempts == 0 and 0 in state.leases
+    worker_id, session, lease = leases[0]
+    state.update_lease(pb2.UpdateLeaseRequest(job_id=0, lease_id=lease.lease_id, steps_done=100,
+                                              steps_checkpointed=100, seconds=1.0, steps_run=100, finished=True),
+                       lease.lease_token)
+    state.report_exit(pb2.ExitReport(worker_id=worker_id, session=session, job_id=0, lease_id=lease.lease_id,
+                                     exit_code=0, rank=0))
+    row = state.store.job(0)
+    assert row.state == "completed" and row.attempts == 0

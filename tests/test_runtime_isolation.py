@@ -339,16 +339,28 @@ def test_a_reused_uid_reads_nothing_its_last_holder_left(tmp_path, monkeypatch, 
     assert oct(os.stat(home.parent).st_mode & 0o777) == "0o711"          # jobs/: passable, not listable
 
 
-def test_uids_are_reused_least_recently_released_first():
-    uids = JobUids.__new__(JobUids)
-    uids.range, uids.taken, uids._released, uids._clock, uids.sandbox = (70000, 70002), {}, {}, 0, None
+@root_only
+def test_uids_are_reused_least_recently_released_first_and_never_shared_on_a_host(monkeypatch):
+    """Workers of several clusters on one host (`make test` runs three at once) drew from the same range: one
+    releasing a uid killed the other's job under it (exit code -9). A uid in use is now locked host-wide."""
+    from hetsched.runtime import isolation
+
+    monkeypatch.setattr(isolation.Sandbox, "available", staticmethod(lambda: "off for this test"))
+    monkeypatch.setattr(isolation, "python_closed_to_jobs", lambda: None)
+    first, second = JobUids("61970-61972"), JobUids("61970-61972")     # two workers on one host
     order = []
     for key in range(5):
-        order.append(uids.acquire((key, 0)))
-        uids.taken.pop((key, 0))
-        uids._clock += 1
-        uids._released[order[-1]] = uids._clock
-    assert order == [70000, 70001, 70002, 70000, 70001]
+        order.append(first.acquire((key, 0)))
+        first.release((key, 0))
+    assert order == [61970, 61971, 61972, 61970, 61971]
+    held = first.acquire((9, 0))                        # 61972: released longest ago
+    assert held == 61972 and second.acquire((1, 0)) == 61970 and second.acquire((2, 0)) == 61971
+    with pytest.raises(Exception, match="no free job uid"):
+        second.acquire((3, 0))
+    first.release((9, 0))
+    assert second.acquire((3, 0)) == 61972
+    for key in (1, 2, 3):
+        second.release((key, 0))
 
 
 NON_ROOT_JOB = r"""

@@ -10,7 +10,7 @@ import time
 
 import grpc
 import pytest
-from machine import slowness
+from machine import scaled, slowness
 from runtime_helpers import CLIENT, WORKER, drive, rpc_code, scheduler, stub, submit
 
 from hetsched.runtime.checkpoints import MAX_MEMBERS, CheckpointError, CheckpointStore, check_archive
@@ -82,7 +82,7 @@ def _hoard(job, run, release: threading.Event, n: int):
 
 
 def _wait_held(server, job_id: int, n: int) -> None:
-    deadline = time.monotonic() + 30 * slowness()
+    deadline = time.monotonic() + scaled(30)
     while server._servicer._streams.in_use(job_id) < n:
         assert time.monotonic() < deadline, f"job {job_id}'s streams were not taken"
         time.sleep(0.02)
@@ -102,8 +102,12 @@ def test_one_job_hoarding_its_streams_leaves_every_other_job_its_checkpoints(tmp
         held = _hoard(hoarder, runs[0], release, CHECKPOINT_STREAMS + 4)
         try:
             _wait_held(server, runs[0].lease.job_id, STREAMS_PER_JOB)
+            deadline = time.monotonic() + scaled(30)
+            while sum(c.done() for c in held) < len(held) - STREAMS_PER_JOB:     # the others are answered
+                assert time.monotonic() < deadline, "the streams past the job's share were not refused"
+                time.sleep(0.02)
             refused = [c for c in held if c.done()]
-            assert len(refused) >= CHECKPOINT_STREAMS + 4 - STREAMS_PER_JOB
+            assert len(refused) == len(held) - STREAMS_PER_JOB
             assert {c.exception().code() for c in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
             assert "this caller already has" in refused[0].exception().details()
             for run in runs[1:]:                  # every other job checkpoints and restores
