@@ -18,14 +18,16 @@ from hetsched import ClusterSpec
 from hetsched.experiments.runtime_vs_sim import SYSTEMS, trace
 from hetsched.runtime.launch import DEFAULT_SLOWDOWNS
 from hetsched.runtime.replay import emulated_throughputs, job_types_of
+from hetsched.runtime.state import RUNTIME_SETTINGS
 from hetsched.sim.simulator import SimulationConfig, simulate
 
 
 def jcts(system: str, jobs, round_s: float, speed: float, lease_start_s: float):
     policy, cluster = SYSTEMS[system]
     table = emulated_throughputs(job_types_of(jobs), {g: s / speed for g, s in DEFAULT_SLOWDOWNS.items()})
-    res = simulate(jobs, ClusterSpec.load(cluster), policy, table, SimulationConfig(), round_s=round_s, min_reset_interval_s=0.0,
-                   dynamic_adaptation=system == "shockwave", fixed_rounds=True, lease_start_s=lease_start_s,
+    kind = "planner" if system == "shockwave" else "allocation"
+    res = simulate(jobs, ClusterSpec.load(cluster), policy, table, SimulationConfig(), round_s=round_s,
+                   **RUNTIME_SETTINGS[kind], fixed_rounds=True, lease_start_s=lease_start_s,
                    over_deadline=system != "shockwave")
     return res.jobs_frame().set_index("job_id")["jct_s"]
 

@@ -48,6 +48,12 @@ log = logging.getLogger(__name__)
 events = logging.getLogger(EventLog.NAME)     # one key=value line per job event (frequent ones: self.events)
 LEASE_TOKENS_KEPT = 4          # per job: a process of an older lease may still report its last checkpoint
 HANDOVER_S = 30.0              # a lease waits this long for an ended lease's process on its GPU, then it is stopped
+#: The runtime's settings, per decide family (each only where a stage reads it, docs/rules.md#settings): no recompute
+#: gate on the wall clock (Gavel's physical mode recomputes whenever a reset is pending); batch sizes adapt wherever
+#: the pipeline can (docs/rules.md#runtime-batch-sizes; only jobs submitted adaptive ever switch); server rounds
+#: plan one round at a time (the wall clock does not skip ahead).
+RUNTIME_SETTINGS = {"allocation": {"min_reset_interval_s": 0.0, "dynamic_adaptation": True},
+                    "planner": {"dynamic_adaptation": True}, "ordering": {"macro_rounds": False}}
 
 
 class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts, RestartMemory):
@@ -58,16 +64,12 @@ class RuntimeState(LeaseCalls, Endings, BatchSizes, FixedCosts, RestartMemory):
                  checkpoints: CheckpointStore | None = None, entity_weights: dict[str, float] | None = None,
                  shockwave_config: str | None = None):
         self.lock = threading.RLock()
-        # Unknown names and refused compositions fail here, before any worker joins. No recompute gate on the
-        # wall clock (Gavel's physical mode recomputes whenever a reset is pending).
-        # One round per plan: the wall clock does not skip ahead (macro_rounds=False). Batch sizes adapt wherever
-        # the pipeline can (docs/rules.md#runtime-batch-sizes); only jobs submitted adaptive ever switch.
+        # Unknown names and refused compositions fail here, before any worker joins.
         decide = policy_for(policy, seed)
+        kind = decide_of(decide).kind
         if shockwave_config:                                       # a preset or JSON file (docs/rules.md#ftf-ratio)
-            decide = policy_for(policy, seed, **planner_params(decide_of(decide).kind, shockwave_config))
-        self.pipeline = pipeline_for(decide, SimulationConfig(
-            round_s=round_s, min_reset_interval_s=0.0, seed=seed, macro_rounds=False,
-            dynamic_adaptation=decide_of(decide).kind != "ordering"))
+            decide = policy_for(policy, seed, **planner_params(kind, shockwave_config))
+        self.pipeline = pipeline_for(decide, SimulationConfig(round_s=round_s, seed=seed, **RUNTIME_SETTINGS[kind]))
         check_runtime(self.pipeline)
         self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
         self.catalog = job_catalog(self.pipeline, throughputs)     # the job types submissions are checked against

@@ -141,8 +141,8 @@ def test_a_calibrated_run_lets_adaptive_jobs_run_every_step():
     table = emulated_throughputs(job_types_of(jobs))
 
     def frame(**rules):
-        res = simulate(jobs, ClusterSpec.parse("4:0:0"), "shockwave", table, round_s=60.0, min_reset_interval_s=0.0,
-                       dynamic_adaptation=True, **rules)
+        res = simulate(jobs, ClusterSpec.parse("4:0:0"), "shockwave", table, round_s=60.0, dynamic_adaptation=True,
+                       **rules)
         return res.jobs_frame().set_index("job_id")
     artifact, calibrated = frame(), frame(over_deadline=False)
     longer = calibrated["jct_s"] - artifact["jct_s"]

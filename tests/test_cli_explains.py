@@ -105,10 +105,10 @@ GAVEL = ["simulate", "--policy", "gavel", "--generate", "gavel", "--num-jobs", "
 
 
 @pytest.mark.parametrize("args, message", [
-    ([*GAVEL, "--ideal", "--round", "100"], "rules 'ideal (fluid, no rounds)' x round_s=100.0: a fluid run has no "
-                                            "rounds"),
-    ([*GAVEL, "--ideal", "--min-reset-interval", "60"], "x min_reset_interval_s=60.0: a fluid run has no rounds"),
-    ([*GAVEL, "--ideal", "--placement-aware"], "fluid rates place no job on servers"),
+    ([*GAVEL, "--ideal", "--round", "100"], "rules 'ideal (fluid, no rounds)' x round_s=100.0: no stage of this "
+                                            "run reads it"),
+    ([*GAVEL, "--ideal", "--min-reset-interval", "60"], "x min_reset_interval_s=60.0: no stage of this run reads it"),
+    ([*GAVEL, "--ideal", "--placement-aware"], "x placement_aware=True: no stage of this run reads it"),
     ([*GAVEL, "--cluster", "2x4/24/500@v100", "--gpus-per-server", "2:2:2"],
      "'2x4/24/500@v100' gives its servers, so GPUs per server ('2:2:2') have nothing to set"),
     ([*GAVEL, "--cluster", "v100=4,a100=4", "--gpus-per-server", "2:2:2", "--gpu-map", "a100=v100x2"],

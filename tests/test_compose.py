@@ -249,3 +249,58 @@ def test_runs_that_place_cpu_and_memory_refuse_a_jobs_own_demands(field):
             simulate(jobs, cluster if config is None else ClusterSpec.load("1x8/24/500"), policy, table, config=config)
     jobs = [replace(j, **{field: 4.0}) for j in gavel]
     assert summary(simulate(jobs, cluster, "gavel", table))["num_jobs"] == 6
+
+
+#: For each setting: a run whose stages read it, and one whose stages do not (name, rules, value).
+SETTINGS = {
+    "round_s": (("gavel", "gavel", 60.0), ("gavel", "gavel-ideal", 60.0)),
+    "fixed_rounds": (("gavel", "gavel", True), ("gavel", "gavel-ideal", True)),
+    "lease_start_s": (("gavel", "gavel", 2.0), ("FIFO+opt", "synergy", 2.0)),
+    "round_origin_s": (("FIFO+tune", "synergy", 1.0), ("gavel", "gavel", 1.0)),
+    "macro_rounds": (("FIFO+tune", "synergy", False), ("gavel", "gavel", False)),
+    "min_reset_interval_s": (("gavel", "gavel", 100.0), ("shockwave", "shockwave", 100.0)),
+    "replay_reset": (("gavel", "gavel", False), ("FIFO+tune", "synergy", False)),
+    "estimate_colocation": (("gavel_ss", "gavel", (4, 0.1)), ("gavel", "gavel", (4, 0.1))),
+    "dynamic_adaptation": (("gavel", "gavel", True), ("gavel", "gavel-ideal", True),
+                           "x rates 'table + batch size': fluid rates have no micro-tasks"),     # checked first
+    "preemption_penalty_s": (("gavel", "shockwave", 5.0), ("gavel", "gavel", 5.0)),
+    "over_deadline": (("shockwave", "shockwave", False), ("gavel", "gavel", False)),
+    "placement_aware": (("gavel", "gavel", True), ("gavel+tune", "gavel", True)),
+    "profiles_ratio": (("gavel+tune", "gavel", 4), ("gavel", "gavel", 4)),
+}
+
+
+def _with(rules: str, **setting) -> SimulationConfig:
+    system, _, ideal = rules.partition("-")
+    return SimulationConfig.for_system(system, ideal=bool(ideal), **setting)
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_a_setting_runs_where_a_stage_reads_it_and_is_refused_where_none_does(setting):
+    """Issue 68: `--min-reset-interval 100` with `shockwave` or `FIFO+tune` gave exactly the numbers without it.
+    Each stage declares the settings it reads (`reads`, docs/rules.md#settings); a setting given a value of its
+    own that no stage of the run reads is refused, naming the stages."""
+    from hetsched.core.pipeline import READ_BY
+
+    (name, rules, value), (other, other_rules, _), *expected = SETTINGS[setting]
+    assert set(SETTINGS) == set(READ_BY)
+    spec = ClusterSpec.load(CLUSTERS["one type"])
+    pipeline = pipeline_for(policy_for(name, 0, system=rules.split("-")[0]), _with(rules, **{setting: value}), spec)
+    assert setting in pipeline.reads()
+    with pytest.raises(CompositionError) as info:
+        pipeline_for(policy_for(other, 0, system=other_rules.split("-")[0]), _with(other_rules, **{setting: value}),
+                     spec)
+    assert (expected or [f"x {setting}={value!r}: no stage of this run reads it"])[0] in str(info.value)
+    assert str(info.value).startswith(("decide ", "rules "))
+
+
+@pytest.mark.parametrize("policy, source", [("shockwave", ["--generate", "gavel", "--num-jobs", "6", "--jobs-per-hour", "2"]),
+                                            ("FIFO+tune", ["--trace", "data/traces/synergy_static_100.csv"])])
+def test_min_reset_interval_that_no_stage_reads_exits_2_naming_the_stages(policy, source, capsys):
+    from hetsched.cli.main import main
+
+    assert main(["simulate", "--policy", policy, "--cluster", "1x8/24/500@v100", *source,
+                 "--min-reset-interval", "100"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "x min_reset_interval_s=100.0: no stage of this run reads it" in lines[0], lines
+    assert f"decide '{policy.split('+')[0]}'" in lines[0] and "rules '" in lines[0]

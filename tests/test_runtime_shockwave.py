@@ -167,7 +167,7 @@ def test_emulated_shockwave_switches_as_the_simulator_does():
     slowdowns = {"v100": 0.05}                      # 4,000 steps/s
     table = emulated_throughputs(job_types_of(jobs), slowdowns)
     sim = simulate(jobs, ClusterSpec.parse("2:0:0"), "shockwave", table, SimulationConfig(), round_s=1.0,
-                   min_reset_interval_s=0.0, dynamic_adaptation=True)       # the runtime's rules, not the artifact's
+                   dynamic_adaptation=True)                                 # the runtime's rules, not the artifact's
     ends = sim.jobs_frame().set_index("job_id")["jct_s"]
     switches = sim.adaptations
     expected = {j: int(g["new_batch_size"].iloc[-1]) for j, g in switches.groupby("job_id")}

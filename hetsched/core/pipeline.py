@@ -3,22 +3,18 @@
 Each stage is a typed value. The registry (`hetsched.core.registry`) turns a policy name and a run's settings into a
 `Pipeline` and refuses, when it is built, any combination whose stages cannot all act on the run
 (`CompositionError` names the two stages and what would work). The simulator and the runtime build their
-scheduler from the pipeline; no stage is chosen by a flag on a policy object.
+scheduler from the pipeline; no stage is chosen by a flag on a policy object. Each stage checks what it accepts of
+the others (`check`) and declares the run settings it reads (`reads`): a setting no stage reads is refused
+(docs/rules.md#settings). The interfaces the scheduler calls on a decide stage are in `stages.py`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal
-
-import numpy as np
+from typing import Literal
 
 from hetsched.errors import HetschedError
-
-if TYPE_CHECKING:
-    from hetsched.core.scheduler import RoundPlan, Scheduler
-    from hetsched.model.jobs import Job
 
 DecideKind = Literal["allocation", "planner", "ordering"]
 SelectKind = Literal["priority", "planned", "gpu_fill"]
@@ -53,6 +49,42 @@ class Decide:
     def __str__(self) -> str:
         return f"decide {self.policy.name.split('+')[0]!r} ({self.kind})"
 
+    def check(self, p: "Pipeline", cluster) -> None:
+        """What a decide stage accepts: an ordering neither Shockwave's round rules nor fluid rates, under Synergy's
+        server rounds one GPU type, under Gavel's rules servers with CPU cores and memory; the planner rounds."""
+        rules, place = p.rules, p.place
+        if self.kind == "planner" and rules.ideal:
+            raise CompositionError(str(self), str(rules), "the planner decides whole rounds",
+                                   "Run 'shockwave' in rounds, or an allocation policy ideal (e.g. 'gavel')")
+        if self.kind != "ordering":
+            return
+        ordering = f"{self} (Synergy's server rounds)" if rules.credit == "round" else str(self)
+        if rules.credit == "round" and cluster is not None and len(cluster.gpu_types) > 1:
+            raise CompositionError(ordering, f"a cluster of {len(cluster.gpu_types)} GPU types",
+                                   "Synergy's server rounds run one pool of servers of one GPU type",
+                                   f"On mixed GPU types run the ordering under Gavel's rules (--rules gavel, "
+                                   f"credit per micro-task), or Gavel's allocation, e.g. {gavel_analog(p)}")
+        if place.kind == "opt" and rules.credit == "task":
+            raise CompositionError(ordering, str(rules), "Synergy-OPT's program places one pool per round with "
+                                   "per-round credit", f"Use '{p.head}+tune', or Synergy's rules (--rules synergy)")
+        for bad, stage in ((rules.preemption_penalty_s > 0, rules), (p.rates.batch_size, p.rates),
+                           (rules.ideal, rules)):
+            if bad:
+                raise CompositionError(ordering, str(stage), "an ordering ranks jobs afresh every round at their "
+                                       "CPU/memory speedup and has no such rule", f"These act with Gavel's "
+                                       f"allocations and Shockwave's planner, e.g. {gavel_analog(p)}")
+
+    def reads(self, p: "Pipeline") -> frozenset[str]:
+        """Settings this stage reads (docs/rules.md#settings): an allocation its recompute gate and the trace-replay
+        reset, and with space sharing the co-location estimates; allocations and the planner, in rounds, the
+        runtime batch sizes. An ordering ranks jobs afresh every round and reads none of them."""
+        if p.rules.ideal:
+            return frozenset()
+        reads = {"dynamic_adaptation"} if self.kind in ("allocation", "planner") else set()
+        if self.kind == "allocation":
+            reads |= {"min_reset_interval_s", "replay_reset"} | ({"estimate_colocation"} if self.packing else set())
+        return frozenset(reads)
+
 
 @dataclass(frozen=True)
 class Select:
@@ -81,6 +113,45 @@ class Place:
     def __str__(self) -> str:
         return f"place {self.kind + ('+place' if self.least_free else '')!r}"
 
+    def check(self, p: "Pipeline", cluster) -> None:
+        """What a placement accepts: Synergy-OPT an ordering's pool on servers whose share per GPU is on the
+        profiles' grid; a CPU/memory placement one job per GPU, rounds, and servers with CPU cores and memory."""
+        d, rules = p.decide, p.rules
+        if self.kind == "opt" and d.kind != "ordering":
+            raise CompositionError(str(d), str(self), "Synergy-OPT solves one pool's CPU/memory program over an "
+                                   "ordering's jobs", f"Use '{p.head}+tune', or 'FIFO+opt' on one GPU type")
+        if self.kind == "opt" and cluster is not None and cluster.has_resources:
+            from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
+            for server in cluster.server_shapes():
+                share = (server.cpu_cores / server.num_gpus, server.dram_gb / server.num_gpus)
+                if share[0] not in CPU_LEVELS or share[1] not in MEM_LEVELS:
+                    raise CompositionError(str(self), f"servers of {server.num_gpus} GPUs, {server.cpu_cores:g} "
+                                           f"CPUs, {server.dram_gb:g} GB", f"Synergy-OPT reads the fair share "
+                                           f"({share[0]:g} CPUs, {share[1]:g} GB per GPU) off the profiles' grid "
+                                           f"(CPUs {CPU_LEVELS}, GB {MEM_LEVELS}) and it is not on it",
+                                           f"Use '{p.head}+tune', or servers whose share per GPU is a grid point")
+        if not self.cpu_memory:
+            return
+        if d.packing:
+            raise CompositionError(str(d), str(self), "space sharing puts two jobs on one GPU, and CPU/memory "
+                                   "placement gives each job its own share", "Use a non-packed policy, e.g. "
+                                   f"'{p.head.replace('_packed', '_perf')}+{self.kind}'")
+        if rules.ideal and d.kind != "ordering":
+            raise CompositionError(str(self), str(rules), "fluid rates place nothing on servers",
+                                   f"Run '{p.head}' ideal, or '{p.name}' in rounds")
+        server_rounds = d.kind == "ordering" and rules.credit == "round"
+        if cluster is not None and not cluster.has_resources and not server_rounds:
+            raise CompositionError(str(self), "a cluster without CPU cores and memory per server",
+                                   "the placement shares CPU and memory", "Give servers shapes, e.g. "
+                                   "'4x8/24/500@v100+4x8/24/500@k80', or a Synergy .ini file")
+
+    def reads(self, p: "Pipeline") -> frozenset[str]:
+        """GPU placement in rounds reads whether a spread gang runs at the unconsolidated rate; a CPU/memory
+        placement reads the profiles' CPU:GPU ratio (and sets each job's rate itself)."""
+        if self.cpu_memory:
+            return frozenset({"profiles_ratio"})
+        return frozenset() if p.rules.ideal else frozenset({"placement_aware"})
+
 
 @dataclass(frozen=True)
 class Rates:
@@ -96,6 +167,17 @@ class Rates:
                                        ("estimated co-location", self.estimate_colocation is not None),
                                        (f"profiles {self.profiles_ratio}", self.profiles_ratio is not None)) if on]
         return f"rates {' + '.join(['table'] + parts)!r}"
+
+    def check(self, p: "Pipeline", cluster) -> None:
+        """Fluid rates take no micro-task rules (Shockwave's batch sizes and penalty, as its rules set them)."""
+        if p.rules.ideal and (self.batch_size or p.rules.preemption_penalty_s):
+            raise CompositionError(str(p.rules), str(self), "fluid rates have no micro-tasks to penalise or switch",
+                                   "Use rounds (ideal=False)")
+
+    def reads(self, p: "Pipeline") -> frozenset[str]:
+        """Runtime batch sizes come with Shockwave's preemption penalty and over-deadline completion."""
+        return frozenset({"preemption_penalty_s", "over_deadline"}) if self.batch_size and not p.rules.ideal \
+            else frozenset()
 
 
 @dataclass(frozen=True)
@@ -149,6 +231,31 @@ class RoundRules:
             parts = ["ideal (fluid, no rounds)"]
         return f"rules {', '.join(parts)!r}"
 
+    def check(self, p: "Pipeline", cluster) -> None:
+        """A lease start is a delay in seconds; per-round credit is Synergy's server rounds, over an ordering."""
+        if self.lease_start_s < 0 or not math.isfinite(self.lease_start_s):
+            raise CompositionError(str(self), "a lease start outside [0, inf)", "it is a delay in seconds",
+                                   "Give the runtime's measured mean (`hetsched calibrate`), or 0")
+        if self.credit == "round" and p.decide.kind != "ordering":
+            raise CompositionError(str(p.decide), str(self), "per-round credit is Synergy's server rounds, which run "
+                                   "an ordering", "Use Gavel's rules with Synergy's round length (--rules gavel "
+                                   "--round 300), or an ordering, e.g. 'FIFO+tune'")
+
+    def reads(self, p: "Pipeline") -> frozenset[str]:
+        """Rounds read their length, whether they are fixed, and the lease start where they place leases (not
+        Synergy-OPT's bound); the grid origin where rounds keep a grid (fixed rounds, Synergy's server rounds);
+        server rounds whether one plan may stand for several rounds. A fluid run reads none of them."""
+        if self.ideal:
+            return frozenset()
+        reads = {"round_s", "fixed_rounds"}
+        if p.place.kind != "opt":
+            reads.add("lease_start_s")
+        if self.credit == "round":
+            reads |= {"macro_rounds", "round_origin_s"}
+        elif self.fixed_rounds:
+            reads.add("round_origin_s")
+        return frozenset(reads)
+
 
 @dataclass(frozen=True)
 class Pipeline:
@@ -165,96 +272,54 @@ class Pipeline:
     def policy(self):
         return self.decide.policy
 
+    @property
+    def head(self) -> str:
+        """The decide stage's name, without the placement (`gavel+tune` -> `max_min_fairness_perf`)."""
+        return self.name.split("+")[0]
+
+    def check(self, cluster=None) -> None:
+        """Raise `CompositionError` for the first stage that does not accept the others (or `cluster`)."""
+        for stage in (self.rules, self.decide, self.place, self.rates):
+            stage.check(self, cluster)
+
     def stages(self) -> dict[str, str]:
         """Each stage in words (the CLI's `--json` config and `hetsched policies`)."""
         return {k: str(getattr(self, k)).split(" ", 1)[1]
                 for k in ("decide", "select", "place", "rates", "rules")}
 
+    def reads(self) -> frozenset[str]:
+        """The run settings some stage of this pipeline reads; a setting given otherwise is refused."""
+        return frozenset().union(*(getattr(self, k).reads(self) for k in ("decide", "place", "rates", "rules")))
 
-class DecideStage:
-    """A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering): the interface the
-    one `Scheduler` calls (docs/architecture.md#stages). The hooks default to doing nothing."""
-
-    #: False: the stage returns a round's (entries, GPU type columns) and the scheduler places them and credits
-    #: each micro-task; True (`RoundStage`): the stage also places and credits whole rounds.
-    whole_rounds: ClassVar[bool] = False
-
-    def attach(self, sched: "Scheduler") -> None:
-        self.sched = sched
-
-    def cluster_changed(self) -> None:
-        """GPUs joined or left."""
-
-    def job_added(self, job: "Job") -> None:
-        """`job` took slot `sched.slot[job.job_id]`."""
-
-    def job_removed(self, job_id: int) -> None:
-        """`job_id` leaves (its slot is still assigned during the call)."""
-
-    def slots_grown(self, size: int) -> None:
-        """The scheduler's per-slot arrays now have `size` rows."""
-
-    def select(self, now: float) -> "tuple[np.ndarray, np.ndarray, bool]":
-        """This round's (entries, GPU type columns, whether the decision was recomputed)."""
-        raise NotImplementedError
-
-    def measured(self, entry: np.ndarray, gpu_type: np.ndarray, exec_time: np.ndarray) -> None:
-        """A round's micro-tasks ran for `exec_time` seconds."""
-
-    def round_done(self) -> None:
-        """A round was credited."""
-
-    def histories(self, credited: list[int]) -> "list[tuple[int, dict]]":
-        """What the stage's decisions read of jobs' pasts that their fields and remaining steps do not give, for each
-        job whose past changed since the last call (`credited`: the jobs the round just credited), as (job id,
-        JSON-able dict): Synergy's seconds run and end of last run (LAS, the starvation guard), Shockwave's
-        fair-share finish estimates and calibration. The runtime stores them at each round's end and gives them
-        back after a restart (`restore`, docs/rules.md#runtime-restart)."""
-        return []
-
-    def restore(self, job_id: int, history: dict) -> None:
-        """A restarted runtime gives back what `histories` last said of `job_id`."""
-
-    def state(self) -> "dict | None":
-        """What the stage keeps beside its jobs' histories (the planner's round count and clock origin), JSON-able;
-        None when nothing. Stored with the histories, given back to a restarted core by `restore_state`."""
-        return None
-
-    def restore_state(self, state: dict) -> None:
-        """A restarted runtime gives back what `state` said, before its jobs join."""
+    def __str__(self) -> str:
+        return ", ".join(str(getattr(self, k)) for k in ("decide", "select", "place", "rates", "rules"))
 
 
-class RoundStage(DecideStage):
-    """A decide stage that also selects, places on servers (GPUs, CPU cores, memory) and credits whole rounds:
-    every lease ends with the round (Synergy, docs/rules.md#server-credit). A plan may stand for several
-    identical rounds (`plan.rounds`)."""
+#: Gavel's allocation closest to each Synergy ordering (what runs on more than one GPU type).
+GAVEL_ANALOG = {"FIFO": "fifo_perf", "LAS": "gavel", "FTF": "gavel_ftf"}
 
-    whole_rounds: ClassVar[bool] = True
-    gpu_type: str                       # its servers' one GPU type (pinned jobs are checked against it)
 
-    def select(self, now: float) -> "tuple[np.ndarray, np.ndarray, bool]":
-        raise HetschedError("a whole-round stage plans rounds (`plan`), it does not select entries")
+def gavel_analog(p: "Pipeline") -> str:
+    """A name that runs instead of an ordering that cannot act on this run: Gavel's closest allocation, with the
+    ordering's CPU/memory placement."""
+    place = p.place.kind if p.place.kind in ("fair", "greedy", "tune") else "tune"
+    return f"'{GAVEL_ANALOG.get(p.head, 'gavel')}+{place}'"
 
-    def plan(self, now: float, next_arrival_s: float | None) -> "RoundPlan":
-        """The next plan: slots to run, iterations each (`plan.steps`), its end and how many rounds it covers."""
-        raise NotImplementedError
 
-    def credit_plan(self, plan: "RoundPlan") -> np.ndarray:
-        """Credit a finished plan; the slots of the jobs that completed."""
-        raise NotImplementedError
-
-    def assign(self, plan: "RoundPlan") -> None:
-        """Fill `plan.assignments`: each job's GPU ids and per-GPU CPU/memory share (the runtime's leases)."""
-        raise HetschedError(f"{type(self).__name__} cannot name servers for leases")
-
-    def credit_measured(self, slots: np.ndarray, steps: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-        """Credit iterations and seconds measured outside the stage (the runtime); the slots that completed."""
-        raise NotImplementedError
-
-    def next_round_time(self, t: float) -> float:
-        """The first round start at or after `t` (rounds keep a grid)."""
-        raise NotImplementedError
-
-    def account(self, slot: int) -> "tuple[float, float, float, dict[str, float]]":
-        """(start time, steps done, cost, GPU-seconds per type) of the job in `slot`."""
-        raise NotImplementedError
+#: The run settings (`SimulationConfig` fields) a stage may read, and which stages read each: a setting given with a
+#: value of its own that no stage of the run reads is refused (docs/rules.md#settings), never silently ignored.
+READ_BY: dict[str, str] = {
+    "round_s": "the round rules, in rounds (ideal=False)",
+    "fixed_rounds": "the round rules, in rounds (ideal=False)",
+    "lease_start_s": "the round rules, where rounds place leases (in rounds, not Synergy-OPT)",
+    "round_origin_s": "the round rules, where rounds keep a grid (fixed_rounds=True, or Synergy's server rounds)",
+    "macro_rounds": "Synergy's server rounds (an ordering under Synergy's rules, e.g. 'FIFO+tune' --rules synergy)",
+    "min_reset_interval_s": "an allocation's recompute gate, in rounds (e.g. 'gavel')",
+    "replay_reset": "an allocation's recompute when nothing runs or will arrive, in rounds (e.g. 'gavel')",
+    "estimate_colocation": "a space-sharing allocation (e.g. 'gavel_ss')",
+    "dynamic_adaptation": "an allocation or Shockwave's planner, in rounds (e.g. 'gavel', 'shockwave')",
+    "preemption_penalty_s": "runtime batch sizes (dynamic_adaptation=True, as Shockwave's rules set it)",
+    "over_deadline": "runtime batch sizes (dynamic_adaptation=True, as Shockwave's rules set it)",
+    "placement_aware": "GPU-only placement in rounds (e.g. 'gavel', not 'gavel+tune')",
+    "profiles_ratio": "a CPU/memory placement (e.g. 'gavel+tune', 'FIFO+tune')",
+}

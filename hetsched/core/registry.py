@@ -10,11 +10,10 @@ whose stages cannot all act (`CompositionError`); every name an error suggests i
 from __future__ import annotations
 
 import difflib
-import math
 
 from hetsched.errors import HetschedError
-from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, CompositionError, Decide, Pipeline, Place, Rates, RoundRules,
-                                    Select)
+from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, READ_BY, CompositionError, Decide, Pipeline, Place, Rates,
+                                    RoundRules, Select)
 from hetsched.planner.core import ShockwavePolicy
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
 from hetsched.policies import catalog  # noqa: F401  (registers every allocation policy)
@@ -24,8 +23,6 @@ from hetsched.policies.ordering import ORDERINGS, ResourcePolicy, parse_resource
 #: The round length each decide family's artifact uses when a run does not set one (docs/rules.md#round).
 DEFAULT_ROUND_S = {"allocation": 360.0, "ordering": 300.0, "planner": 120.0}
 SELECT_FOR = {"allocation": "priority", "planner": "planned", "ordering": "gpu_fill"}
-#: Gavel's allocation closest to each Synergy ordering (what runs on more than one GPU type).
-GAVEL_ANALOG = {"FIFO": "fifo_perf", "LAS": "gavel", "FTF": "gavel_ftf"}
 #: Policy parameters an artifact's driver passes (Shockwave runs AlloX with alpha = 0.2), and the per-job
 #: problem its LP baselines solve at any number of jobs (docs/rules.md#per-job-solves).
 _PER_JOB = {"aggregate": False}
@@ -124,8 +121,6 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
     if isinstance(policy, str):
         policy = policy_for(policy, config.seed, system=config.system)
     decide = decide_of(policy)
-    if config.ideal:
-        _refuse_round_settings(config, decide.kind)
     rules = RoundRules(
         round_s=float(config.round_s if config.round_s is not None else DEFAULT_ROUND_S[decide.kind]),
         credit=config.credit or ("round" if decide.kind == "ordering" else "task"),
@@ -137,131 +132,42 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
                   estimate_colocation=config.estimate_colocation, profiles_ratio=config.profiles_ratio)
     pipeline = Pipeline(policy.name, decide, Select(SELECT_FOR[decide.kind]), place_of(policy), rates, rules)
     validate(pipeline, cluster)
+    refuse_unread(pipeline, given_settings(config, decide.kind))
     return pipeline
 
 
-def _refuse_round_settings(config, kind: str) -> None:
-    """A fluid run has no rounds and recomputes at every arrival and completion: a round length or reset interval
-    other than the defaults (as `SimulationConfig.for_system` sets them) would change nothing."""
-    given = []
-    preset = SYSTEM_RULES.get(config.system or "", {})       # named rules: the stages they cannot act on say so
-    if config.round_s not in (None, DEFAULT_ROUND_S[kind], preset.get("round_s")):
-        given.append(f"round_s={config.round_s!r}")
-    if config.min_reset_interval_s not in (type(config).min_reset_interval_s, preset.get("min_reset_interval_s")):
-        given.append(f"min_reset_interval_s={config.min_reset_interval_s!r}")
-    if given:
-        raise CompositionError("rules 'ideal (fluid, no rounds)'", ", ".join(given), "a fluid run has no rounds and "
-                               "recomputes the allocation at every arrival and completion", "Drop them, or use "
-                               "rounds (ideal=False)")
+def given_settings(config, kind: str) -> dict[str, object]:
+    """The settings of `config` (`READ_BY`'s) given a value of their own: neither `SimulationConfig`'s default nor
+    that of the artifact rules it names (`for_system`), nor, for the round length, the decide family's."""
+    preset = SYSTEM_RULES.get(config.system or "", {})
+    given = {}
+    for name in READ_BY:
+        value = getattr(config, name)
+        unset = [SimulationConfig.__dataclass_fields__[name].default, preset.get(name)]
+        if name == "round_s":
+            unset.append(DEFAULT_ROUND_S[kind])
+        if not any(value == u for u in unset):
+            given[name] = value
+    return given
 
+
+def refuse_unread(pipeline: Pipeline, given: dict[str, object]) -> None:
+    """Refuse the first given setting that no stage of `pipeline` reads (docs/rules.md#settings): each stage
+    declares what it reads (`reads`), and a setting it does not read would change nothing."""
+    reads = pipeline.reads()
+    for name, value in given.items():
+        if name not in reads:
+            raise CompositionError(str(pipeline), f"{name}={value!r}", f"no stage of this run reads it ({name} is "
+                                   f"read by {READ_BY[name]})", f"Drop {name}, or run stages that read it")
 
 def head_of(pipeline: Pipeline) -> str:
     return pipeline.name.split("+")[0]
 
 
-def _works(pipeline: Pipeline) -> str:
-    """A name that runs instead, for a Synergy ordering that cannot act on this run."""
-    head = pipeline.name.split("+")[0]
-    place = pipeline.place.kind if pipeline.place.kind in ("fair", "greedy", "tune") else "tune"
-    return f"'{GAVEL_ANALOG.get(head, 'gavel')}+{place}'"
-
-
 def validate(p: Pipeline, cluster=None) -> None:
-    """Raise `CompositionError` for the first pair of stages that cannot act together (docs/rules.md#compose)."""
-    d, place, rates, rules = p.decide, p.place, p.rates, p.rules
-    if rules.lease_start_s < 0 or not math.isfinite(rules.lease_start_s):
-        raise CompositionError(str(rules), "a lease start outside [0, inf)", "it is a delay in seconds",
-                               "Give the runtime's measured mean (`hetsched calibrate`), or 0")
-    if rules.lease_start_s and (rules.ideal or place.kind == "opt"):
-        raise CompositionError(str(rules), str(rules) if rules.ideal else str(place), "a lease start delays a "
-                               "job's leased GPUs, and this run places no leases (fluid rates or Synergy-OPT's "
-                               "idealised bound)", "Use rounds with GPU placement, e.g. 'FIFO+tune'")
-    if not rules.over_deadline and not rates.batch_size:
-        raise CompositionError(str(rules), str(rates), "the over-deadline completion is part of runtime batch "
-                               "sizes (Shockwave's adaptive jobs); without them there is nothing to turn off",
-                               "Drop over_deadline=False, or set dynamic_adaptation=True")
-    if rules.credit == "round" and d.kind != "ordering":
-        raise CompositionError(str(d), str(rules), "per-round credit is Synergy's server rounds, which run an "
-                               "ordering", "Use Gavel's rules with Synergy's round length (--rules gavel --round "
-                               "300), or an ordering, e.g. 'FIFO+tune'")
-    if d.kind == "ordering":
-        ordering = f"{d} (Synergy's server rounds)" if rules.credit == "round" else str(d)
-        if rules.credit == "round" and cluster is not None and len(cluster.gpu_types) > 1:
-            raise CompositionError(ordering, f"a cluster of {len(cluster.gpu_types)} GPU types",
-                                   "Synergy's server rounds run one pool of servers of one GPU type",
-                                   f"On mixed GPU types run the ordering under Gavel's rules (--rules gavel, "
-                                   f"credit per micro-task), or Gavel's allocation, e.g. {_works(p)}")
-        if place.kind == "opt" and rules.credit == "task":
-            raise CompositionError(ordering, str(rules), "Synergy-OPT's program places one pool per round with "
-                                   "per-round credit", f"Use '{head_of(p)}+tune', or Synergy's rules (--rules synergy)")
-        if place.kind == "opt" and cluster is not None and cluster.has_resources:
-            from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
-            for server in cluster.server_shapes():
-                share = (server.cpu_cores / server.num_gpus, server.dram_gb / server.num_gpus)
-                if share[0] not in CPU_LEVELS or share[1] not in MEM_LEVELS:
-                    raise CompositionError(str(place), f"servers of {server.num_gpus} GPUs, {server.cpu_cores:g} "
-                                           f"CPUs, {server.dram_gb:g} GB", f"Synergy-OPT reads the fair share "
-                                           f"({share[0]:g} CPUs, {share[1]:g} GB per GPU) off the profiles' grid "
-                                           f"(CPUs {CPU_LEVELS}, GB {MEM_LEVELS}) and it is not on it",
-                                           f"Use '{head_of(p)}+tune', or servers whose share per GPU is a grid point")
-        refused = [(rules.preemption_penalty_s > 0, str(rules)), (rates.batch_size, str(rates)),
-                   (rates.estimate_colocation is not None, str(rates)), (rates.placement_aware, str(rates)),
-                   (rules.ideal, str(rules)),
-                   (bool(rules.grid_origin_s) and rules.credit == "task" and not rules.fixed_rounds, str(rules))]
-        for bad, stage in refused:
-            if bad:
-                raise CompositionError(ordering, stage, "an ordering ranks jobs afresh every round at their "
-                                       "CPU/memory speedup and has no such rule", f"These act with Gavel's "
-                                       f"allocations and Shockwave's planner, e.g. {_works(p)}")
-        if rules.credit == "task" and cluster is not None and not cluster.has_resources:
-            raise CompositionError(str(place), "a cluster without CPU cores and memory per server",
-                                   "the placement shares CPU and memory", "Give servers shapes, e.g. "
-                                   "'4x8/24/500@v100+4x8/24/500@k80', or a Synergy .ini file")
-        return
-    if rules.fixed_rounds and rules.ideal:
-        raise CompositionError(str(rules), "ideal (fluid) rates", "fixed rounds are the runtime's wall-clock rounds, "
-                               "and a fluid run has no rounds", "Use rounds (ideal=False)")
-    if rules.grid_origin_s and not rules.fixed_rounds:
-        raise CompositionError(str(d), str(rules), "a grid origin applies to rounds that all end together",
-                               "Drop round_origin_s, use fixed rounds (fixed_rounds=True), or a Synergy ordering "
-                               "(e.g. 'FIFO+tune')")
-    if place.kind == "opt":
-        raise CompositionError(str(d), str(place), "Synergy-OPT solves one pool's CPU/memory program over an "
-                               "ordering's jobs", f"Use '{p.name.split('+')[0]}+tune', or 'FIFO+opt' on one GPU type")
-    if place.cpu_memory:
-        if d.packing:
-            raise CompositionError(str(d), str(place), "space sharing puts two jobs on one GPU, and CPU/memory "
-                                   "placement gives each job its own share", "Use a non-packed policy, e.g. "
-                                   f"'{p.name.split('+')[0].replace('_packed', '_perf')}+{place.kind}'")
-        if rates.placement_aware:
-            raise CompositionError(str(place), str(rates), "the CPU/memory placement sets each job's rate itself",
-                                   "Drop placement_aware")
-        if rules.ideal:
-            raise CompositionError(str(place), str(rules), "fluid rates place nothing on servers",
-                                   f"Run '{p.name.split('+')[0]}' ideal, or '{p.name}' in rounds")
-        if cluster is not None and not cluster.has_resources:
-            raise CompositionError(str(place), "a cluster without CPU cores and memory per server",
-                                   "the placement shares CPU and memory", "Give servers shapes, e.g. "
-                                   "'4x8/24/500@v100+4x8/24/500@k80', or a Synergy .ini file")
-    elif rates.profiles_ratio is not None:
-        raise CompositionError(str(place), str(rates), "CPU/memory profiles only change CPU/memory placement",
-                               f"Use '{p.name}+tune', or drop profiles_ratio")
-    if rates.estimate_colocation is not None and not d.packing:
-        raise CompositionError(str(d), str(rates), "estimated co-location rates only matter to space sharing",
-                               "Use a packed policy, e.g. 'max_min_fairness_packed'")
-    if d.kind == "planner" and rules.ideal:
-        raise CompositionError(str(d), str(rules), "the planner decides whole rounds",
-                               "Run 'shockwave' in rounds, or an allocation policy ideal (e.g. 'gavel')")
-    if rules.preemption_penalty_s and not rates.batch_size:
-        raise CompositionError(str(rules), str(rates), "the preemption penalty is credited by Shockwave's round "
-                               "rules, which come with runtime batch sizes", "Use SimulationConfig.for_system("
-                               "'shockwave'), or set dynamic_adaptation=True")
-    if rules.ideal and rates.placement_aware:
-        raise CompositionError(str(rules), str(rates), "fluid rates place no job on servers, so no job is spread "
-                               "over them", "Drop placement_aware, or use rounds (ideal=False)")
-    if rules.ideal and (rates.batch_size or rules.preemption_penalty_s):
-        raise CompositionError(str(rules), str(rates), "fluid rates have no micro-tasks to penalise or switch",
-                               "Use rounds (ideal=False)")
+    """Raise `CompositionError` for the first stage that cannot act with the others or on `cluster`: each stage
+    checks what it accepts (`check`, in pipeline.py; docs/rules.md#compose)."""
+    p.check(cluster)
 
 
 def whole_rounds(pipeline: Pipeline) -> bool:

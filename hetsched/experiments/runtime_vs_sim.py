@@ -32,6 +32,7 @@ from hetsched.model.jobs import Job
 from hetsched.model.throughputs import load_throughputs
 from hetsched.rates.adaptation.schedules import iterations_per_epoch
 from hetsched.runtime.replay import emulated_throughputs, job_types_of, run_on_local_cluster
+from hetsched.runtime.state import RUNTIME_SETTINGS
 from hetsched.runtime.worker import EMULATED_STEPS_PER_S, EMULATED_TIME_SCALE
 from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
@@ -83,10 +84,10 @@ def simulated(system: str, jobs: list[Job], cluster: str, policy: str, round_s: 
                        round_origin_s=origin_s * scale % (round_s * scale) if fixed_rounds else 0.0)
         return res.jobs_frame().set_index("job_id")["jct_s"] / scale
     # The runtime's rules (runtime/state.py): the defaults and these, not Shockwave's simulator rules.
+    kind = "planner" if system == "shockwave" else "allocation"
     res = simulate(jobs, ClusterSpec.load(cluster), policy, emulated_throughputs(job_types_of(jobs)),
-                   SimulationConfig(), round_s=round_s, min_reset_interval_s=0.0, dynamic_adaptation=system == "shockwave",
-                   lease_start_s=lease_start_s, fixed_rounds=fixed_rounds,
-                   over_deadline=system != "shockwave",
+                   SimulationConfig(), round_s=round_s, **RUNTIME_SETTINGS[kind], lease_start_s=lease_start_s,
+                   fixed_rounds=fixed_rounds, over_deadline=system != "shockwave",
                    round_origin_s=origin_s % round_s if fixed_rounds else 0.0)
     return res.jobs_frame().set_index("job_id")["jct_s"]
 

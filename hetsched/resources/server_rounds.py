@@ -22,7 +22,8 @@ from hetsched.model.cluster import ClusterSpec
 from hetsched.core.scheduler import RoundPlan
 from hetsched.errors import HetschedError, SpecError
 from hetsched.model.jobs import Job
-from hetsched.core.pipeline import RoundStage, grid_start
+from hetsched.core.pipeline import grid_start
+from hetsched.core.stages import RoundStage
 from hetsched.core import kernels
 from hetsched.core.slots import grow_arrays
 from hetsched.policies.ordering import OrderingView, ResourcePolicy
