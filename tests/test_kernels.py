@@ -175,28 +175,6 @@ def test_gavel_and_shockwave_runs_load_no_numba():
     assert out.stdout.split()[-1] == "False"
 
 
-@pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
-def test_arrays_the_c_loops_do_not_take_go_to_numba():
-    """Another dtype, a strided view or an index out of range: a TypeError or IndexError from C before it writes,
-    and numba's kernel answers instead."""
-    values = np.array([3, 1, 3, 2], np.int32)
-    with pytest.raises(TypeError):
-        round_kernels._rounds.codes_of(values)
-    distinct, code = round_kernels.codes_of(values)
-    assert distinct.tolist() == [1, 2, 3] and code.tolist() == [2, 0, 2, 1]
-    strided = np.arange(8, dtype=np.int64)[::2]
-    with pytest.raises(TypeError):
-        round_kernels._rounds.codes_of(strided)
-    assert round_kernels.codes_of(strided)[1].tolist() == [0, 1, 2, 3]
-    members = np.array([[0, -1], [1, -1]], np.int64)
-    acc = np.full((2, 4), np.nan)
-    with pytest.raises(IndexError):                     # entry 5 of 2
-        round_kernels._rounds.mark_started(np.array([5], np.int64), members, acc, 1.0)
-    assert np.isnan(acc).all()
-    round_kernels.mark_started(np.array([1], np.int64), members, acc, 7.0)
-    assert acc[:, 0].tolist()[1] == 7.0 and np.isnan(acc[0, 0])
-
-
 @pytest.mark.parametrize("path", PATHS)
 def test_busy_gpu_seconds_are_summed_left_to_right(path):
     """docs/rules.md#utilization: a plain left-to-right sum (np.cumsum's order), not a BLAS dot, whose order depends

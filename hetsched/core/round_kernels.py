@@ -5,7 +5,8 @@ Both are the same loops with the same floating-point operations in the same orde
 depend on which one ran (tests/test_kernels.py runs the C, numba and numpy paths). The C loops spare a process
 numba's once-per-process loading, about 0.4 CPU-s (numba's registries, and SciPy's BLAS that it imports with
 the worker threads that library starts): a fifth of a paper-scale Gavel run. They take C-contiguous float64,
-int64 and bool arrays; anything else goes to numba's kernel, as does every call when `HETSCHED_KERNELS=numba`.
+int64 and bool arrays and check every index; anything else is a TypeError or IndexError (never a second,
+unchecked kernel). `HETSCHED_KERNELS=numba` runs numba's kernels instead, as does a build without C.
 Callers still ask `kernels.ENABLED` whether to run compiled loops at all (`HETSCHED_KERNELS=0`: numpy's).
 """
 
@@ -20,24 +21,15 @@ try:
 except ImportError:                     # built without a C compiler: numba's kernels
     _rounds = None
 
-C_ENABLED = _rounds is not None and kernels.ENABLED and os.environ.get("HETSCHED_KERNELS", "1") != "numba"
+C_ENABLED = _rounds is not None and os.environ.get("HETSCHED_KERNELS", "1") not in ("0", "numba")
 
 
 def _prefer_c(jitted):
-    """The C loop of numba kernel `jitted`, falling back to it for arrays the C loop does not take."""
-    if not C_ENABLED:
-        return jitted
-    fast = getattr(_rounds, jitted.py_func.__name__)
-
-    def kernel(*args):
-        try:
-            return fast(*args)
-        except (TypeError, IndexError):     # raised before the C loop writes anything
-            return jitted(*args)
-
-    kernel.__name__ = kernel.__qualname__ = jitted.py_func.__name__
-    kernel.__doc__ = jitted.py_func.__doc__
-    return kernel
+    """The C loop of numba kernel `jitted` where the project was built with it, else numba's. Arrays the C loop
+    does not take (another dtype or layout, an index out of range) are a TypeError or IndexError raised before it
+    writes anything, and are raised: never handed to a second kernel, which would not check them (numba does no
+    bounds checks: an out-of-range entry that C refused crashed the process there)."""
+    return getattr(_rounds, getattr(jitted, "py_func", jitted).__name__) if C_ENABLED else jitted
 
 
 select_walk = _prefer_c(kernels.select_walk)
