@@ -235,3 +235,29 @@ def test_policies_lists_the_papers_names(capsys):
     assert "Themis" in lines["finish_time_fairness"] and "Synergy-TUNE" in lines["FIFO+tune"]
     from hetsched.core.registry import composition_markdown
     assert "decide (allocation | planner | ordering)" in out and composition_markdown() in out
+
+
+def test_cli_mistakes_are_one_line_and_a_closed_pipe_is_quiet(tmp_path, capsys):
+    """Issue 71: a mistyped option printed 25 lines of usage and a wrong error (--policy missing), `hetsched
+    policies | head` ended in "[Errno 32] Broken pipe" with status 2, generate made missing folders, and the human
+    summary printed its config as a Python dict."""
+    import subprocess
+    import sys
+
+    for args, line in ((["simulate", "--polcy", "gavel"], "unknown option --polcy; did you mean --policy?"),
+                       (["simulate", "--policy", "gavel", "--xyz", "3"],
+                        "unknown option --xyz (see hetsched simulate --help)")):
+        out = subprocess.run([sys.executable, "-m", "hetsched", *args], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and out.stderr.strip() == f"hetsched {args[0]}: error: {line}", out.stderr
+    assert main(["generate", "gavel", "--num-job", "3", "--jobs-per-hour", "2", "--out",     # a unique prefix
+                 str(tmp_path / "prefix.csv")]) == 0
+    shell = subprocess.run(f"{sys.executable} -m hetsched policies | head -1", shell=True, capture_output=True,
+                           text=True, timeout=120)
+    assert shell.stdout.startswith("policy") and shell.stderr == "", shell.stderr
+    assert main(["generate", "gavel", "--num-jobs", "3", "--jobs-per-hour", "2", "--out",
+                 str(tmp_path / "missing" / "x.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "missing").exists()
+    assert main(["simulate", "--policy", "gavel", "--generate", "gavel", "--num-jobs", "3", "--jobs-per-hour", "2",
+                 "--cluster", "1:0:0"]) == 0
+    config = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("config:"))
+    assert json.loads(config.split(":", 1)[1])["resolved_policy"] == "max_min_fairness_perf"

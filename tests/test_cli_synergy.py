@@ -47,11 +47,12 @@ def test_the_documented_command(shared_dir):
 def test_generate_writes_the_artifacts_stream(tmp_path, shared_dir):
     out = tmp_path / "s.csv"
     assert main(["generate", "synergy", "--jobs-per-hour", "9", "--seed", "42", "--num-jobs", "7023",
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--to", "synergy"]) == 0                 # the artifact's format, when asked
     assert out.read_bytes() == (shared_dir / "fidelity/synergy/philly_derived_single_9.0jph_seed42.csv").read_bytes()
     assert main(["convert", "trace", str(out), str(tmp_path / "s.parquet")]) == 0
     assert main(["generate", "synergy", "--jobs-per-hour", "2", "--num-jobs", "10", "--split", "50:0:50",
                  "--multi-gpu", "--out", str(tmp_path / "m.csv")]) == 0
+    assert (tmp_path / "m.csv").read_text().startswith("job_id,arrival_time_s,job_type,")   # the project's CSV
 
 
 @pytest.mark.parametrize("args,message", [

@@ -96,8 +96,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.num_jobs is None:
         raise HetschedError(f"generate {args.family}: --num-jobs is required")
     if args.family == "synergy":
-        jobs = synergy_generator(args).jobs(args.num_jobs)
-        return _write(jobs, args, args.to or "synergy")
+        jobs = synergy_generator(args).jobs(args.num_jobs)       # Synergy's header-less CSV only when asked,
+        return _write(jobs, args, args.to or (None if Path(args.out).suffix else "synergy"))   # or without suffix
     options = dict(seed=args.seed or 0, multi_gpu=args.multi_gpu, multi_priority=args.multi_priority,
                    slos=args.slos, static=args.static, throughputs=args.throughputs)
     if not args.static:
@@ -111,6 +111,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def _write(jobs: list, args: argparse.Namespace, fmt: str | None) -> int:
     from hetsched.traces import write_trace
 
+    folder = Path(args.out).parent
+    blocker = next((p for p in [*reversed(folder.parents), folder] if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise HetschedError(f"{blocker}: exists and is not a folder")
+    if not folder.is_dir():                                # a typo in the folder is not a new folder
+        raise HetschedError(f"generate: the folder {folder} does not exist; make it first")
     kept = write_trace(jobs, args.out, fmt, lossy=args.lossy).summary()
     print(f"wrote {len(jobs)} jobs to {args.out}" + (f"; {kept}" if kept else ""), file=sys.stderr)
     return 0

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -209,8 +211,36 @@ def _cmd_policies(_args) -> int:
     return 0
 
 
+def _unknown_option(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """A mistyped option is one line with a did-you-mean, not the command's whole usage and an unrelated error
+    (`--polcy gavel` said that --policy was missing). Unique prefixes stay accepted, as argparse accepts them."""
+    words, rest = [], list(argv)
+    while True:                                         # down the commands: `convert trace ...`
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        command = next((t for t in rest if not t.startswith("-")), None)
+        if not subparsers or command not in subparsers[0].choices:
+            break
+        words.append(command)
+        parser, rest = subparsers[0].choices[command], rest[rest.index(command) + 1:]
+    if not words:
+        return
+    known = [o for o in parser._option_string_actions if o.startswith("--")]
+    for token in rest:
+        if token == "--":
+            break
+        name = token.split("=", 1)[0]
+        if not name.startswith("--") or name in known or sum(o.startswith(name) for o in known) == 1:
+            continue
+        close = difflib.get_close_matches(name, known, n=2, cutoff=0.6)
+        command = " ".join(words)
+        hint = f"; did you mean {' or '.join(close)}?" if close else f" (see hetsched {command} --help)"
+        parser.exit(2, f"hetsched {command}: error: unknown option {name}{hint}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _unknown_option(parser, argv)
     args = parser.parse_args(argv)
     # The level is the handler's too: libraries that set their own loggers' levels (Dask's scheduler and nannies
     # log at INFO) stay quiet without -v.
@@ -220,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
     try:
         return args.func(args)
+    except BrokenPipeError:         # `hetsched policies | head`: the reader left; end quietly, as `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except HetschedError as exc:
         print(f"hetsched: error: {exc}", file=sys.stderr)
         return 2

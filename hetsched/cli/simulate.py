@@ -141,8 +141,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json_ready(row), allow_nan=False))
     else:
-        for key, value in row.items():
-            print(f"{key:>16}: {value:.6g}" if isinstance(value, float) else f"{key:>16}: {value}")
+        for key, value in row.items():        # the config as JSON, as --json gives it
+            text = f"{value:.6g}" if isinstance(value, float) else \
+                json.dumps(json_ready(value), allow_nan=False) if isinstance(value, dict) else value
+            print(f"{key:>16}: {text}")
     return 0
 
 
