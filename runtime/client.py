@@ -42,7 +42,7 @@ def add_client_commands(sub) -> None:
     submit.add_argument("--scale-factor", type=int, default=1, help="one job: GPUs")
     submit.add_argument("--command", default=None, help="one job: the command (default: the job type's workload)")
     submit.add_argument("--job-id", type=int, default=-1, help="one job: its id (default: the next free one)")
-    submit.add_argument("--priority", type=float, default=1.0)
+    submit.add_argument("--priority", type=float, default=1.0, help="one job: its priority weight (> 0)")
     submit.add_argument("--entity", default="", help="user/team/vc for hierarchical policies")
     submit.add_argument("--adaptation", default="static", choices=("static", "accordion", "gns"),
                         help="batch-size adaptation of the job (Shockwave's; needs a batch size in its type)")

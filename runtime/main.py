@@ -49,15 +49,18 @@ def add_scheduler_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help=f"fixed, so workers find a restarted scheduler (default {DEFAULT_PORT}; 0 = any free port, "
                         f"written to STATE_DIR/port)")
-    p.add_argument("--policy", default="max_min_fairness_perf")
+    p.add_argument("--policy", default="max_min_fairness_perf", help="any name `hetsched policies` lists")
     p.add_argument("--round", type=float, default=360.0, help="round length in seconds")
-    p.add_argument("--throughputs", default="gavel_simulation")
+    p.add_argument("--throughputs", default="gavel_simulation",
+                   help="the throughput table: a dataset name in data/ or a JSON/Parquet path")
     p.add_argument("--client-token-file", default=None,
                    help="token of clients (submit, status); default $HETSCHED_CLIENT_TOKEN or STATE_DIR/client.token")
     p.add_argument("--worker-token-file", default=None,
                    help="token of workers; default $HETSCHED_WORKER_TOKEN or STATE_DIR/worker.token")
-    p.add_argument("--worker-timeout", type=float, default=5.0)
-    p.add_argument("--max-attempts", type=int, default=3)
+    p.add_argument("--worker-timeout", type=float, default=5.0,
+                   help="seconds without a heartbeat after which a worker is dropped and its jobs requeued")
+    p.add_argument("--max-attempts", type=int, default=3,
+                   help="attempts (failed launches, crashes, lost workers) before a job is marked failed")
     p.add_argument("--slowdowns", default="{}", help='JSON {"k80": 3.0, ...}: emulate GPU types on CPUs')
     p.add_argument("--seed", type=int, default=0, help="the policy's seed, as in the simulator")
     p.add_argument("--entity-weights", default=None, metavar="CSV",
@@ -81,8 +84,8 @@ def _home() -> Path:
 
 def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", required=True, help="host:port")
-    p.add_argument("--gpu-type", required=True)
-    p.add_argument("--num-gpus", type=int, default=1)
+    p.add_argument("--gpu-type", required=True, help="this worker's GPU type, as the throughput table names it")
+    p.add_argument("--num-gpus", type=int, default=1, help="GPUs this worker offers (one job process per GPU)")
     p.add_argument("--work-dir", default=str(_home() / ".hetsched" / "work"),
                    help="job directories and logs (default ~/.hetsched/work)")
     p.add_argument("--job-uids", default="auto",
@@ -101,8 +104,8 @@ def add_worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait-for-scheduler", type=float, default=60.0, metavar="SECONDS",
                    help="how long to retry a scheduler that is not reachable yet before exiting with status 2 "
                         "(default 60; once registered, a worker waits for a restarting scheduler as long as it takes)")
-    p.add_argument("--name", default="")
-    p.add_argument("--parent-pid", type=int, default=None)
+    p.add_argument("--name", default="", help="a name for logs and `hetsched status`")
+    p.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
 
 
 def _slowdowns(text: str) -> dict[str, float]:

@@ -261,3 +261,23 @@ def test_cli_mistakes_are_one_line_and_a_closed_pipe_is_quiet(tmp_path, capsys):
                  "--cluster", "1:0:0"]) == 0
     config = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("config:"))
     assert json.loads(config.split(":", 1)[1])["resolved_policy"] == "max_min_fairness_perf"
+
+
+def test_every_option_has_help():
+    """Issue 71: `--num-jobs`, `--static`, `--multi-gpu`, `--multi-priority`, `--mean-interarrival` and a dozen more
+    showed in --help without a word."""
+    import argparse
+
+    from hetsched.cli.main import build_parser
+
+    bare = []
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, [*path, name])
+            elif action.option_strings and not (action.help or "").strip():
+                bare.append(f"{' '.join(path)} {action.option_strings[-1]}")
+    walk(build_parser(), ["hetsched"])
+    assert not bare, bare

@@ -15,7 +15,8 @@ def add_compare_parser(sub) -> None:
 
     cmp = sub.add_parser("compare", help="run Gavel's, Synergy's and Shockwave's policies and their compositions "
                                          "on the same stream and cluster over seeds (95 %% intervals)")
-    cmp.add_argument("--streams", nargs="+", choices=tuple(STREAMS), default=list(STREAMS))
+    cmp.add_argument("--streams", nargs="+", choices=tuple(STREAMS), default=list(STREAMS),
+                     help="the job streams to compare on (default: all)")
     cmp.add_argument("--preset", choices=tuple(PRESETS), default="quick",
                      help="stream length, cluster and seeds (quick: 24 jobs, 24 GPUs, 5 seeds)")
     cmp.add_argument("--policies", nargs="+", metavar="NAME", default=list(POLICIES),
@@ -25,7 +26,7 @@ def add_compare_parser(sub) -> None:
     cmp.add_argument("--openb-dir", default=None, help="folder with openb's node and pod lists (default: "
                                                        "../shared/data/alibaba_openb, or $HETSCHED_SHARED)")
     cmp.add_argument("--out", default="outputs/compare", help="folder for rows/summary/gains/refused CSVs")
-    cmp.add_argument("--cache-dir", default="outputs/.cache")
+    cmp.add_argument("--cache-dir", default="outputs/.cache", help="where finished runs are kept between calls")
     where = cmp.add_mutually_exclusive_group()
     where.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")
     where.add_argument("--no-dask", action="store_true", help="run in this process")

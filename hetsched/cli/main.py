@@ -133,17 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="RNG seed: trace generators, FIFO/Gandiva tie-breaks, Shockwave's MILP solver "
                           "(default: 0; the synergy generator 42)")
     rate = sim.add_mutually_exclusive_group()             # one arrival rate: neither silently wins
-    rate.add_argument("--mean-interarrival", type=float, metavar="SECONDS")
+    rate.add_argument("--mean-interarrival", type=float, metavar="SECONDS",
+                      help="generated streams: mean seconds between arrivals (Poisson)")
     rate.add_argument("--jobs-per-hour", type=float, metavar="R", help="arrival rate instead of --mean-interarrival")
     sim.add_argument("--split", default="20:70:10", help="synergy: image:language:speech class split (%%)")
     sim.add_argument("--philly-trace", type=Path, help="synergy: Philly cluster_job_log for --multi-gpu GPU counts")
     sim.add_argument("--profiles-ratio", type=positive_int, default=None, metavar="CORES",
                      help="CPU:GPU ratio of Synergy's profiles: 3-6 are stored, others derived from the grids "
                           "(default: the cluster's, rounded)")
-    sim.add_argument("--num-jobs", type=positive_int)
-    sim.add_argument("--static", action="store_true")
-    sim.add_argument("--multi-gpu", action="store_true")
-    sim.add_argument("--multi-priority", action="store_true")
+    sim.add_argument("--num-jobs", type=positive_int, help="generated streams: how many jobs to draw")
+    sim.add_argument("--static", action="store_true", help="generated streams: all jobs arrive at t=0 (makespan)")
+    sim.add_argument("--multi-gpu", action="store_true", help="generated streams: draw scale factors 1/2/4/8")
+    sim.add_argument("--multi-priority", action="store_true",
+                     help="generated streams: 20%% of jobs get priority weight 5")
     sim.add_argument("--window", help="measure job ids START:END (END exclusive), e.g. 4000:5000")
     sim.add_argument("--round", type=float, default=None,
                      help="round length in seconds (default: 360 for Gavel's policies, 300 for Synergy's)")
@@ -189,7 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     pol = sub.add_parser("policies", help="list every policy: registry name, the papers' name, aliases")
     pol.set_defaults(func=_cmd_policies)
     rep = sub.add_parser("reproduce", help="run the figure notebooks with papermill into an output folder")
-    rep.add_argument("--preset", choices=("tiny", "quick", "paper"), default="quick")
+    rep.add_argument("--preset", choices=("tiny", "quick", "paper"), default="quick",
+                     help="tiny (the tests'), quick (minutes, CI) or paper (the artifacts' full scale)")
     rep.add_argument("--only", nargs="+", metavar="NAME", help="notebook names (default: all)")
     rep.add_argument("--out", default="outputs", help="output folder (default outputs/)")
     rep.add_argument("--dask-address", default=None, help="scheduler address of an existing Dask cluster")

@@ -36,7 +36,7 @@ def add_profile_parser(sub) -> None:
     p.add_argument("--width", type=int, default=16, help="model width of the workloads")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
     p.add_argument("--out", required=True, type=Path, help=".parquet or .csv (resumed when it exists)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=_cmd_profile)
 
 
