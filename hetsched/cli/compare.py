@@ -45,7 +45,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     rows = S.compare(args.streams, args.preset, args.policies,
                      seeds=range(args.seeds) if args.seeds is not None else None, openb_dir=args.openb_dir,
                      cache_dir=args.cache_dir, dask_address=args.dask_address, use_dask=not args.no_dask,
-                     progress=False)
+                     progress=True)                    # a bar on stderr: never silence
     summary, gains, refused = S.table(rows), S.gains(rows), S.refusals(rows)
     for name, frame in (("rows", rows.drop(columns=["jcts"], errors="ignore")), ("summary", summary),
                         ("gains", gains), ("refused", refused)):
