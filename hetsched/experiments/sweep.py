@@ -16,7 +16,6 @@ import json
 import logging
 import math
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
@@ -24,13 +23,13 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from hetsched.core.run_config import whole_numbers
 from hetsched.errors import HetschedError
 from hetsched.experiments.local_dask import close_quietly, local_cluster
 from hetsched.io.atomic import write_text
 from hetsched.solvers import clock
+from hetsched.ui.progress import progress_bar
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 5      # 2: unit-pair space sharing, CPU timeouts; 3: Synergy runs, rounds start after idle gaps;
@@ -308,8 +307,7 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
     # ("0/50"); there, one line at the end says what ran.
     batch = bool(os.environ.get("HETSCHED_BATCH"))
     shown = progress and not batch and bool(todo)
-    bar = tqdm(total=len(todo), desc="simulations", disable=not shown) if not shown or _terminal() else \
-        ProgressLines(len(todo), "simulations")
+    bar = progress_bar(len(todo), "simulations", shown)
     started = time.perf_counter()
     if todo and (use_dask or dask_address):
         from dask.distributed import Client, as_completed
@@ -343,33 +341,6 @@ def sweep(configs: Iterable[RunConfig], *, cache_dir: str | Path | None = "outpu
         print(f"simulations: {len(todo)} run, {len(configs) - len(todo)} from the cache, "
               f"{time.perf_counter() - started:.1f} s", flush=True)
     return pd.DataFrame([rows[c.key()] for c in configs])
-
-
-def _terminal() -> bool:
-    return sys.stderr.isatty() or "ipykernel" in sys.modules      # a notebook draws tqdm's widget
-
-
-class ProgressLines:
-    """tqdm's `update`/`close` as a line on stderr at most every `every_s` seconds and at the end: a log or a pipe
-    gets readable progress, not a carriage-return bar."""
-
-    def __init__(self, total: int, what: str, every_s: float = 10.0):
-        self.total, self.what, self.every_s = total, what, every_s
-        self.done, self.started = 0, time.perf_counter()
-        self._next = self.started + every_s
-
-    def update(self, n: int = 1) -> None:
-        self.done += n
-        if time.perf_counter() >= self._next:
-            self._say()
-            self._next = time.perf_counter() + self.every_s
-
-    def close(self) -> None:
-        self._say()
-
-    def _say(self) -> None:
-        print(f"{self.what}: {self.done} of {self.total} done, {time.perf_counter() - self.started:.0f} s",
-              file=sys.stderr, flush=True)
 
 
 def parse_window(window, name: str = "window") -> tuple[int, int] | None:
