@@ -322,16 +322,16 @@ def test_a_reused_uid_reads_nothing_its_last_holder_left(tmp_path, monkeypatch, 
         monkeypatch.setattr(isolation, "python_closed_to_jobs", lambda: None)
     worker, reports = _isolated_worker(tmp_path, "61952-61952", monkeypatch)
     assert (worker.uids.sandbox is not None) == sandboxed
-    leave = ("id -u; echo $HETSCHED_LEASE_TOKEN > /tmp/job1-token; cp /tmp/job1-token /dev/shm/job1-token; "
-             "echo job1-secret > checkpoint/model.pt")
+    leave = ("echo uid=$(id -u); echo $HETSCHED_LEASE_TOKEN > /tmp/job1-token; "
+             "cp /tmp/job1-token /dev/shm/job1-token; echo job1-secret > checkpoint/model.pt")
     first = pb2.Lease(lease_id="l1", job_id=1, command=f"bash -c {shlex.quote(leave)}", local_gpus=[0],
                       lease_token="job1-lease-token")
-    uid = _run_to_exit(worker, reports, first).split()[0]
-    look = ("id -u; cat /tmp/job1-token /dev/shm/job1-token ../job=1/checkpoint/model.pt 2>&1; "
+    uid = _lines(_run_to_exit(worker, reports, first), "uid=")      # (a forked child may log a gRPC line first)
+    look = ("echo uid=$(id -u); cat /tmp/job1-token /dev/shm/job1-token ../job=1/checkpoint/model.pt 2>&1; "
             "ls ../ 2>/dev/null | sed 's|^|listed |'")
     second = pb2.Lease(lease_id="l2", job_id=2, command=f"bash -c {shlex.quote(look)}", local_gpus=[0])
     tail = _run_to_exit(worker, reports, second)
-    assert tail.split()[0] == uid == "61952", tail                          # the same uid, reused
+    assert _lines(tail, "uid=") == uid == ["61952"], tail                    # the same uid, reused
     assert "job1-lease-token" not in tail and "job1-secret" not in tail and not _lines(tail, "listed "), tail
     assert not Path("/tmp/job1-token").exists() and not Path("/dev/shm/job1-token").exists()
     home = worker.job_dir(1, 0)

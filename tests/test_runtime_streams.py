@@ -140,9 +140,12 @@ def test_idle_transfers_are_cancelled(tmp_path, monkeypatch):
         release = threading.Event()
         held = _hoard(stub(address, run.lease.lease_token, scheme="Lease"), run, release, 2)
         try:
-            codes = {c.exception(timeout=30 * slowness()).code() for c in held}
+            codes = {c.exception(timeout=scaled(30)).code() for c in held}
             assert codes == {grpc.StatusCode.CANCELLED}
-            assert server._servicer._streams.in_use() == 0
+            deadline = time.monotonic() + scaled(10)          # the handlers free their slots as they return
+            while server._servicer._streams.in_use():
+                assert time.monotonic() < deadline, "the cancelled transfers kept their slots"
+                time.sleep(0.02)
         finally:
             release.set()
 
