@@ -157,7 +157,7 @@ class JobUids:
     (the worker's own uid; "same" is its older spelling) or "auto": 61000-61999 when root, else the worker's uid.
     A root worker that cannot give jobs a uid of their own raises `HetschedError` (fail closed) unless `none`."""
 
-    def __init__(self, spec: str = "auto", sandbox: bool | None = None, quiet: bool = False):
+    def __init__(self, spec: str = "auto", quiet: bool = False):
         root = os.geteuid() == 0
         self.range, self.why_same, self.sandbox = None, "", None
         self.taken: dict[tuple, int] = {}
@@ -181,12 +181,11 @@ class JobUids:
             if not root:
                 raise HetschedError(f"--job-uids {spec}: switching a job to another uid needs root; run the worker "
                                     f"as root, or give --job-uids none (jobs then run under your uid)")
-        self.sandbox = self._sandbox(sandbox)
+        self.sandbox = self._sandbox()
 
-    def _sandbox(self, wanted: bool | None) -> Sandbox | None:
-        """The sandbox when the machine allows it (`wanted` None: when it can; False: never); without it, this
-        Python must be open to the jobs' uids."""
-        why = Sandbox.available() if wanted is not False else "not wanted"
+    def _sandbox(self) -> Sandbox | None:
+        """The sandbox when the machine allows it; without it, this Python must be open to the jobs' uids."""
+        why = Sandbox.available()
         closed = python_closed_to_jobs()
         if not why:
             sandbox = Sandbox()

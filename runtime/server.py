@@ -28,9 +28,9 @@ from .auth import CLIENT, JOB, WORKER, Credentials, require
 from .checkpoints import CheckpointError, CheckpointStorageError, CheckpointStore
 from .health import SERVING, Health
 from .logs import limit
-from .records import NotFound
+from .records import Denied, NotFound
 from .slots import IdleTransfers, Slots
-from .state import Denied, RuntimeState
+from .state import RuntimeState
 from .store import DuplicateJob, Store
 from .stubs import pb2, pb2_grpc
 from .validate import InvalidInput

@@ -342,7 +342,7 @@ def test_a_lease_waits_for_the_ended_lease_on_its_gpu_and_stops_it_when_it_hangs
     """Issue 72, Low: at a hand-over two jobs' processes were alive on one GPU for up to 11 s (the new lease
     started while the ended one still checkpointed). The new lease is handed out once the ended lease's process
     is gone; one that hangs past HANDOVER_S is stopped."""
-    from hetsched.runtime import state as state_module
+    from hetsched.runtime import worker_calls
 
     state = _state(tmp_path, "fifo")
     worker_id, session = state.register("v100", 1, "a")
@@ -366,7 +366,7 @@ def test_a_lease_waits_for_the_ended_lease_on_its_gpu_and_stops_it_when_it_hangs
     assert state.leases[other].parts == ((worker_id, 0),)
     answer = beat((first.job_id, first.lease_id))        # the ended lease's process still runs on GPU 0
     assert list(answer.start) == [] and list(answer.stop) == []
-    monkeypatch.setattr(state_module, "HANDOVER_S", 0.0)
+    monkeypatch.setattr(worker_calls, "HANDOVER_S", 0.0)
     time.sleep(0.01)
     answer = beat((first.job_id, first.lease_id))        # it hangs: stopped, and still nothing starts beside it
     assert list(answer.start) == [] and list(answer.stop) == [first.job_id]

@@ -160,10 +160,6 @@ def refuse_unread(pipeline: Pipeline, given: dict[str, object]) -> None:
             raise CompositionError(str(pipeline), f"{name}={value!r}", f"no stage of this run reads it ({name} is "
                                    f"read by {READ_BY[name]})", f"Drop {name}, or run stages that read it")
 
-def head_of(pipeline: Pipeline) -> str:
-    return pipeline.name.split("+")[0]
-
-
 def validate(p: Pipeline, cluster=None) -> None:
     """Raise `CompositionError` for the first stage that cannot act with the others or on `cluster`: each stage
     checks what it accepts (`check`, in pipeline.py; docs/rules.md#compose)."""
@@ -180,7 +176,7 @@ def check_runtime(pipeline: Pipeline) -> None:
     servers, GPUs and CPU/memory share, and Synergy-OPT names none."""
     if pipeline.place.kind == "opt":
         raise CompositionError(str(pipeline.place), "the runtime's leases", "Synergy-OPT is an idealised bound "
-                               "that places no job on a server", f"Use '{head_of(pipeline)}+tune' (or +fair, "
+                               "that places no job on a server", f"Use '{pipeline.head}+tune' (or +fair, "
                                "+greedy); OPT runs in the simulator")
 
 
