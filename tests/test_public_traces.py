@@ -153,6 +153,8 @@ def test_mapping_is_seeded_and_filters_apply():
     ("helios", "job_id,user\n1,u\n", r"helios.csv:1: not a Helios cluster_log.csv file: it lacks the columns"),
     ("openb", OPENB.replace("p3,88000,327680,8", "p3,88000,327680,2.5"), r"openb.csv:5: field 'num_gpu': expected a "
                                                                           r"whole number"),
+    ("openb", OPENB.replace("p3,88000,327680,8", "p3,88000,327680,1e300"), r"openb.csv:5: field 'num_gpu': expected "
+                                                                            r"a whole number of GPUs up to 2147483647"),
     ("openb", OPENB.replace(",100,5100,100", ",soon,5100,100"), r"openb.csv:2: field 'creation_time'"),
     ("alibaba2026", A2026.replace("41060", "long"), r"alibaba2026.csv:3: field 'duration'"),
     ("pai2020", PAI_TASKS.replace("j2,tensorflow,1", "j2,tensorflow,x"), r"pai2020.csv:3: field 'inst_num'"),

@@ -39,13 +39,16 @@ PAI_TASK = ("job_name", "task_name", "inst_num", "status", "start_time", "end_ti
 PAI_JOB = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 
 
+_MAX_COUNT = 2 ** 31 - 1
+
+
 def _counts(chunk, column, first, source) -> np.ndarray:
     values = numbers(chunk, column, first, source, minimum=0)
-    fractional = values != np.floor(values)
-    if fractional.any():
-        i = int(np.flatnonzero(fractional)[0])
-        raise TraceError(f"expected a whole number of GPUs, got {chunk[column].iloc[i]!r}", source=source,
-                         line=first + i, field=column)
+    bad = (values != np.floor(values)) | (values > _MAX_COUNT)      # a count past int64 cast to garbage
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise TraceError(f"expected a whole number of GPUs up to {_MAX_COUNT}, got {chunk[column].iloc[i]!r}",
+                         source=source, line=first + i, field=column)
     return values.astype(np.int64)
 
 
