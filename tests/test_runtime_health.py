@@ -127,7 +127,9 @@ def test_huge_service_names_do_not_grow_the_scheduler(tmp_path):
                 next(watch)
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         grown = _rss_mb(cluster.scheduler.pid) - before
-        assert grown < 100, f"the scheduler grew by {grown:.0f} MB"      # it grew by 1,044 MB
+        # It received 960 MiB of names and kept them all before (it grew by 1,044 MB); the receive buffers of
+        # 8 MiB messages and the allocator's fragmentation leave 60-105 MB on a busy machine: a bound of a quarter.
+        assert grown < 240, f"the scheduler grew by {grown:.0f} MB"
         assert cluster.info()["workers"] == 1
 
 
