@@ -122,8 +122,18 @@ class ThroughputTable:
         if scales:
             return (f"{job_type!r} on {scale_factor} GPU(s) is not in the throughput table {self.name!r}, which "
                     f"measures it on {scales} GPU(s)")
+        from hetsched.model.rate_sources import family, rate_sources
+
+        data = data_dir()
+        same = [t for t in self.job_types if family(t, data) == family(job_type, data)]
+        if same:
+            return (f"job type {job_type!r} is not in the throughput table {self.name!r}, which times its model as "
+                    f"{', '.join(map(repr, same))}")
+        sources = rate_sources(job_type, {n: load_throughputs(n).job_types for n in available_datasets()}, data)
+        elsewhere = (f"; its rates exist in {' and in '.join(sources)}" if sources else
+                     "; no shipped table or profile times it (give a table with --throughputs PATH)")
         return (f"job type {job_type!r} is not in the throughput table {self.name!r}; "
-                f"{nearest(job_type, self.job_types)}")
+                f"{nearest(job_type, self.job_types)}{elsewhere}")
 
     # ---- conversion ---------------------------------------------------------------------------
     @classmethod
