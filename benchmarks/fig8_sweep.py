@@ -30,7 +30,7 @@ from hetsched.experiments.continuous import FIG8_HORIZON, configs, finish_x
 from hetsched.experiments.sweep import sweep
 
 FIG8 = ["max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed", "gandiva", "allox"]
-EXTRAS = ["fifo", "fifo_perf", "finish_time_fairness", "finish_time_fairness_perf", "isolated"]
+EXTRAS = ["gavel_fifo", "fifo_perf", "finish_time_fairness", "finish_time_fairness_perf", "isolated"]
 GOAL_S = 10 * 60        # issue 26's goal for this sweep on 2 cores (an earlier goal was 30 min)
 
 

@@ -1,7 +1,7 @@
 """A policy on a production trace: openb's GPU pods on the openb node list (1,213 servers, the README's GPU map).
 
     python benchmarks/openb_replay.py                                   # Shockwave, this checkout
-    python benchmarks/openb_replay.py --policy las --slice 2900:3100    # another policy, pods of hours 2900-3100
+    python benchmarks/openb_replay.py --policy gavel_las --slice 2900:3100    # another policy, pods of hours 2900-3100
     python benchmarks/openb_replay.py --against ../ref --repeat 2       # alternate with another checkout: ratio
 
 Each run is a fresh `python -m hetsched simulate ... --json` started in the checkout's folder (so it imports that

@@ -183,12 +183,12 @@ def build() -> None:
         "AlloX, plus the FIFO and FTF variants of the same notebook of the artifact. 36 V100 + 36 P100 + 36 K80 "
         "at the paper preset; the quick preset uses 12:12:12 with every rate scaled by 1/3 and jobs 600-799.",
         "single", ["max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed", "gandiva", "allox"],
-        ["fifo", "fifo_perf", "finish_time_fairness", "finish_time_fairness_perf", "isolated"],
+        ["gavel_fifo", "fifo_perf", "finish_time_fairness", "finish_time_fairness_perf", "isolated"],
         "`data/paper/gavel_fig8_las_single.csv` (seed 0, spec s.8.1). `ratio` = ours / the artifact's, at the "
         "same paper-equivalent rate. At the quick preset the cluster is a third of the paper's, so expect the "
         "shape (LAS saturating first, Gavel later, space sharing last) rather than the digits.",
         "**What this shows.** Gavel (heterogeneity-aware LAS) keeps average JCT low up to higher rates than "
-        "agnostic LAS; space sharing pushes saturation further. **Where ours differs:** `fifo` here is the "
+        "agnostic LAS; space sharing pushes saturation further. **Where ours differs:** `gavel_fifo` here is the "
         "*intended* random-type FIFO; the artifact's `fifo` ignores its random draw and crowds V100s "
         "(spec s.10.2), so its stored FIFO curve is worse than ours and FIFO-vs-Gavel gains shrink. Packed "
         "policies pair job classes instead of jobs (same optimum, a different point of a degenerate optimal face).",
@@ -220,7 +220,7 @@ def build_more() -> None:
     notebook("makespan_static", "# Makespan on static multi-GPU traces\n\nAll jobs arrive at t=0; makespan vs number "
              "of jobs for FIFO, Gandiva, Gavel's makespan policy (agnostic, heterogeneity-aware, with space "
              "sharing). Paper preset: 36:36:36, 100-700 jobs, seeds 0-2. Quick: 12:12:12 with a third of the jobs.",
-             'policies = ["fifo", "gandiva", "min_total_duration", "min_total_duration_perf", "min_total_duration_packed"]',
+             'policies = ["gavel_fifo", "gandiva", "min_total_duration", "min_total_duration_perf", "min_total_duration_packed"]',
              [("code", SETUP + "\nfrom hetsched.experiments import static as St"),
               ("code", """results = run(St.makespan_configs(preset, policies, seeds=seeds))
 results["makespan_h"] = results["makespan_s"] / 3600
@@ -235,13 +235,13 @@ publish(chart, out, preset, results)
 cmp.to_csv(out / "comparison.csv", index=False)
 big = results["paper_num_jobs"].max()
 m = results[results["paper_num_jobs"] == big].groupby("policy")["makespan_h"].mean()
-pd.DataFrame([{"jobs": big, "fifo / gavel": m["fifo"] / m["min_total_duration_perf"],
+pd.DataFrame([{"jobs": big, "fifo / gavel": m["gavel_fifo"] / m["min_total_duration_perf"],
                "gandiva / gavel": m["gandiva"] / m["min_total_duration_perf"], "paper fifo / gavel (700)": 2.54,
                "paper gandiva / gavel (700)": 1.42}]).round(2)"""),
               ("md", "**What this shows.** Gavel's heterogeneity-aware makespan policy finishes the same work much "
                      "sooner than FIFO and Gandiva, and for small traces reaches the lower bound (the longest job's "
                      "V100 time). **Differences:** our makespan policy is an exact LP (the artifact bisects to 5 %), "
-                     "so it can only be better; `fifo` is the intended random-type baseline (spec s.10.2), which "
+                     "so it can only be better; `gavel_fifo` is the intended random-type baseline (spec s.10.2), which "
                      "changes the FIFO/Gavel ratio relative to the paper's 2.5x.")])
 
     notebook("cluster_sweep", "# Cluster composition: what heterogeneity-awareness buys as V100s get scarce\n\n100 GPUs "

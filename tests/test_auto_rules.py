@@ -55,7 +55,7 @@ def test_a_config_names_known_rules_only():
 
 
 @pytest.mark.parametrize("policy, cluster, rules", [("FIFO+tune", "2x8/24/500@v100", "synergy"),
-                                                    ("las", "2:2:2", "gavel")])
+                                                    ("gavel_las", "2:2:2", "gavel")])
 def test_the_cli_reports_the_rules_its_run_had(policy, cluster, rules, capsys):
     from hetsched.cli.main import main
 

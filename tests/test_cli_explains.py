@@ -56,7 +56,7 @@ def test_alias_runs_and_the_json_echoes_its_configuration(capsys):
 
 def test_aliases_do_not_shadow_synergys_orderings():
     from hetsched.policies import make_policy
-    assert make_policy("las").name == "max_min_fairness"
+    assert make_policy("gavel_las").name == "max_min_fairness"
     assert make_policy("LAS").name != "max_min_fairness"          # Synergy's LAS ordering
 
 
@@ -66,7 +66,7 @@ def test_typos_get_a_suggestion(capsys):
 
 
 def test_empty_window_and_bad_round_are_errors(capsys):
-    args = ["simulate", "--policy", "las", "--generate", "gavel", "--jobs-per-hour", "1", "--cluster", "2:2:2"]
+    args = ["simulate", "--policy", "gavel_las", "--generate", "gavel", "--jobs-per-hour", "1", "--cluster", "2:2:2"]
     assert main([*args, "--num-jobs", "5", "--window", "10:12"]) == 2     # before the run, not after it
     assert "--window 10:12 ends past the stream's last job (--num-jobs 5 generates ids 0 to 4)" in \
         capsys.readouterr().err
@@ -87,11 +87,11 @@ def test_empty_window_and_bad_round_are_errors(capsys):
      "--mean-interarrival (a --static stream arrives at t = 0)"),
     (["generate", "shockwave", "--name", "120_0.2_5_100_40_25_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic",
       "--seed", "3"], "generate shockwave does not use --seed (--name sets it)"),
-    (["simulate", "--policy", "las", "--generate", "synergy", "--num-jobs", "3", "--mean-interarrival", "5"],
+    (["simulate", "--policy", "gavel_las", "--generate", "synergy", "--num-jobs", "3", "--mean-interarrival", "5"],
      "--mean-interarrival (gavel and shockwave generators)"),
-    (["simulate", "--policy", "las", "--generate", "gavel", "--num-jobs", "3", "--jobs-per-hour", "2",
+    (["simulate", "--policy", "gavel_las", "--generate", "gavel", "--num-jobs", "3", "--jobs-per-hour", "2",
       "--max-jobs", "2"], "--max-jobs (production traces: --trace with --from)"),
-    (["simulate", "--policy", "las", "--trace", "data/traces/synergy_static_100.csv", "--num-jobs", "3"],
+    (["simulate", "--policy", "gavel_las", "--trace", "data/traces/synergy_static_100.csv", "--num-jobs", "3"],
      "simulate --trace does not use --num-jobs (gavel, synergy and shockwave generators)"),
 ])
 def test_a_stream_option_the_stream_does_not_use_is_refused(args, message, tmp_path, capsys):
@@ -159,7 +159,7 @@ def test_two_options_that_set_one_thing_are_refused(args, message, tmp_path, cap
 
 def test_a_gpu_type_in_the_wrong_case_is_named_a_typo(capsys):
     """'V100=2' was answered with 'map them explicitly, e.g. --gpu-map V100=k80x1.0'."""
-    assert main(["simulate", "--policy", "las", "--cluster", "V100=2", *SMALL[:5]]) == 2
+    assert main(["simulate", "--policy", "gavel_las", "--cluster", "V100=2", *SMALL[:5]]) == 2
     err = capsys.readouterr().err
     assert "GPU type names are case-sensitive: did you mean 'v100'?" in err and "--gpu-map" not in err
 
@@ -168,7 +168,7 @@ def test_a_gpu_type_in_the_wrong_case_is_named_a_typo(capsys):
 def test_a_job_count_below_one_is_refused(command, tmp_path, capsys):
     """`simulate --num-jobs -4` ended in islice's ValueError (a traceback), `--num-jobs 0` in 'no job finished
     inside the measured window', and `generate --num-jobs 0` wrote an empty trace."""
-    args = {"simulate": ["simulate", "--policy", "las", "--cluster", "4:4:4", "--generate", "gavel"],
+    args = {"simulate": ["simulate", "--policy", "gavel_las", "--cluster", "4:4:4", "--generate", "gavel"],
             "generate": ["generate", "gavel", "--out", str(tmp_path / "never.csv")]}[command]
     for bad in ("0", "-4"):
         with pytest.raises(SystemExit) as exc:
@@ -183,7 +183,7 @@ def test_a_trace_without_jobs_is_an_error_that_says_so(tmp_path, capsys):
     window", as if the policy had failed."""
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    assert main(["simulate", "--policy", "las", "--trace", str(empty)]) == 2
+    assert main(["simulate", "--policy", "gavel_las", "--trace", str(empty)]) == 2
     assert f"no jobs to simulate in {empty}" in capsys.readouterr().err
 
 
@@ -195,9 +195,9 @@ def test_an_output_path_that_cannot_be_written_is_an_error_before_the_work(tmp_p
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     out = blocker / "sub"
-    commands = (["simulate", "--policy", "las", *SMALL, "--jobs-out", str(out / "jobs.csv")],
+    commands = (["simulate", "--policy", "gavel_las", *SMALL, "--jobs-out", str(out / "jobs.csv")],
                 ["generate", "gavel", "--static", "--num-jobs", "3", "--out", str(out / "jobs.csv")],
-                ["compare", "--preset", "tiny", "--streams", "gavel", "--policies", "las", "--seeds", "1", "--no-dask",
+                ["compare", "--preset", "tiny", "--streams", "gavel", "--policies", "gavel_las", "--seeds", "1", "--no-dask",
                  "--out", str(out)],
                 ["reproduce", "--preset", "tiny", "--only", "motivation", "--out", str(blocker)])
     monkeypatch.setattr(simulator, "simulate", lambda *a, **k: pytest.fail("simulated before the folder check"))

@@ -89,7 +89,7 @@ def test_simulate_generates_shockwaves_stream_as_generate_writes_it(tmp_path, ca
     stream = ["--num-jobs", "8", "--mean-interarrival", "600", "--seed", "3", "--multi-gpu"]
     assert main(["generate", "shockwave", *stream, "--out", str(tmp_path / "s.csv")]) == 0
     capsys.readouterr()
-    run = ["--policy", "las", "--cluster", "v100=4,k80=4"]
+    run = ["--policy", "gavel_las", "--cluster", "v100=4,k80=4"]
     drawn = _simulate(capsys, *run, "--generate", "shockwave", *stream)
     replayed = _simulate(capsys, *run, "--trace", str(tmp_path / "s.csv"), "--seed", "3")
     assert drawn["num_jobs"] == 8 and drawn["config"]["rules"] == "shockwave"

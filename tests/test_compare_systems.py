@@ -125,10 +125,10 @@ def test_cli_compare_rejects_a_missing_openb_folder(tmp_path, capsys):
 
 
 def test_each_policy_names_its_system_and_an_unknown_one_is_refused_before_any_run(tmp_path, capsys):
-    systems = {p: S.system_of(p) for p in ("gavel", "las", "allox", "LAS+fair", "FIFO", "shockwave", "las+fair",
+    systems = {p: S.system_of(p) for p in ("gavel", "gavel_las", "allox", "LAS+fair", "FIFO", "shockwave", "gavel_las+fair",
                                             "gavel+tune", "shockwave+tune")}
-    assert systems == {"gavel": "Gavel", "las": "Gavel", "allox": "Gavel", "LAS+fair": "Synergy", "FIFO": "Synergy",
-                       "shockwave": "Shockwave", "las+fair": "composition", "gavel+tune": "composition",
+    assert systems == {"gavel": "Gavel", "gavel_las": "Gavel", "allox": "Gavel", "LAS+fair": "Synergy", "FIFO": "Synergy",
+                       "shockwave": "Shockwave", "gavel_las+fair": "composition", "gavel+tune": "composition",
                        "shockwave+tune": "composition"}
     assert set(map(S.system_of, S.POLICIES)) == {"Gavel", "Synergy", "Shockwave", "composition"}
     cache = tmp_path / "cache"
@@ -141,11 +141,12 @@ def test_each_policy_names_its_system_and_an_unknown_one_is_refused_before_any_r
 def test_summary_labels_are_the_papers_names_and_never_repeat():
     """Gavel's LAS allocation and Synergy's LAS ordering read the same with the fair placement; the summary
     and its verdicts name each one apart (two rows were both "LAS", and so were the verdict's two names)."""
-    rows = pd.DataFrame([S.run_case(S.Case("gavel", p, 0, "tiny")) for p in ("gavel", "las+fair", "LAS+fair")])
+    rows = pd.DataFrame([S.run_case(S.Case("gavel", p, 0, "tiny")) for p in ("gavel", "gavel_las+fair", "LAS+fair")])
     summary = S.table(rows)
     assert summary.set_index("policy")["label"].to_dict() == {
-        "gavel": "Gavel", "las+fair": "LAS (Proportional) [las+fair]", "LAS+fair": "LAS (Proportional) [LAS+fair]"}
-    assert summary.set_index("policy")["system"].to_dict() == {"gavel": "Gavel", "las+fair": "composition",
+        "gavel": "Gavel", "gavel_las+fair": "LAS (Proportional) [gavel_las+fair]",
+        "LAS+fair": "LAS (Proportional) [LAS+fair]"}
+    assert summary.set_index("policy")["system"].to_dict() == {"gavel": "Gavel", "gavel_las+fair": "composition",
                                                                 "LAS+fair": "Synergy"}
     assert all("[" in line for line in S.verdicts(summary, S.gains(rows)) if "LAS" in line)
 

@@ -102,7 +102,7 @@ def _run(policy, table, cluster="8:8:8", prices=None, **kw):
     return simulate(jobs, spec, policy, table, record_timeline=False, **kw)
 
 
-@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "max_min_fairness", "fifo", "fifo_perf",
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "max_min_fairness", "gavel_fifo", "fifo_perf",
                                     "finish_time_fairness_perf", "allox", "max_min_fairness_packed", "gandiva"])
 def test_simulations_match_the_numpy_path(policy, gavel_table, monkeypatch):
     """Whole runs (multi-GPU jobs, priced GPUs, space-sharing pairs) agree exactly."""
@@ -120,7 +120,7 @@ ROUND_KERNELS = ("select_walk", "quiet_rounds", "run_tasks", "gpu_seconds", "acc
 
 
 @pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
-@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "fifo", "finish_time_fairness_perf", "gandiva",
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "gavel_fifo", "finish_time_fairness_perf", "gandiva",
                                     "max_min_fairness_packed"])
 def test_the_c_loops_run_numbas_simulations(policy, gavel_table, monkeypatch):
     """Whole runs through core/_rounds.c's loops and through numba's agree exactly (quiet rounds, shuffled type

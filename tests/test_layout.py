@@ -35,7 +35,7 @@ def test_public_names_import_from_the_package():
     from hetsched.sim.simulator import simulate
 
     result = simulate([Job(0, 0.0, "ResNet-18 (batch size 64)", 1, 1000)], ClusterSpec.load("1:0:0"),
-                      make_policy("fifo"))
+                      make_policy("gavel_fifo"))
     assert result.jobs_frame()["job_id"].tolist() == [0]
 
 

@@ -24,9 +24,10 @@ def test_papers_names_for_registry_names_aliases_and_composed_policies():
 def test_two_policies_never_share_a_label():
     """Gavel's LAS allocation and Synergy's LAS ordering both read "LAS (Proportional)" with the fair placement
     (and Gavel's FIFO and Synergy's FIFO with TUNE): side by side, each gets its registry name."""
-    names = display_names(["las+fair", "LAS+fair", "gavel", "fifo+tune", "FIFO+tune", "gavel"])
-    assert names == {"las+fair": "LAS (Proportional) [las+fair]", "LAS+fair": "LAS (Proportional) [LAS+fair]",
-                     "gavel": "Gavel", "fifo+tune": "FIFO (Synergy-TUNE) [fifo+tune]",
+    names = display_names(["gavel_las+fair", "LAS+fair", "gavel", "gavel_fifo+tune", "FIFO+tune", "gavel"])
+    assert names == {"gavel_las+fair": "LAS (Proportional) [gavel_las+fair]",
+                     "LAS+fair": "LAS (Proportional) [LAS+fair]",
+                     "gavel": "Gavel", "gavel_fifo+tune": "FIFO (Synergy-TUNE) [gavel_fifo+tune]",
                      "FIFO+tune": "FIFO (Synergy-TUNE) [FIFO+tune]"}
     assert display_names(["LAS+fair", "gavel"]) == {"LAS+fair": "LAS (Proportional)", "gavel": "Gavel"}
 

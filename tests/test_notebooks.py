@@ -28,13 +28,13 @@ EXPECTED = {
                    {"gpu_type": {"k80", "p100", "v100"}}),
     "fig08_las_single": ({"policy", "paper_rate", "avg_jct_h"},
                          {"policy": {"max_min_fairness", "max_min_fairness_perf", "max_min_fairness_packed",
-                                     "gandiva", "allox", "fifo", "isolated"}, "paper_rate": SINGLE}),
+                                     "gandiva", "allox", "gavel_fifo", "isolated"}, "paper_rate": SINGLE}),
     "fig09_las_multi": ({"policy", "paper_rate", "avg_jct_h"},
                         {"policy": {"max_min_fairness", "max_min_fairness_perf", "gandiva"}, "paper_rate": MULTI}),
     "fig10_ftf_multi": ({"policy", "paper_rate", "avg_jct_h"},
                         {"policy": {"finish_time_fairness", "finish_time_fairness_perf"}, "paper_rate": MULTI}),
     "makespan_static": ({"policy", "paper_num_jobs", "makespan_h"},
-                        {"policy": {"fifo", "gandiva", "min_total_duration_perf", "min_total_duration_packed"}}),
+                        {"policy": {"gavel_fifo", "gandiva", "min_total_duration_perf", "min_total_duration_packed"}}),
     "cluster_sweep": ({"v100_fraction", "makespan_reduction"}, {}),
     "fig11_hierarchical": ({"timestep", "entity", "share"}, {"entity": {"e0", "e1", "e2"}}),
     "fig12_policy_runtime": ({"policy", "num_jobs", "seconds"}, {"num_jobs": {32, 64}}),
@@ -115,8 +115,8 @@ def test_the_continuous_figures_take_a_horizon():
 
 
 @pytest.mark.parametrize("build, args, message", [
-    ("continuous.configs", ("singel", "paper", ["fifo"]), "figure kind 'singel': expected one of single, multi"),
-    ("continuous.configs", ("single", "papr", ["fifo"]), "single preset 'papr': expected one of paper, quick, tiny"),
+    ("continuous.configs", ("singel", "paper", ["gavel_fifo"]), "figure kind 'singel': expected one of single, multi"),
+    ("continuous.configs", ("single", "papr", ["gavel_fifo"]), "single preset 'papr': expected one of paper, quick, tiny"),
     ("shockwave.configs", ("canonicall",), "Shockwave setup 'canonicall': expected one of canonical, scale_64"),
     ("synergy.single_gpu_configs", ("quik", ["FIFO"]), "preset 'quik': expected one of paper, quick, tiny"),
     ("compare_systems.cases", (["gavel"], "quik"), "preset 'quik': expected one of tiny, quick, paper"),

@@ -36,11 +36,11 @@ def test_a_saturated_point_is_a_marker_not_a_value():
 
 def test_two_policies_with_one_papers_name_are_two_lines():
     frame = pd.DataFrame([dict(policy=p, rate=r, jct=r * k, saturated=False)
-                          for p, k in (("las+fair", 1.0), ("LAS+fair", 2.0)) for r in (1, 2)])
+                          for p, k in (("gavel_las+fair", 1.0), ("LAS+fair", 2.0)) for r in (1, 2)])
     chart = lines(frame, "rate", "jct", "policy", "t", "x", "y")
     (data,) = chart.to_dict()["datasets"].values()                     # no saturated point: one dataset
     drawn = pd.DataFrame(data)
-    assert drawn.groupby("policy")["jct"].sum().to_dict() == {"LAS (Proportional) [las+fair]": 3.0,
+    assert drawn.groupby("policy")["jct"].sum().to_dict() == {"LAS (Proportional) [gavel_las+fair]": 3.0,
                                                                "LAS (Proportional) [LAS+fair]": 6.0}
 
 
@@ -53,7 +53,8 @@ def test_nan_costs_of_a_saturated_run_are_not_drawn_as_zero():
 
 
 def test_reference_numbers_are_drawn_only_for_the_policies_shown():
-    ref = pd.DataFrame([dict(policy=p, rate=r, jct=1.5 * r) for p in ("max_min_fairness_perf", "fifo") for r in (1, 2)])
+    ref = pd.DataFrame([dict(policy=p, rate=r, jct=1.5 * r)
+                        for p in ("max_min_fairness_perf", "gavel_fifo") for r in (1, 2)])
     chart = lines(_frame(), "rate", "jct", "policy", "t", "x", "y", reference=ref)
     dashed = [l for l in _layers(chart) if isinstance(l["mark"], dict) and l["mark"].get("strokeDash")]
     assert len(dashed) == 1
@@ -64,7 +65,7 @@ def test_reference_numbers_are_drawn_only_for_the_policies_shown():
 
 
 def test_concatenated_charts_share_one_colour_scale():
-    jobs = pd.DataFrame({"jct": [1.0, 2.0, 3.0], "policy": ["fifo", "fifo", "max_min_fairness"]})
+    jobs = pd.DataFrame({"jct": [1.0, 2.0, 3.0], "policy": ["gavel_fifo", "gavel_fifo", "max_min_fairness"]})
     both = (lines(_frame(), "rate", "jct", "policy", "t", "x", "y") | cdf(jobs, "jct", "policy", "c", "x")).to_dict()
     scales = [both["hconcat"][0]["layer"][0]["encoding"]["color"]["scale"],
               both["hconcat"][1]["encoding"]["color"]["scale"]]
@@ -74,7 +75,7 @@ def test_concatenated_charts_share_one_colour_scale():
 
 
 def test_cdf_of_many_jobs_stays_small():
-    jobs = pd.DataFrame({"jct": np.random.default_rng(0).exponential(5.0, 50_000), "policy": "fifo"})
+    jobs = pd.DataFrame({"jct": np.random.default_rng(0).exponential(5.0, 50_000), "policy": "gavel_fifo"})
     data = pd.DataFrame(next(iter(cdf(jobs, "jct", "policy", "t", "x").to_dict()["datasets"].values())))
     assert len(data) == CDF_POINTS and data["cdf"].is_monotonic_increasing and data["cdf"].iloc[-1] == 1.0
 

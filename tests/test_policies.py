@@ -19,7 +19,7 @@ GAVEL_NAMES = [
     "max_min_fairness_water_filling", "max_min_fairness_water_filling_perf",
     "max_min_fairness_water_filling_packed", "finish_time_fairness", "finish_time_fairness_perf",
     "finish_time_fairness_packed", "min_total_duration", "min_total_duration_perf", "min_total_duration_packed",
-    "fifo", "fifo_perf", "fifo_packed", "max_sum_throughput_perf", "max_sum_throughput_normalized_by_cost_perf",
+    "gavel_fifo", "fifo_perf", "fifo_packed", "max_sum_throughput_perf", "max_sum_throughput_normalized_by_cost_perf",
     "max_sum_throughput_normalized_by_cost_perf_SLOs", "max_sum_throughput_normalized_by_cost_packed_SLOs",
     "isolated", "gandiva", "allox",
 ]
@@ -228,7 +228,7 @@ def test_agnostic_fifo_uses_every_type(gavel_table):
     """Unlike the artifact's buggy baseline (spec s.10.2), the random type choice is used."""
     jobs = GavelGenerator(seed=0, static=True, throughputs=gavel_table).jobs(12)
     view = view_from_jobs(jobs, ClusterSpec.parse("4:4:4"), gavel_table)
-    alloc = make_policy("fifo", seed=0).allocate(view)
+    alloc = make_policy("gavel_fifo", seed=0).allocate(view)
     assert (alloc.x.sum(axis=0) == 4).all()
 
 

@@ -83,7 +83,7 @@ def test_a_stateful_policy_keeps_one_state_per_partition(gavel_table):
     assert np.isnan(pop.objective(view, pop.allocate(view)))
 
 
-@pytest.mark.parametrize("name", ["allox", "gandiva", "fifo", "FIFO+tune", "shockwave"])
+@pytest.mark.parametrize("name", ["allox", "gandiva", "gavel_fifo", "FIFO+tune", "shockwave"])
 def test_policies_that_are_not_one_lp_are_refused(name):
     with pytest.raises(HetschedError, match="cannot be partitioned"):
         make_policy(name, partitions=2)

@@ -136,7 +136,7 @@ def _submit(state, job_id, total_steps=10_000):
 
 
 def test_workers_joining_keep_the_core_and_its_seed(tmp_path):
-    state = _state(tmp_path, "fifo", seed=7)
+    state = _state(tmp_path, "gavel_fifo", seed=7)
     state.register("v100", 1, "a")
     core = state.core
     assert core.policy._rng.getstate() == random.Random(7).getstate()       # seeded as in the simulator
@@ -344,7 +344,7 @@ def test_a_lease_waits_for_the_ended_lease_on_its_gpu_and_stops_it_when_it_hangs
     is gone; one that hangs past HANDOVER_S is stopped."""
     from hetsched.runtime import worker_calls
 
-    state = _state(tmp_path, "fifo")
+    state = _state(tmp_path, "gavel_fifo")
     worker_id, session = state.register("v100", 1, "a")
     for i in range(2):
         _submit(state, i)

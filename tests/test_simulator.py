@@ -25,7 +25,7 @@ def test_same_inputs_same_result(stream, gavel_table):
     pd.testing.assert_frame_equal(a, b)
 
 
-@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "max_min_fairness_packed", "gandiva", "fifo",
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "max_min_fairness_packed", "gandiva", "gavel_fifo",
                                     "finish_time_fairness_packed", "min_total_duration_packed"])
 def test_rounds_respect_capacity_and_every_job_finishes(stream, gavel_table, policy):
     result = run(stream, gavel_table, policy)
@@ -72,8 +72,8 @@ def test_a_window_with_ids_the_job_list_lacks_is_refused_before_the_run(gavel_ta
 def test_static_makespan_beats_fifo(gavel_table):
     jobs = GavelGenerator(seed=0, static=True, multi_gpu=True, throughputs=gavel_table).jobs(60)
     mk = {p: run(jobs, gavel_table, p, "8:8:8", record_timeline=False).makespan_s
-          for p in ("min_total_duration_perf", "fifo")}
-    assert mk["min_total_duration_perf"] < mk["fifo"]
+          for p in ("min_total_duration_perf", "gavel_fifo")}
+    assert mk["min_total_duration_perf"] < mk["gavel_fifo"]
 
 
 def test_ideal_mode_matches_rounds_at_low_load(gavel_table):
@@ -136,8 +136,8 @@ def test_more_active_jobs_than_the_cap_is_a_saturated_run_in_both_mechanisms(gav
     fluid model (at each arrival: the fifth at 40 s) alike."""
     jobs = [Job(i, 10.0 * i, "A3C", 1, 1e6) for i in range(6)]
     with pytest.raises(SimulationError, match=r"saturated: [56] active jobs at t=(40|360) s \(max_active_jobs=4\)"):
-        run(jobs, gavel_table, "las", "2:2:2", ideal=ideal, max_active_jobs=4)
-    assert len(run(jobs, gavel_table, "las", "2:2:2", ideal=ideal, max_active_jobs=6).jobs_frame()) == 6
+        run(jobs, gavel_table, "gavel_las", "2:2:2", ideal=ideal, max_active_jobs=4)
+    assert len(run(jobs, gavel_table, "gavel_las", "2:2:2", ideal=ideal, max_active_jobs=6).jobs_frame()) == 6
 
 
 @pytest.mark.parametrize("ideal", [False, True])
@@ -146,17 +146,17 @@ def test_a_stream_out_of_order_or_with_a_repeated_id_is_refused(gavel_table, ide
     a3c = "A3C"
     with pytest.raises(SimulationError, match=r"job id 0 appears twice in the stream \(arrivals at 0 s and 5000 s\)"):
         run([Job(0, 0.0, a3c, 1, 100.0), Job(1, 10.0, a3c, 1, 100.0), Job(0, 5000.0, a3c, 1, 100.0)], gavel_table,
-            "las", "2:2:2", ideal=ideal)
+            "gavel_las", "2:2:2", ideal=ideal)
     with pytest.raises(SimulationError, match="job 2 arrives at 5 s, before job 1 at 10 s: a stream is in arrival"):
         run([Job(0, 0.0, a3c, 1, 100.0), Job(1, 10.0, a3c, 1, 100.0), Job(2, 5.0, a3c, 1, 100.0)], gavel_table,
-            "las", "2:2:2", ideal=ideal)
+            "gavel_las", "2:2:2", ideal=ideal)
 
 
 @pytest.mark.parametrize("ideal", [False, True])
 def test_a_job_type_the_table_lacks_is_refused_not_run_at_the_default_rate(gavel_table, ideal):
     """It ran at the runtime's 1 step/s for the whole run (a typo in a trace made a 25-hour makespan 457 h);
     docs/rules.md#unmeasured. The core's default rate is the runtime's (tests/test_runtime_core.py)."""
-    for policy in ("max_min_fairness_perf", "max_min_fairness_packed", "fifo"):
+    for policy in ("max_min_fairness_perf", "max_min_fairness_packed", "gavel_fifo"):
         with pytest.raises(SimulationError, match=r"job 1: job type 'ResNet-19' is not in the throughput table "
                                                   r"'gavel_simulation'; did you mean 'ResNet-18 \(batch size"):
             run([Job(0, 0.0, "A3C", 1, 1000.0), Job(1, 10.0, "ResNet-19", 1, 720.0)], gavel_table, policy, "1:1:1",

@@ -29,7 +29,7 @@ def test_dask_and_local_agree_and_cache_hits(tmp_path):
 
 def test_a_row_says_how_much_of_its_cpu_the_solver_took():
     """One ECOS LP per recompute for LAS; FIFO calls no solver at all."""
-    las, fifo = sweep([BASE, BASE.with_(policy="fifo")], cache_dir=None, use_dask=False,
+    las, fifo = sweep([BASE, BASE.with_(policy="gavel_fifo")], cache_dir=None, use_dask=False,
                       progress=False).itertuples()
     assert las.num_recomputes > 0 and las.solver_calls == las.num_recomputes
     assert 0 < las.solver_cpu_s < las.cpu_s

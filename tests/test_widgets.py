@@ -58,7 +58,7 @@ def test_stepping_follows_the_current_policy(explorer):
 def test_export_writes_every_run(explorer, tmp_path):
     assert explorer.export() == [] and "nothing to export" in explorer.status.value
     _run(explorer, "max_min_fairness_perf")
-    _run(explorer, "fifo")
+    _run(explorer, "gavel_fifo")
     paths = explorer.export()
     table = pd.read_parquet(paths[0])
     assert table.groupby("run").size().tolist() == [200, 200]

@@ -112,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream",
                          formatter_class=DefaultsHelp)
     sim.add_argument("--policy", required=True,
-                     help="policy name: Gavel's (max_min_fairness_perf, ...), Synergy's (FIFO+tune, LAS+fair, ...) "
-                          "or an alias (gavel, las, themis, ossp, mst, ...)")
+                     help="policy name, any case: Gavel's (max_min_fairness_perf, ...), Synergy's (fifo+tune, las+fair, "
+                          "...) or an alias (gavel, gavel_las, themis, ossp, mst, ...)")
     sim.add_argument("--prices", default=None, metavar="TYPE=USD,...",
                      help="$/h per GPU for the cost policies, e.g. v100=2.48,p100=1.46,k80=0.45")
     sim.add_argument("--cluster", default="36:36:36",
@@ -209,7 +209,9 @@ def _cmd_policies(_args) -> int:
         print("  ".join(str(row[c]).ljust(w) for c, w in widths.items()) + "  " + row["description"])
     print("\nStages (docs/architecture.md): decide (allocation | planner | ordering) -> select -> place "
           "(gpus | fair | greedy | tune | opt, +place) -> rates -> round rules (--rules gavel | synergy | shockwave).\n"
-          "A name is a decide stage, optionally +placement: gavel+tune, las+fair, themis+tune, shockwave+tune.\n")
+          "A name is a decide stage, optionally +placement: gavel+tune, gavel_las+fair, themis+tune, shockwave+tune.\n"
+          "Names are case-insensitive; fifo, las, srtf, ftf, drf and tetris are Synergy's orderings, Gavel's FIFO "
+          "and LAS are gavel_fifo and gavel_las (docs/rules.md#names).\n")
     print(composition_markdown())
     return 0
 

@@ -29,12 +29,28 @@ def grid_start(t: float, origin_s: float, round_s: float) -> float:
     return origin_s + max(0, math.ceil((t - origin_s) / round_s - 1e-12)) * round_s
 
 
-class CompositionError(HetschedError):
-    """Two stages that cannot act together in one run: names both and says what would work."""
+@dataclass(frozen=True)
+class Try:
+    """A run a refusal suggests instead: a policy name, under other artifact rules (`system`) and fluid or in
+    rounds (`ideal`) where given; the registry names only those that run (docs/rules.md#compose)."""
 
-    def __init__(self, first: str, second: str, why: str, works: str):
-        self.stages = (first, second)
-        super().__init__(f"{first} x {second}: {why}. {works}")
+    policy: str
+    system: str | None = None
+    ideal: bool | None = None
+
+    def __str__(self) -> str:
+        return " ".join([repr(self.policy)] + ([f"--rules {self.system}"] if self.system else []) +
+                        (["--ideal"] if self.ideal else ["in rounds"] if self.ideal is False else []))
+
+
+class CompositionError(HetschedError):
+    """Two stages that cannot act together in one run: names both, says why, and what would work: `works` in
+    words and `tries`, the runs suggested instead (`Try`)."""
+
+    def __init__(self, first: str, second: str, why: str, works: str = "", tries: tuple[Try, ...] = ()):
+        self.stages, self.why, self.works, self.tries = (first, second), why, works, tuple(tries)
+        instead = f"Runs instead: {'; '.join(map(str, self.tries))}" if self.tries else ""
+        super().__init__(f"{first} x {second}: {why}. " + ". ".join(t for t in (works, instead) if t))
 
 
 @dataclass(frozen=True)
@@ -55,24 +71,25 @@ class Decide:
         rules, place = p.rules, p.place
         if self.kind == "planner" and rules.ideal:
             raise CompositionError(str(self), str(rules), "the planner decides whole rounds",
-                                   "Run 'shockwave' in rounds, or an allocation policy ideal (e.g. 'gavel')")
+                                   tries=(Try(p.name, ideal=False), Try("gavel", ideal=True)))
         if self.kind != "ordering":
             return
         ordering = f"{self} (Synergy's server rounds)" if rules.credit == "round" else str(self)
         if rules.credit == "round" and cluster is not None and len(cluster.gpu_types) > 1:
             raise CompositionError(ordering, f"a cluster of {len(cluster.gpu_types)} GPU types",
                                    "Synergy's server rounds run one pool of servers of one GPU type",
-                                   f"On mixed GPU types run the ordering under Gavel's rules (--rules gavel, "
-                                   f"credit per micro-task), or Gavel's allocation, e.g. {gavel_analog(p)}")
+                                   "On mixed GPU types an ordering runs under Gavel's rules (credit per micro-task)",
+                                   (Try(p.name, "gavel"), Try(f"{p.head}+tune", "gavel"), gavel_analog(p, "gavel")))
         if place.kind == "opt" and rules.credit == "task":
             raise CompositionError(ordering, str(rules), "Synergy-OPT's program places one pool per round with "
-                                   "per-round credit", f"Use '{p.head}+tune', or Synergy's rules (--rules synergy)")
+                                   "per-round credit", tries=(Try(f"{p.head}+tune"), Try(p.name, "synergy")))
         for bad, stage in ((rules.preemption_penalty_s > 0, rules), (p.rates.batch_size, p.rates),
                            (rules.ideal, rules)):
             if bad:
                 raise CompositionError(ordering, str(stage), "an ordering ranks jobs afresh every round at their "
-                                       "CPU/memory speedup and has no such rule", f"These act with Gavel's "
-                                       f"allocations and Shockwave's planner, e.g. {gavel_analog(p)}")
+                                       "CPU/memory speedup and has no such rule", "These act with Gavel's "
+                                       "allocations and Shockwave's planner",
+                                       (gavel_analog(p), Try(p.name, "gavel", ideal=False if rules.ideal else None)))
 
     def reads(self, p: "Pipeline") -> frozenset[str]:
         """Settings this stage reads (docs/rules.md#settings): an allocation its recompute gate and the trace-replay
@@ -119,7 +136,7 @@ class Place:
         d, rules = p.decide, p.rules
         if self.kind == "opt" and d.kind != "ordering":
             raise CompositionError(str(d), str(self), "Synergy-OPT solves one pool's CPU/memory program over an "
-                                   "ordering's jobs", f"Use '{p.head}+tune', or 'FIFO+opt' on one GPU type")
+                                   "ordering's jobs", tries=(Try(f"{p.head}+tune"), Try("FIFO+opt", "synergy")))
         if self.kind == "opt" and cluster is not None and cluster.has_resources:
             from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
             for server in cluster.server_shapes():
@@ -129,21 +146,22 @@ class Place:
                                            f"CPUs, {server.dram_gb:g} GB", f"Synergy-OPT reads the fair share "
                                            f"({share[0]:g} CPUs, {share[1]:g} GB per GPU) off the profiles' grid "
                                            f"(CPUs {CPU_LEVELS}, GB {MEM_LEVELS}) and it is not on it",
-                                           f"Use '{p.head}+tune', or servers whose share per GPU is a grid point")
+                                           "Or give servers whose share per GPU is a grid point",
+                                           (Try(f"{p.head}+tune"),))
         if not self.cpu_memory:
             return
         if d.packing:
             raise CompositionError(str(d), str(self), "space sharing puts two jobs on one GPU, and CPU/memory "
-                                   "placement gives each job its own share", "Use a non-packed policy, e.g. "
-                                   f"'{p.head.replace('_packed', '_perf')}+{self.kind}'")
+                                   "placement gives each job its own share",
+                                   tries=(Try(f"{p.head.replace('_packed', '_perf')}+{self.kind}"), Try(p.head)))
         if rules.ideal and d.kind != "ordering":
             raise CompositionError(str(self), str(rules), "fluid rates place nothing on servers",
-                                   f"Run '{p.head}' ideal, or '{p.name}' in rounds")
+                                   tries=(Try(p.head, ideal=True), Try(p.name, ideal=False)))
         server_rounds = d.kind == "ordering" and rules.credit == "round"
         if cluster is not None and not cluster.has_resources and not server_rounds:
             raise CompositionError(str(self), "a cluster without CPU cores and memory per server",
                                    "the placement shares CPU and memory", "Give servers shapes, e.g. "
-                                   "'4x8/24/500@v100+4x8/24/500@k80', or a Synergy .ini file")
+                                   "'4x8/24/500@v100+4x8/24/500@k80', or a Synergy .ini file", (Try(p.head),))
 
     def reads(self, p: "Pipeline") -> frozenset[str]:
         """GPU placement in rounds reads whether a spread gang runs at the unconsolidated rate; a CPU/memory
@@ -172,7 +190,7 @@ class Rates:
         """Fluid rates take no micro-task rules (Shockwave's batch sizes and penalty, as its rules set them)."""
         if p.rules.ideal and (self.batch_size or p.rules.preemption_penalty_s):
             raise CompositionError(str(p.rules), str(self), "fluid rates have no micro-tasks to penalise or switch",
-                                   "Use rounds (ideal=False)")
+                                   tries=(Try(p.name, ideal=False),))
 
     def reads(self, p: "Pipeline") -> frozenset[str]:
         """Runtime batch sizes come with Shockwave's preemption penalty and over-deadline completion."""
@@ -238,8 +256,8 @@ class RoundRules:
                                    "Give the runtime's measured mean (`hetsched calibrate`), or 0")
         if self.credit == "round" and p.decide.kind != "ordering":
             raise CompositionError(str(p.decide), str(self), "per-round credit is Synergy's server rounds, which run "
-                                   "an ordering", "Use Gavel's rules with Synergy's round length (--rules gavel "
-                                   "--round 300), or an ordering, e.g. 'FIFO+tune'")
+                                   "an ordering", "Gavel's rules take Synergy's round length with --round 300",
+                                   (Try(p.name, "gavel"), Try("FIFO+tune")))
 
     def reads(self, p: "Pipeline") -> frozenset[str]:
         """Rounds read their length, whether they are fixed, and the lease start where they place leases (not
@@ -299,11 +317,11 @@ class Pipeline:
 GAVEL_ANALOG = {"FIFO": "fifo_perf", "LAS": "gavel", "FTF": "gavel_ftf"}
 
 
-def gavel_analog(p: "Pipeline") -> str:
-    """A name that runs instead of an ordering that cannot act on this run: Gavel's closest allocation, with the
-    ordering's CPU/memory placement."""
+def gavel_analog(p: "Pipeline", system: str | None = None) -> Try:
+    """A run instead of an ordering that cannot act on this run: Gavel's closest allocation, with the ordering's
+    CPU/memory placement."""
     place = p.place.kind if p.place.kind in ("fair", "greedy", "tune") else "tune"
-    return f"'{GAVEL_ANALOG.get(p.head, 'gavel')}+{place}'"
+    return Try(f"{GAVEL_ANALOG.get(p.head, 'gavel')}+{place}", system)
 
 
 #: The run settings (`SimulationConfig` fields) a stage may read, and which stages read each: a setting given with a

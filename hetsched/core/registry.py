@@ -1,8 +1,8 @@
 """Policy names -> stages: the registry sits above every stage it registers (docs/architecture.md#registry).
 
 A name is a decide stage, optionally composed with a placement: `max_min_fairness_perf`, the papers' aliases
-(`gavel`, `las`, `themis`, `ossp`, ...), Synergy's `ORDERING[+fair|+tune|+opt][+place]` (`FIFO+tune`), and
-compositions of any allocation or the planner with a CPU/memory placement (`gavel+tune`, `las+fair`,
+(`gavel`, `gavel_las`, `themis`, `ossp`, ...), Synergy's `ORDERING[+fair|+tune|+opt][+place]` (`fifo+tune`), and
+compositions of any allocation or the planner with a CPU/memory placement (`gavel+tune`, `gavel_las+fair`,
 `themis+tune`, `shockwave+tune`). `pipeline_for` adds a run's rates and round rules and refuses a combination
 whose stages cannot all act (`CompositionError`); every name an error suggests is one that runs.
 """
@@ -10,10 +10,12 @@ whose stages cannot all act (`CompositionError`); every name an error suggests i
 from __future__ import annotations
 
 import difflib
+from itertools import islice
+from dataclasses import replace
 
 from hetsched.errors import HetschedError
-from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, READ_BY, CompositionError, Decide, Pipeline, Place, Rates,
-                                    RoundRules, Select)
+from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, GAVEL_ANALOG, READ_BY, CompositionError, Decide, Pipeline,
+                                    Place, Rates, RoundRules, Select, Try)
 from hetsched.planner.core import ShockwavePolicy
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
 from hetsched.policies import catalog  # noqa: F401  (registers every allocation policy)
@@ -32,7 +34,7 @@ SYSTEM_POLICY_PARAMS: dict[str, dict[str, dict]] = {"shockwave": {
 
 
 def _did_you_mean(name: str) -> str:
-    close = difflib.get_close_matches(name.lower(), [*POLICIES, *ALIASES], n=3, cutoff=0.6)
+    close = difflib.get_close_matches(name.lower(), [*POLICIES, *ALIASES, *map(str.lower, ORDERINGS)], n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
 
 
@@ -83,7 +85,7 @@ def policy_for(name: str, seed: int, system: str | None = None, **params) -> Pol
     and an artifact's policies its driver's parameters."""
     name = resolve_policy_name(name)
     head = name.split("+")[0]
-    seeded = head.split("_")[0] in ("fifo", "shockwave") or head == "gandiva"
+    seeded = head.removeprefix("gavel_").split("_")[0] in ("fifo", "shockwave") or head == "gandiva"
     params = {**SYSTEM_POLICY_PARAMS.get(system or "", {}).get(head, {}), **params}
     return make_policy(name, **({"seed": seed} if seeded else {}), **params)
 
@@ -115,9 +117,10 @@ def place_of(policy) -> Place:
     return parse_place(policy.name, mods) if mods else Place()
 
 
-def pipeline_for(policy, config, cluster=None) -> Pipeline:
+def pipeline_for(policy, config, cluster=None, *, suggest: bool = True) -> Pipeline:
     """The stages of `policy` (a name or a decide-stage object) under a `SimulationConfig`; refuses a
-    combination that cannot act on the run (on `cluster`, when given)."""
+    combination that cannot act on the run (on `cluster`, when given), naming of the runs it suggests instead
+    only those that run on the same cluster (`suggest`)."""
     if isinstance(policy, str):
         policy = policy_for(policy, config.seed, system=config.system)
     decide = decide_of(policy)
@@ -131,9 +134,47 @@ def pipeline_for(policy, config, cluster=None) -> Pipeline:
     rates = Rates(placement_aware=config.placement_aware, batch_size=config.dynamic_adaptation,
                   estimate_colocation=config.estimate_colocation, profiles_ratio=config.profiles_ratio)
     pipeline = Pipeline(policy.name, decide, Select(SELECT_FOR[decide.kind]), place_of(policy), rates, rules)
-    validate(pipeline, cluster)
-    refuse_unread(pipeline, given_settings(config, decide.kind))
+    try:
+        validate(pipeline, cluster)
+        refuse_unread(pipeline, given_settings(config, decide.kind))
+    except CompositionError as exc:
+        if not suggest or not exc.tries:
+            raise
+        runs = [t for t in exc.tries if runs_instead(t, config, cluster)]
+        runs = runs or list(islice((t for t in nearby(pipeline, config) if runs_instead(t, config, cluster)), 2))
+        raise CompositionError(*exc.stages, exc.why, exc.works, tuple(runs)) from None
     return pipeline
+
+
+def nearby(pipeline: Pipeline, config):
+    """Runs near a refused one, nearest first: its name under other rules or in rounds, then its decide stage
+    with TUNE or GPUs only, then (for an ordering) Gavel's closest allocation; what a refusal suggests when none
+    of its own suggestions runs (docs/rules.md#compose)."""
+    systems = [None, *(s for s in SYSTEM_RULES if s != config.system)]
+    heads = [pipeline.head] + ([GAVEL_ANALOG.get(pipeline.head, "gavel")] if pipeline.decide.kind == "ordering" else [])
+    seen = {Try(pipeline.name)}
+    for head in heads:
+        for name in dict.fromkeys([pipeline.name if head == pipeline.head else head + "+tune", head + "+tune", head]):
+            for system in systems:
+                for ideal in ((None, False) if config.ideal else (None,)):
+                    run = Try(name, system, ideal)
+                    if run not in seen:
+                        seen.add(run)
+                        yield run
+
+
+def runs_instead(suggested: Try, config, cluster=None) -> bool:
+    """Whether a suggested run builds on `cluster`: under `config`, or the rules it names (with `config`'s seed)."""
+    ideal = config.ideal if suggested.ideal is None else suggested.ideal
+    if suggested.system:
+        config = SimulationConfig.for_system(suggested.system, seed=config.seed, ideal=ideal)
+    elif ideal != config.ideal:
+        config = replace(config, ideal=ideal)
+    try:
+        pipeline_for(suggested.policy, config, cluster, suggest=False)
+    except HetschedError:
+        return False
+    return True
 
 
 def given_settings(config, kind: str) -> dict[str, object]:
@@ -176,8 +217,8 @@ def check_runtime(pipeline: Pipeline) -> None:
     servers, GPUs and CPU/memory share, and Synergy-OPT names none."""
     if pipeline.place.kind == "opt":
         raise CompositionError(str(pipeline.place), "the runtime's leases", "Synergy-OPT is an idealised bound "
-                               "that places no job on a server", f"Use '{pipeline.head}+tune' (or +fair, "
-                               "+greedy); OPT runs in the simulator")
+                               "that places no job on a server", "OPT runs in the simulator",
+                               (Try(f"{pipeline.head}+tune"), Try(f"{pipeline.head}+fair")))
 
 
 def job_catalog(pipeline: Pipeline, table):

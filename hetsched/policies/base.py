@@ -148,23 +148,29 @@ class Policy:
 
 
 POLICIES: dict[str, Callable[..., Policy]] = {}
+_FOLDED: dict[str, str] = {}        # casefolded name or alias -> registry name
 DESCRIPTIONS: dict[str, str] = {}
 
 
 def register_policy(name: str, factory: Callable[..., Policy], description: str = "", **defaults) -> None:
     """Make `name` resolve to `factory(**defaults, **params)`."""
+    if _FOLDED.get(name.casefold(), name) != name or name.upper() in ORDERING_WORDS:
+        raise ValueError(f"policy name {name!r} is taken (names are case-insensitive; docs/rules.md#names)")
+
     def make(**params) -> Policy:
         policy = factory(**{**defaults, **params})
         policy.name = name
         return policy
     POLICIES[name] = make
+    _FOLDED[name.casefold()] = name
     DESCRIPTIONS[name] = description or (factory.__doc__ or "").strip().splitlines()[0]
 
 
-#: The papers' names for the registry's policies, lower case. Exact match: upper-case `LAS`, `FIFO`, `FTF`, ...
-#: are Synergy's orderings, a different family (`las` is Gavel's LAS).
+#: The papers' names for the registry's policies. Names are case-insensitive (docs/rules.md#names): the words
+#: of Synergy's orderings (`fifo`, `las`, `srtf`, `ftf`, `drf`, `tetris`) name the orderings; Gavel's policies
+#: that share a word are spelled with the system (`gavel_fifo`, `gavel_las`).
 ALIASES = {
-    "las": "max_min_fairness",                    # Gavel's heterogeneity-agnostic LAS baseline
+    "gavel_las": "max_min_fairness",              # Gavel's heterogeneity-agnostic LAS baseline
     "gavel": "max_min_fairness_perf",             # Gavel's heterogeneity-aware LAS
     "gavel_ss": "max_min_fairness_packed",        # ... with space sharing
     "themis": "finish_time_fairness",
@@ -174,13 +180,28 @@ ALIASES = {
     "mst": "max_sum_throughput_perf",
     "gandiva-fair": "gandiva_fair",
 }
+#: The upper-case words of Synergy's orderings (policies/ordering.py registers them; docs/rules.md#names).
+ORDERING_WORDS: set[str] = set()
+
+
+_FOLDED.update({alias.casefold(): name for alias, name in ALIASES.items()})
+
+
+def _canonical_head(head: str) -> str:
+    name = _FOLDED.get(head.casefold())
+    if name is not None:
+        return name
+    return head.upper() if head.upper() in ORDERING_WORDS else head
 
 
 def resolve_policy_name(name: str) -> str:
-    """The registry name for `name` or one of its aliases, also as the head of a composed name (`gavel+tune` ->
-    `max_min_fairness_perf+tune`); unknown names come back unchanged."""
-    head, plus, rest = name.partition("+")
-    return ALIASES.get(head, head) + plus + rest
+    """The registry name for `name` or one of its aliases, in any case, also as the head of a composed name
+    (`Gavel+Tune` -> `max_min_fairness_perf+tune`, `fifo+tune` -> `FIFO+tune`); unknown names come back
+    unchanged."""
+    head, *mods = name.split("+")
+    if not mods:
+        return _canonical_head(head.strip())
+    return "+".join([_canonical_head(head.strip())] + [m.strip().lower() for m in mods])
 
 
 def empty_allocation(view: PolicyView) -> Allocation:

@@ -27,7 +27,8 @@ for suffix, kw in _VARIANTS.items():
     # Agnostic makespan keeps the artifacts' 5 % bisection (Shockwave's OSSP baseline depends on its point).
     register_policy(f"min_total_duration{suffix}", MinTotalDuration, f"Minimise the makespan ({how})",
                     **kw, **({"bisection": True} if suffix == "" else {}))
-    register_policy(f"fifo{suffix}", FIFO, f"First in, first out ({how})", **kw)
+    # Gavel's agnostic FIFO is `gavel_fifo`: the bare word names Synergy's ordering (docs/rules.md#names).
+    register_policy(f"fifo{suffix}" if suffix else "gavel_fifo", FIFO, f"First in, first out ({how})", **kw)
 
 register_policy("max_sum_throughput_perf", MaxSumThroughput, "max total throughput")
 register_policy("max_sum_throughput_normalized_by_cost_perf", MaxSumThroughput,

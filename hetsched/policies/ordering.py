@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 
 from hetsched.errors import HetschedError
-from hetsched.policies.base import Policy
+from hetsched.policies.base import _FOLDED, ORDERING_WORDS, Policy
 
 MECHANISMS = ("greedy", "fair", "tune", "opt")
 
@@ -141,6 +141,7 @@ class Tetris(Ordering):
 
 
 ORDERINGS: dict[str, type[Ordering]] = {o.name: o for o in (FIFO, SRTF, LAS, FTF, DRF, Tetris)}
+ORDERING_WORDS.update(ORDERINGS)
 
 
 def register_ordering(cls: type[Ordering]) -> type[Ordering]:
@@ -148,7 +149,10 @@ def register_ordering(cls: type[Ordering]) -> type[Ordering]:
     (`NAME+tune`, `NAME+fair`, ...); docs/architecture.md#new-ordering shows one."""
     if not cls.name.isupper() or "+" in cls.name:
         raise HetschedError(f"ordering name {cls.name!r}: upper case, without '+'")
+    if cls.name.casefold() in _FOLDED:
+        raise HetschedError(f"ordering name {cls.name!r} is already a policy's name (names are case-insensitive)")
     ORDERINGS[cls.name] = cls
+    ORDERING_WORDS.add(cls.name)
     return cls
 
 

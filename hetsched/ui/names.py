@@ -23,7 +23,7 @@ VOCABULARY: dict[str, tuple[str, str]] = {
     "gandiva": ("Gandiva", "#8c564b"),
     "allox": ("AlloX", "#e377c2"),
     "allox_alpha": ("AlloX (alpha)", "#f7b6d2"),
-    "fifo": ("FIFO", "#bcbd22"),
+    "gavel_fifo": ("FIFO", "#bcbd22"),
     "fifo_perf": ("Gavel (FIFO)", "#dbdb8d"),
     "fifo_packed": ("Gavel (FIFO) w/ SS", "#9edae5"),
     "finish_time_fairness": ("Themis", "#9467bd"),
@@ -77,7 +77,7 @@ def display_name(policy: str) -> str:
 
 def distinct(labels: dict[str, str]) -> dict[str, str]:
     """`labels` (name -> label), with the name appended wherever two names share a label: a table or a legend
-    never shows two rows as one ("LAS (Proportional) [las+fair]", Gavel's LAS allocation with the fair
+    never shows two rows as one ("LAS (Proportional) [gavel_las+fair]", Gavel's LAS allocation with the fair
     placement, beside "LAS (Proportional) [LAS+fair]", Synergy's LAS ordering with it)."""
     count = Counter(labels.values())
     return {name: f"{label} [{name}]" if count[label] > 1 else label for name, label in labels.items()}
