@@ -25,11 +25,11 @@ cmp.round(4)'''
 
 SHOCK = '''fair = T.shockwave_fairness(rows)
 fair.to_csv(out / "shockwave.csv", index=False)
-chart = grouped_bars(fair, "setup", "worst_ftf_rho", "label", "Shockwave's baselines on every shipped trace: "
+chart = grouped_bars(fair, "setup", "worst_ftf_rho", "policy", "Shockwave's baselines on every shipped trace: "
                      "worst finish-time fairness", "worst rho")
-chart = chart | grouped_bars(fair, "setup", "avg_jct_s", "label", "average JCT", "average JCT (s)")
+chart = chart | grouped_bars(fair, "setup", "avg_jct_h", "policy", "average JCT", "average JCT (h)")
 publish(chart, out, preset, rows)
-fair.pivot_table(index="label", columns="setup", values=["makespan_s", "avg_jct_s", "worst_ftf_rho"]).round(3)'''
+fair.pivot_table(index="label", columns="setup", values=["makespan_h", "avg_jct_h", "worst_ftf_rho"]).round(3)'''
 
 INTRO = ("# Every shipped trace, every baseline\n\nShockwave's baselines on its five shipped traces (120 jobs on 32 "
          "GPUs with the `tacc` table; 220 on 64, 460 on 128 and 900 on 256 twice, with the 1,000- and 100-point "

@@ -222,6 +222,20 @@ def test_charts_render_offline(runs, name):
     assert "application/vnd.jupyter.widget-view+json" not in text
 
 
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_figures_pass_the_figure_check(runs, name):
+    """docs/rules.md#figures: own colours, no clipped point, hours past 10,000 s, no column name as a legend title,
+    no colliding labels, no point half cut at a border, no line pinned to one."""
+    from hetsched.ui.figure_check import layout_problems, problems
+
+    _, by_name = runs
+    specs = sorted(by_name[name].out_dir.glob("*.vl.json"))
+    assert specs, "the notebook saves no figure"
+    found = [f"{p.name}: {line}" for p in specs for spec in [json.loads(p.read_text())]
+             for line in problems(spec) + layout_problems(spec)]
+    assert not found, "\n".join(found)
+
+
 def test_the_committed_notebooks_are_what_the_builders_write(tmp_path):
     """notebooks/_build*.py are the notebooks' source: cells edited in a notebook alone were lost at the next
     rebuild (openb_replay's pod requests and synergy_cpu_ratio's note, found on 2026-11-28)."""

@@ -63,7 +63,7 @@ def test_export_writes_every_run(explorer, tmp_path):
     table = pd.read_parquet(paths[0])
     assert table.groupby("run").size().tolist() == [200, 200]
     assert pd.read_csv(paths[1]).shape[0] == 400
-    assert {p.suffix for p in paths} == {".parquet", ".csv", ".png", ".svg", ".html"}
+    assert {p.suffix for p in paths} == {".parquet", ".csv", ".png", ".svg", ".html", ".json"}
 
 
 def _servers(e: Explorer, gpus: int, cpus: int, gb: float) -> None:

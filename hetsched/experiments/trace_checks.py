@@ -57,6 +57,7 @@ def stored(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def shockwave_fairness(rows: pd.DataFrame) -> pd.DataFrame:
-    """Shockwave's four panels per trace and policy (the scale traces have no stored numbers)."""
+    """Shockwave's four panels per trace and policy, times in hours (the scale traces have no stored numbers)."""
     s = W.tidy(rows[rows["family"] == "shockwave"])
-    return s[["setup", "policy", "label", "makespan_s", "avg_jct_s", "worst_ftf_rho", "unfair_pct"]]
+    s = s.assign(makespan_h=s["makespan_s"] / 3600, avg_jct_h=s["avg_jct_s"] / 3600)
+    return s[["setup", "policy", "label", "makespan_h", "avg_jct_h", "worst_ftf_rho", "unfair_pct"]]

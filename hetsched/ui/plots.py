@@ -21,6 +21,9 @@ from hetsched.ui.names import color as policy_color
 from hetsched.ui.names import display_names, legend_order, natural_sorted
 
 FLAGS = {"saturated": "saturated", "timed_out": "timed out"}     # result columns that mark a point unfinished
+#: How a point off the line is drawn at the top of the axis: unfinished, or finished above `y_max`.
+OFF_LINE = {"saturated": "cross", "timed out": "triangle-up", "above the axis": "arrow",
+            "artifact, above the axis": "diamond"}
 _PARAM_IDS = itertools.count()                                      # unique selection names per chart
 CDF_POINTS = 300                                                   # at most this many points per CDF line
 VEGA_MIME = "application/vnd.vega.v5+json"                         # JupyterLab's built-in Vega renderer
@@ -37,6 +40,13 @@ def _offline_bundle(spec: dict, **_metadata) -> tuple[dict, dict]:
     return bundle, {VEGA_MIME: {"embed_options": {"renderer": "svg"}}}
 
 
+@alt.theme.register("hetsched", enable=True)
+def _theme() -> alt.theme.ThemeConfig:
+    """Room at the ends of every continuous axis (a point at a domain's end is drawn whole, not cut in half at
+    the border), and axis labels that would touch are thinned (docs/rules.md#figures)."""
+    return {"config": {"scale": {"continuousPadding": 8}, "axis": {"labelOverlap": True, "labelSeparation": 4}}}
+
+
 alt.renderers.register("hetsched", _offline_bundle)
 if alt.renderers.active in ("default", "html"):
     alt.renderers.enable("hetsched")
@@ -44,16 +54,32 @@ alt.data_transformers.disable_max_rows()       # never raise on size; the helper
 
 
 def save_figure(chart: alt.TopLevelMixin, out_dir: str | Path, name: str = "figure") -> list[Path]:
-    """Write `<name>.png`, `<name>.svg` and `<name>.html` (self-contained, interactive) into `out_dir`."""
+    """Write `<name>.png`, `<name>.svg`, `<name>.html` (self-contained, interactive) and `<name>.vl.json` (the
+    Vega-Lite spec, which the figure check reads: `hetsched/ui/figure_check.py`) into `out_dir`."""
+    import json
+
     from hetsched.ui.html import vegalite_page
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.svg", out / f"{name}.html"]
+    paths = [out / f"{name}.png", out / f"{name}.svg", out / f"{name}.html", out / f"{name}.vl.json"]
+    spec = chart.to_dict()
     chart.save(str(paths[0]), scale_factor=2)
     chart.save(str(paths[1]))
-    paths[2].write_text(vegalite_page(chart.to_dict()), encoding="utf-8")
+    paths[2].write_text(vegalite_page(spec), encoding="utf-8")
+    paths[3].write_text(json.dumps(_finite(spec), allow_nan=False), encoding="utf-8")
     return paths
+
+
+def _finite(value):
+    """`value` with every non-finite float as None (JSON's null, as Vega reads a missing value)."""
+    if isinstance(value, float):
+        return value if np.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def publish(chart: alt.TopLevelMixin, out_dir: str | Path, preset: str, results: pd.DataFrame | None = None,
@@ -142,8 +168,10 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
           y_max: float | None = None, log: bool = False, dash: str | None = None,
           reference: pd.DataFrame | None = None, reference_label: str = "artifact") -> alt.LayerChart:
     """Mean of `y` per (`x`, `color`) over seeds, one line per `color`. A point with any saturated or timed-out
-    seed is not on the line: it is a cross at the top of the axis. `reference` (same columns) draws an
-    artifact's numbers as dashed lines with open markers. Zoom, tooltips and legend selection in JupyterLab."""
+    seed is not on the line: it is a cross at the top of the axis; so is a point above `y_max` (an arrow, its
+    value in the tooltip: nothing is clipped or pinned to the border). `reference` (same columns) draws an
+    artifact's numbers as dashed lines with open markers (a diamond at the top where above `y_max`). Zoom,
+    tooltips and legend selection in JupyterLab."""
     keys = [x, color] + ([dash] if dash and dash not in (x, color) else [])
     data = frame[list(dict.fromkeys(keys + [y] + [c for c in FLAGS if c in frame]))].copy()
     data["state"] = _flagged(data, y)
@@ -151,15 +179,21 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
     agg = data.groupby(keys, as_index=False, sort=False).agg(
         **{y: (y, lambda s: float(pd.to_numeric(s, errors="coerce").mean())),
            "state": ("state", lambda s: next((v for v in s if v), "")), "seeds": ("seeds", "sum")})
-    done, flagged = agg[agg["state"] == ""], agg[agg["state"] != ""]
-    finite = pd.to_numeric(done[y], errors="coerce")
-    top = y_max if y_max is not None else (float(finite.max()) * (1.5 if log else 1.08) if len(done) else 1.0)
-    done = done.assign(**{y: finite.clip(upper=y_max) if y_max is not None else finite}, layer="done")
-    flagged = flagged.assign(**{y: top}, layer="flagged")
-    parts = [done, flagged]
+    agg[y] = pd.to_numeric(agg[y], errors="coerce")
+    ref = pd.DataFrame(columns=keys[:2] + [y])
     if reference is not None:
-        parts.append(reference[reference[color].isin(frame[color].unique())][keys[:2] + [y]].dropna().assign(
-            layer="reference"))
+        ref = reference[reference[color].isin(frame[color].unique())][keys[:2] + [y]].dropna()
+    if y_max is not None:
+        agg.loc[(agg["state"] == "") & (agg[y] > y_max), "state"] = "above the axis"
+        ref = ref.assign(state=np.where(ref[y] > y_max, "artifact, above the axis", ""))
+    done, flagged = agg[agg["state"] == ""], agg[agg["state"] != ""]
+    if "state" in ref:
+        flagged = pd.concat([flagged, ref[ref["state"] != ""]], ignore_index=True)
+        ref = ref[ref["state"] == ""].drop(columns="state")
+    top = y_max if y_max is not None else (float(done[y].max()) * (1.5 if log else 1.08) if len(done) else 1.0)
+    done = done.assign(layer="done")
+    flagged = flagged.assign(value=flagged[y], **{y: top}, layer="flagged")
+    parts = [done, flagged, ref.assign(layer="reference")]
     everything, enc_color, _ = _color(pd.concat(parts, ignore_index=True), color)   # one scale for all layers
     done, flagged, ref = (everything[everything["layer"] == k].drop(columns="layer")
                           for k in ("done", "flagged", "reference"))
@@ -183,9 +217,10 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
     if len(flagged):
         layers.append(alt.Chart(flagged).mark_point(size=90, filled=True).encode(
             x=x_enc, y=y_enc, color=enc_color, opacity=opacity,
-            shape=alt.Shape("state:N", scale=alt.Scale(domain=list(FLAGS.values()), range=["cross", "triangle-up"]),
-                            title="not finished"),
-            tooltip=[alt.Tooltip(f"{color}:N"), alt.Tooltip(f"{x}:Q"), alt.Tooltip("state:N")]))
+            shape=alt.Shape("state:N", scale=alt.Scale(domain=list(OFF_LINE), range=list(OFF_LINE.values())),
+                            title="off the line"),
+            tooltip=[alt.Tooltip(f"{color}:N"), alt.Tooltip(f"{x}:Q"), alt.Tooltip("state:N"),
+                     alt.Tooltip("value:Q", format=",.3f")]))
     subtitle = "dashed: the artifact's stored numbers" if len(ref) else alt.Undefined
     return alt.layer(*layers, title=alt.TitleParams(title, subtitle=subtitle)).properties(width=360, height=240)
 
@@ -238,16 +273,31 @@ def grouped_bars(frame: pd.DataFrame, x: str, y: str, color: str, title: str, y_
                      ).properties(width=320, height=220)
 
 
-def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str) -> alt.LayerChart:
-    """A square heat map of `value` over (`x`, `y`), labelled with the values; numbers in labels sort by value."""
-    base = alt.Chart(frame, title=title).encode(
+#: Above this many rows or columns a heat map's cells are too small for their numbers: values in the tooltip.
+HEATMAP_LABELS_UP_TO = 12
+
+
+def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str, missing: str = "no value") -> alt.LayerChart:
+    """A square heat map of `value` over (`x`, `y`), labelled with the values where the cells have room for them
+    (else in the tooltip); a cell whose value is 0 or missing is grey, with `missing` as its key (e.g. "cannot be
+    co-located"). Numbers in labels sort by value."""
+    shown = frame[pd.to_numeric(frame[value], errors="coerce").fillna(0) > 0]
+    base = alt.Chart(shown).encode(
         x=alt.X(f"{x}:N", title=x.replace("_", " "), sort=natural_sorted(frame[x].tolist())),
         y=alt.Y(f"{y}:N", title=y.replace("_", " "), sort=natural_sorted(frame[y].tolist())),
         tooltip=[x, y, alt.Tooltip(f"{value}:Q", format=".3f")])
-    cells = base.mark_rect().encode(color=alt.Color(f"{value}:Q", scale=alt.Scale(scheme="viridis"),
-                                                    title=value.replace("_", " ")))
-    text = base.mark_text(fontSize=8).encode(text=alt.Text(f"{value}:Q", format=".2f"))
-    return (cells + text).properties(width=380, height=380)
+    layers = [base.mark_rect().encode(color=alt.Color(f"{value}:Q", scale=alt.Scale(scheme="viridis"),
+                                                      title=value.replace("_", " ")))]
+    empty = frame.drop(shown.index).assign(cell=missing)
+    if len(empty):
+        layers.append(alt.Chart(empty).mark_rect().encode(
+            x=f"{x}:N", y=f"{y}:N", tooltip=[x, y, "cell:N"],
+            fill=alt.Fill("cell:N", scale=alt.Scale(domain=[missing], range=["#d9d9d9"]), title=None)))
+    labelled = max(frame[x].nunique(), frame[y].nunique()) <= HEATMAP_LABELS_UP_TO
+    if labelled:
+        layers.append(base.mark_text(fontSize=8).encode(text=alt.Text(f"{value}:Q", format=".2f")))
+    subtitle = alt.Undefined if labelled else "each cell's value in its tooltip"
+    return alt.layer(*layers, title=alt.TitleParams(title, subtitle=subtitle)).properties(width=380, height=380)
 
 
 def relative_bars(frame: pd.DataFrame, title: str) -> alt.HConcatChart:
@@ -296,9 +346,13 @@ def seed_strip(frame: pd.DataFrame, title: str) -> alt.HConcatChart:
 def interval_dots(frame: pd.DataFrame, y: str, x: str, ci: str, facet: str, title: str, x_title: str,
                   color: str | None = None, zero: float | None = None) -> alt.FacetChart:
     """One panel per `facet` value: a dot at `x` for each `y` row and a bar of +/- `ci` (a 95 % interval);
-    `zero` draws a rule (e.g. no gain)."""
+    `zero` draws a rule (e.g. no gain). `color="policy"` draws each policy in its own colour (the rows name
+    them, so without a legend)."""
     data = frame.assign(_lo=frame[x] - frame[ci].fillna(0), _hi=frame[x] + frame[ci].fillna(0))
     enc = {"color": alt.Color(f"{color}:N")} if color else {}
+    if color == "policy":
+        data, by_policy, _ = _color(data, "policy")
+        enc = {"color": by_policy.legend(None)}
     base = alt.Chart().encode(y=alt.Y(f"{y}:N", title=None, sort=None))
     layers = [base.mark_rule().encode(x=alt.X("_lo:Q", title=x_title), x2="_hi:Q", **enc),
               base.mark_point(filled=True, size=50).encode(
