@@ -30,7 +30,7 @@ results.set_index(["stream", "label"])[[c for m in show for c in (m, f"{m}_ci")]
 CHART = '''panels = results.assign(stream=results["stream"] + ": " + results["stream"].map(S.STREAMS))
 chart = interval_dots(panels, "label", "avg_jct_h", "avg_jct_h_ci", "stream",
                       "Average JCT on one stream and cluster, mean and 95 % interval over seeds", "average JCT (h)",
-                      color="system")
+                      color="policy")
 publish(chart, out, preset, rows)'''
 
 GAINS = '''jct = gains[gains["metric"] == "avg_jct_h"].assign(
@@ -39,10 +39,10 @@ GAINS = '''jct = gains[gains["metric"] == "avg_jct_h"].assign(
 publish(interval_dots(jct, "pair", "gain_pct", "gain_ci_pct", "stream", "Gain of each composition over each "
                       "parent (average JCT, paired by seed; > 0: the composition is faster)", "gain (%)", zero=0.0),
         out, preset, rows, name="gains")
-gains.assign(gain=lambda g: g["gain"].map("{:+.1%}".format), gain_ci=lambda g: g["gain_ci"].map("{:.1%}".format))'''
+gains.assign(gain=[S.gain_text(g, h) for g, h in zip(gains["gain"], gains["gain_ci"])]).drop(columns="gain_ci")'''
 
 VERDICT = '''print("\\n".join(S.verdicts(results, gains)))
-refused.groupby("policy")["stream"].apply(", ".join).to_frame("refused on")'''
+refused.set_index(["policy", "stream"])[["reason"]]'''
 
 INTRO = ("# One stream, three systems\n\nThe same job stream on the same cluster under Gavel's, Synergy's and "
          "Shockwave's policies and their compositions, over seeds, with 95 % confidence intervals (Student's t "
@@ -59,7 +59,11 @@ METHOD = ("## What the metrics are\n\n- **rho** (finish-time fairness) is Shockw
           "job's JCT over its time alone (after batch-size adaptation when the run adapts, else at its fastest "
           "rate on the cluster's types) times max(1, jobs / GPUs); *unfair* is rho > 1.05.\n"
           "- **CPU and memory** are what was *allocated* to running jobs over what the servers have: the share "
-          "a CPU/memory placement gave each job, else the GPU-proportional share.\n"
+          "a CPU/memory placement gave each job, else the GPU-proportional share (so a GPU-only policy's CPU "
+          "and memory follow its GPUs: a definition, not a measurement of use).\n"
+          "- **waited** is the fraction of jobs that started more than one round after they arrived. openb's "
+          "slices never queue (0 under every policy, at both presets), so there Synergy's orderings never choose "
+          "and, with one placement, agree.\n"
           "- **cost** prices GPU-hours at Gavel's on-demand prices (openb's GPU models at the price of the type "
           "the GPU map puts them on).\n- **gains** pair runs by seed: gain = 1 - composition / parent, so a "
           "positive gain is a shorter JCT; it is significant when its interval excludes 0.\n\n"

@@ -75,12 +75,13 @@ def test_metrics_of_a_real_run():
     table = load_throughputs("gavel_simulation")
     jobs = GavelGenerator(seed=3, mean_interarrival_s=1200, multi_gpu=True, throughputs=table).jobs(16)
     fair = simulate(jobs, cluster, "gavel", table, record_timeline=True)
-    m = S.metrics(fair, cluster, table)
+    m = S.metrics(fair, cluster, table, 360.0)
     contention = max(1.0, len(jobs) / cluster.num_gpus)
     assert S.ftf_rho(fair, cluster, table).min() * contention >= 1 - 1e-9
     assert m["cpu_util"] == pytest.approx(m["gpu_util"], rel=1e-9)
     assert m["mem_util"] == pytest.approx(m["gpu_util"], rel=1e-9)
-    tuned = S.metrics(simulate(jobs, cluster, "gavel+tune", table, record_timeline=True), cluster, table)
+    tuned = S.metrics(simulate(jobs, cluster, "gavel+tune", table, record_timeline=True), cluster, table,
+                      360.0)
     assert tuned["cpu_util"] != pytest.approx(tuned["gpu_util"], rel=1e-3)
     assert 0 < tuned["cpu_util"] <= 1 and 0 < tuned["mem_util"] <= 1
 
@@ -161,3 +162,26 @@ def test_cli_compare_on_dask_prints_its_table_and_no_dask_chatter(tmp_path):
     assert "INFO" not in out.stderr and "distributed" not in out.stderr, out.stderr
     assert pd.read_csv(tmp_path / "o" / "summary.csv")["label"].tolist() == ["Gavel"]
     assert len(list((tmp_path / "cache").glob("*.json"))) == 1
+
+
+@pytest.mark.parametrize("x,digits,text", [(190.4, 3, "190"), (100.2, 2, "100"), (99.96, 3, "100"), (10.0, 3, "10"),
+                                           (0.01234, 3, "0.0123"), (12345.6, 3, "12,300"), (-3.94, 2, "-3.9"),
+                                           (6.4, 2, "6.4"), (float("nan"), 3, "nan")])
+def test_numbers_are_written_as_people_write_them(x, digits, text):
+    assert S.readable(x, digits) == text                       # "190 ± 1e+02" was the summary's interval
+
+
+def test_a_gain_whose_interval_spans_zero_is_no_significant_difference():
+    assert S.gain_text(0.12, 0.03) == "+12.0 % ± 3.0 %"
+    assert S.gain_text(-3.94, 2.228) == "-394.0 % ± 222.8 %"
+    assert S.gain_text(-0.394, 2.228) == "no significant difference (-39.4 % ± 222.8 %)"
+    assert S.gain_text(0.1, float("nan")) == "+10.0 % (one seed: no interval)"
+
+
+def test_a_stream_where_no_job_waits_says_the_orderings_never_chose():
+    """openb's slices never queue (24 pods on 12 GPUs at the quick preset, 120 on 32-36 at the paper one): every
+    Synergy ordering gave the same JCTs there, and the verdicts say why."""
+    rows = _rows({"FIFO+tune": (1.0, 1.1), "LAS+tune": (1.0, 1.1)}).assign(system="Synergy", waited_fraction=0.0)
+    assert any("orderings never had to choose" in line for line in S.verdicts(S.table(rows), S.gains(rows)))
+    busy = rows.assign(waited_fraction=[0.0, 0.2, 0.0, 0.1])
+    assert not any("never had to choose" in line for line in S.verdicts(S.table(busy), S.gains(busy)))

@@ -59,11 +59,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
                      "cpu_util"]].to_string(index=False))
         if len(gains):
             print("\nComposition gains (1 - composition / parent, mean ± 95 % interval over seeds):")
-            print(gains.assign(gain=[f"{g:+.1%} ± {h:.1%}" for g, h in zip(gains["gain"], gains["gain_ci"])])
+            print(gains.assign(gain=[S.gain_text(g, h) for g, h in zip(gains["gain"], gains["gain_ci"])])
                   [["stream", "composition", "parent", "metric", "gain", "seeds"]].to_string(index=False))
     if len(refused):
-        print(f"\nRefused ({len(refused)}; reasons in {out / 'refused.csv'}): "
-              + ", ".join(f"{r.policy} on {r.stream}" for r in refused.itertuples()))
+        print(f"\nRefused ({len(refused)}; also in {out / 'refused.csv'}):")
+        for r in refused.itertuples():
+            print(f"  {r.policy} on {r.stream}: {r.reason}")
     print("\n" + "\n".join(S.verdicts(summary, gains)))
     print(f"\nwrote {out}/rows.csv, summary.csv, gains.csv, refused.csv")
     return 0

@@ -44,7 +44,7 @@ METRICS = {"avg_jct_h": ("average JCT (h)", True), "p99_jct_h": ("p99 JCT (h)", 
            "makespan_h": ("makespan (h)", True), "worst_rho": ("worst FTF rho", True),
            "unfair_fraction": ("fraction of jobs with rho > 1.05", True), "gpu_util": ("GPU utilization", False),
            "cpu_util": ("CPU allocated", False), "mem_util": ("memory allocated", False),
-           "cost_usd": ("cost (USD)", True)}
+           "cost_usd": ("cost (USD)", True), "waited_fraction": ("fraction of jobs that waited past a round", True)}
 UNFAIR_RHO = 1.05
 
 
@@ -174,11 +174,12 @@ def run_case(case: Case) -> dict:
     jobs, cluster, table, rules = workload(case)
     mark = clock.reading()
     try:
-        result = simulate(jobs, cluster, case.policy, table, SimulationConfig.for_system(rules), seed=case.seed,
-                          record_timeline=True, max_rounds=2_000_000)
+        config = SimulationConfig.for_system(rules)
+        result = simulate(jobs, cluster, case.policy, table, config, seed=case.seed, record_timeline=True,
+                          max_rounds=2_000_000)
     except CompositionError as exc:
         return {**row, "refused": True, "reason": str(exc)}
-    row.update(metrics(result, cluster, table))
+    row.update(metrics(result, cluster, table, config.round_s))
     row.update(clock.since(mark))
     return row
 
@@ -197,7 +198,9 @@ def system_of(policy: str) -> str:
     return "Shockwave" if kind == "planner" else "Gavel"
 
 
-def metrics(result, cluster: ClusterSpec, table) -> dict:
+def metrics(result, cluster: ClusterSpec, table, round_s: float) -> dict:
+    """A run's metrics (docs/rules.md#compare); `waited_fraction` counts the jobs that started more than one
+    round after they arrived: where it is 0 for every policy, no ordering ever had to choose."""
     recs = list(result.jobs.values())
     jct = np.array([r.jct_s for r in recs], float)
     span = max(r.finish_time_s for r in recs) - min(r.arrival_time_s for r in recs)
@@ -208,7 +211,8 @@ def metrics(result, cluster: ClusterSpec, table) -> dict:
             "worst_rho": float(rho.max()), "unfair_fraction": float((rho > UNFAIR_RHO).mean()),
             "gpu_util": float(result.utilization), "cpu_util": cpu / span if span > 0 else 0.0,
             "mem_util": mem / span if span > 0 else 0.0, "cost_usd": float(sum(r.cost for r in recs)),
-            "num_rounds": int(result.num_rounds)}
+            "num_rounds": int(result.num_rounds),
+            "waited_fraction": float(np.mean([r.start_time_s - r.arrival_time_s > round_s for r in recs]))}
 
 
 def ftf_rho(result, cluster: ClusterSpec, table) -> np.ndarray:
@@ -342,6 +346,10 @@ def verdicts(summary: pd.DataFrame, gain_rows: pd.DataFrame) -> list[str]:
                         if abs(best[m] - second[m]) <= half else "clearly behind")
             lines.append(f"{stream}: lowest {title} is {best['label']} ({value_ci(best, m)}); {second['label']} is "
                          f"{standing} ({value_ci(second, m)}).")
+        orderings = s[s["system"] == "Synergy"]
+        if len(orderings) > 1 and (s["waited_fraction"] == 0).all():
+            lines.append(f"{stream}: no job waited past one round under any policy, so Synergy's {len(orderings)} "
+                         f"orderings never had to choose (with one placement they give the same JCTs).")
     for _, g in gain_rows[gain_rows["significant"] & (gain_rows["metric"] == "avg_jct_h")].iterrows():
         word = "shortens" if g["gain"] > 0 else "lengthens"
         lines.append(f"{g['stream']}: {g['composition']} {word} average JCT by {abs(g['gain']):.0%} "
@@ -349,10 +357,33 @@ def verdicts(summary: pd.DataFrame, gain_rows: pd.DataFrame) -> list[str]:
     return lines
 
 
+def readable(x: float, digits: int = 3) -> str:
+    """`x` to `digits` significant digits, written out as people write numbers (190, 100, 0.0123, 12,300, 10), never
+    in exponent form ("1e+02"); NaN and inf as they are."""
+    if not math.isfinite(x) or x == 0:
+        return f"{x:g}"
+    decimals = digits - 1 - math.floor(math.log10(abs(x)))
+    rounded = round(x, decimals)
+    if rounded and math.floor(math.log10(abs(rounded))) > math.floor(math.log10(abs(x))):    # 99.96 -> 100
+        decimals -= 1
+    text = f"{rounded:,.{max(decimals, 0)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def value_ci(row, m: str) -> str:
-    """A summary row's mean of `m` and its 95 % half-width; the mean alone when one seed gives no interval."""
+    """A summary row's mean of `m` and its 95 % half-width, written out ("190 ± 100"); the mean alone when one
+    seed gives no interval."""
     half = row[f"{m}_ci"]
-    return f"{row[m]:.3g}" if math.isnan(half) else f"{row[m]:.3g} ± {half:.2g}"
+    return readable(row[m]) if math.isnan(half) else f"{readable(row[m])} ± {readable(half, 2)}"
+
+
+def gain_text(gain: float, half: float) -> str:
+    """A composition's gain for people: "+12.0 % ± 3.1 %", or "no significant difference" when the interval
+    spans zero (then the numbers in brackets)."""
+    if math.isnan(half):
+        return f"{gain:+.1%} (one seed: no interval)".replace("%", " %")
+    text = f"{gain:+.1%} ± {half:.1%}".replace("%", " %")
+    return text if abs(gain) > half else f"no significant difference ({text})"
 
 
 def compare(streams=tuple(STREAMS), preset: str = "quick", policies=POLICIES, seeds=None,
