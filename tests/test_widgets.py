@@ -18,14 +18,15 @@ def explorer(tmp_path):
 def _run(e: Explorer, policy: str) -> None:
     e.policy.policy.value = policy
     e.start().join(120)
-    assert e.status.value == "Done.", e.status.value
+    assert e.status.value.startswith("Done: "), e.status.value
+    assert not e.run_button.disabled
 
 
 def test_overlaid_runs_are_labelled_and_the_charts_stay_small(explorer):
     for policy in ("max_min_fairness_perf", "max_min_fairness", "gandiva"):
         _run(explorer, policy)
     labels = [label for label, _ in explorer.runs]
-    assert labels[0] == "1: Gavel · 2 jobs/h · 200 jobs · seed 0 · v100=8,p100=8,k80=8"
+    assert labels[0] == "1: Gavel · gavel 2 jobs/h · 200 jobs · seed 0 · rules gavel · v100=8,p100=8,k80=8"
     assert labels[2].startswith("3: Gandiva ·") and labels[2] in explorer.summary.value
     spec = charts(explorer.runs).to_dict()
     assert all(len(rows) <= len(labels) * TIME_BINS for rows in spec["datasets"].values())
@@ -85,7 +86,7 @@ def test_stages_are_picked_separately_and_refusals_show_both_stages(explorer):
     assert "refused" not in picker.stages.value and "<b>place</b> 'tune'" in picker.stages.value
     explorer.workload.num_jobs.value = 40
     explorer.start().join(120)
-    assert explorer.status.value == "Done.", explorer.status.value
+    assert explorer.status.value.startswith("Done: "), explorer.status.value
     assert explorer.runs[-1][1].policy == "FIFO+tune"
 
 
@@ -97,5 +98,39 @@ def test_shockwave_with_tune_from_the_pickers(explorer):
     assert "refused" not in picker.stages.value
     explorer.workload.num_jobs.value = 20
     explorer.start().join(300)
-    assert explorer.status.value == "Done.", explorer.status.value
+    assert explorer.status.value.startswith("Done: "), explorer.status.value
     assert explorer.runs[-1][1].policy == "shockwave+tune"
+
+
+def test_run_is_off_during_a_run_and_while_refused_and_a_press_meanwhile_is_said(explorer):
+    explorer.workload.num_jobs.value = 2000
+    thread = explorer.start()
+    assert explorer.run_button.disabled
+    assert explorer.start() is None and "starts nothing" in explorer.status.value
+    thread.join(300)
+    assert explorer.status.value.startswith("Done: ") and "press it again" in explorer.status.value
+    assert not explorer.run_button.disabled
+    explorer.policy.place.value = "+tune"                  # a placement on servers without CPU cores: refused
+    assert explorer.policy.refused and explorer.run_button.disabled
+    explorer.policy.place.value = ""
+    assert not explorer.run_button.disabled
+
+
+def test_every_run_is_in_the_summary_and_the_export_names_its_rules(explorer):
+    _run(explorer, "max_min_fairness_perf")
+    explorer.policy.rules.value = "shockwave"
+    _run(explorer, "max_min_fairness_perf")
+    assert all(label in explorer.summary.value for label, _ in explorer.runs)
+    assert "rules shockwave" in explorer.runs[1][0]
+    table = pd.read_parquet(explorer.export()[0])
+    assert table.groupby("run")["rules"].first().tolist() == ["gavel", "shockwave"]
+
+
+def test_the_cluster_offers_every_gpu_type_of_the_table_and_labels_the_server_shape(explorer):
+    explorer.policy.throughputs.value = "shockwave_tacc"
+    from hetsched import load_throughputs
+    assert set(load_throughputs("shockwave_tacc").gpu_types) <= set(explorer.cluster.rows)
+    _servers(explorer, 4, 24, 500.0)
+    explorer.policy.place.value = "+tune"
+    _run(explorer, "max_min_fairness_perf")
+    assert "4 GPUs/24 CPUs/500 GB a server" in explorer.runs[-1][0]

@@ -44,6 +44,7 @@ class PolicyPicker:
         self.throughputs = W.Dropdown(options=available_datasets(), value="gavel_simulation",
                                       description="throughputs")
         self.cluster = None
+        self.refused = ""                          # the registry's reason while the combination is refused
         for w in (self.policy, self.place, self.least_free, self.rules):
             w.observe(lambda _: self._changed(), names="value")
         self._changed()
@@ -94,5 +95,7 @@ class PolicyPicker:
             stages = self.pipeline(self.cluster).stages()
             self.stages.value = "<small>" + " &rarr; ".join(f"<b>{k}</b> {v}" for k, v in stages.items()) + \
                 "</small>"
+            self.refused = ""
         except HetschedError as exc:
-            self.stages.value = f"<span style='color:#b00020'>refused: {exc}</span>"
+            self.refused = str(exc)
+            self.stages.value = f"<span style='color:#b00020'>refused: {exc} (Run is off until it runs)</span>"

@@ -47,7 +47,16 @@ class ClusterBuilder:
     def __init__(self, counts: dict[str, int] | None = None):
         counts = counts or {"v100": 8, "p100": 8, "k80": 8}
         self.rows = {}
+        self.errors = W.HTML()
+        self.widget = W.VBox()
+        self.listeners: list = []                  # called with the validated spec (or None) on every change
+        self.offer(counts)
+
+    def offer(self, counts: dict[str, int]) -> None:
+        """Rows for GPU types not shown yet (a loaded throughput table's types, with count 0)."""
         for gpu, n in counts.items():
+            if gpu in self.rows:
+                continue
             self.rows[gpu] = dict(
                 count=W.BoundedIntText(value=n, min=0, max=100_000, description=gpu, layout=W.Layout(width="150px")),
                 per_server=W.BoundedIntText(value=1, min=1, max=64, description="GPUs/srv",
@@ -56,12 +65,21 @@ class ClusterBuilder:
                 dram=W.BoundedFloatText(value=0, min=0, max=1e5, description="GB/srv", layout=W.Layout(width="150px")),
                 price=W.BoundedFloatText(value=GAVEL_GCP_PRICES.get(gpu, 0.0), min=0, max=1e3, step=0.01,
                                          description="$/h", layout=W.Layout(width="150px")))
-        self.errors = W.HTML()
-        for row in self.rows.values():
-            for w in row.values():
-                w.observe(lambda _: self.validate(), names="value")
-        self.widget = W.VBox([W.HTML("<b>Cluster</b>")] + [W.HBox(list(r.values())) for r in self.rows.values()]
-                             + [self.errors])
+            for w in self.rows[gpu].values():
+                w.observe(lambda _: self._changed(), names="value")
+        self.widget.children = ([W.HTML("<b>Cluster</b>")] + [W.HBox(list(r.values())) for r in self.rows.values()]
+                                + [self.errors])
+
+    def _changed(self) -> None:
+        spec = self.validate()
+        for listener in self.listeners:
+            listener(spec)
+
+    def describe(self, spec: ClusterSpec) -> str:
+        """The cluster in a run's label: GPUs per type, and the server shape where CPU cores and memory are set."""
+        shapes = [f"{g}: {r['per_server'].value} GPUs/{r['cpus'].value} CPUs/{r['dram'].value:g} GB a server"
+                  for g, r in self.rows.items() if r["count"].value and (r["cpus"].value or r["dram"].value)]
+        return f"{spec}" + (f" ({'; '.join(shapes)})" if shapes else "")
 
     def controls(self) -> list[W.Widget]:
         return [w for r in self.rows.values() for w in r.values()]
@@ -216,6 +234,8 @@ class Explorer:
         self.plots.add_class("hetsched-charts")
         self.round_view = W.Output()
         self.runs: list[tuple[str, Result]] = []
+        self.rows: list[dict] = []                 # per run: label, generator, rules, and its summary numbers
+        self._pressed_while_running = False
         self._thread: threading.Thread | None = None
         self._cancel = threading.Event()
         self._stepper: RoundSimulation | None = None
@@ -224,15 +244,18 @@ class Explorer:
         self.reset_button.on_click(lambda _: self.reset())
         self.export_button.on_click(lambda _: self.export())
         self.step_button.on_click(lambda _: self.step())
-        for w in self.cluster.controls() + self.workload.controls() + self.policy.controls():
+        for w in self.workload.controls() + self.policy.controls():
             w.observe(lambda _: self._settings_changed(), names="value")
+        self.policy.throughputs.observe(lambda c: self.cluster.offer(
+            dict.fromkeys(load_throughputs(c["new"]).gpu_types, 0)), names="value")
+        self.cluster.listeners.append(lambda spec: (self.policy.set_cluster(spec), self._settings_changed()))
         self.widget = W.VBox([self.cluster.widget, self.workload.widget, self.policy.widget,
                               W.HBox([self.run_button, self.cancel_button, self.reset_button, self.export_button,
                                       self.step_button, self.overlay]),
                               self.progress, self.status, self.summary, self.plots, self.round_view])
-        for w in self.cluster.controls():
-            w.observe(lambda _: self.policy.set_cluster(self.cluster.validate()), names="value")
+        self.cluster.offer(dict.fromkeys(load_throughputs(self.policy.throughputs.value).gpu_types, 0))
         self.policy.set_cluster(self.cluster.validate())
+        self._settings_changed()
 
     def _ipython_display_(self):
         display(self.widget)
@@ -245,7 +268,9 @@ class Explorer:
         return spec, table, self.workload.jobs(table)
 
     def _settings_changed(self) -> None:
-        """A stepping simulation always belongs to the current settings: any change starts it over."""
+        """A stepping simulation always belongs to the current settings: any change starts it over. Run is
+        disabled while a run is in progress or the combination is refused (the picker says why)."""
+        self.run_button.disabled = self.running() or bool(self.policy.refused)
         if self._stepper is not None:
             self._stepper = None
             self.round_view.clear_output()
@@ -257,7 +282,8 @@ class Explorer:
     def start(self) -> threading.Thread | None:
         """Simulate in a background thread; the summary and the charts change together when it finishes."""
         if self.running():
-            self.status.value = "A run is already in progress (Cancel stops it)."
+            self._pressed_while_running = True
+            self.status.value = "A run is already in progress: Run starts nothing until it ends (Cancel stops it)."
             return None
         try:
             spec, table, jobs = self._inputs()
@@ -265,10 +291,13 @@ class Explorer:
             self.status.value = _ERROR.format(exc)
             return None
         total = max(len(jobs), 1)
-        name, seed = self.policy.name, self.workload.seed.value
+        name, seed, rules = self.policy.name, self.workload.seed.value, self.policy.rules_name
+        generator = "trace" if self.workload.upload.value else self.workload.family.value
         label = (f"{len(self.runs) + 1 if self.overlay.value else 1}: {display_name(name)} · "
-                 f"{self.workload.describe()} · {spec}")
+                 f"{'' if generator == 'trace' else generator + ' '}{self.workload.describe()} · rules {rules} · "
+                 f"{self.cluster.describe(spec)}")
         self._cancel.clear()
+        self._pressed_while_running = False
 
         def progress(now, finished):
             if self._cancel.is_set():
@@ -278,7 +307,7 @@ class Explorer:
         def work():
             try:
                 self.status.value = f"Running {label} ..."
-                policy = policy_for(name, seed, system=self.policy.rules_name)
+                policy = policy_for(name, seed, system=rules)
                 result = simulate(jobs, spec, policy, table, self.policy.config(seed=seed), on_progress=progress)
                 self.progress.value = 1.0
                 runs = (self.runs if self.overlay.value else []) + [(label, result)]
@@ -287,10 +316,14 @@ class Explorer:
                 self.plots.outputs = ()                 # from a thread: set outputs, not `with self.plots:`
                 self.plots.append_display_data(chart)
                 self.runs = runs
-                self.summary.value = (f"<b>{label}</b>: average JCT {row['avg_jct_s'] / 3600:.2f} h, makespan "
-                                      f"{row['makespan_s'] / 3600:.1f} h, utilization {row['utilization']:.2f}, "
-                                      f"{row['num_jobs']} jobs")
-                self.status.value = "Done."
+                self.rows = (self.rows if self.overlay.value else []) + [{
+                    "run": label, "generator": generator, "rules": rules, "average JCT (h)": row["avg_jct_s"] / 3600,
+                    "makespan (h)": row["makespan_s"] / 3600, "utilization": row["utilization"],
+                    "jobs": row["num_jobs"]}]
+                self.summary.value = pd.DataFrame(self.rows).drop(columns=["generator", "rules"]).to_html(
+                    index=False, float_format=lambda v: f"{v:.2f}")
+                self.status.value = f"Done: {label}." + (" Run was pressed during it and started nothing: press it "
+                                                         "again." if self._pressed_while_running else "")
             except Cancelled:
                 self.status.value = "Cancelled; earlier runs are kept."
             except Exception as exc:  # show the error in the UI instead of losing it in a thread
@@ -298,11 +331,12 @@ class Explorer:
                 traceback.print_exc()
             finally:
                 self.cancel_button.disabled = True
+                self.run_button.disabled = bool(self.policy.refused)      # this run is over
 
-        self.cancel_button.disabled = False
-        self._thread = threading.Thread(target=work, daemon=True)
-        self._thread.start()
-        return self._thread
+        self.cancel_button.disabled, self.run_button.disabled = False, True
+        self._thread = thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        return thread
 
     def cancel(self) -> None:
         """Stop the run in progress at its next progress report."""
@@ -315,7 +349,7 @@ class Explorer:
         self.cancel()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        self.runs, self._stepper = [], None
+        self.runs, self.rows, self._stepper = [], [], None
         self.summary.value, self.progress.value = "", 0.0
         self.plots.outputs = self.round_view.outputs = ()
         self.status.value = "Reset: no runs."
@@ -326,8 +360,9 @@ class Explorer:
             self.status.value = _ERROR.format("nothing to export: run a simulation first")
             return []
         self.export_dir.mkdir(parents=True, exist_ok=True)
-        table = pd.concat([r.jobs_frame().assign(run=label, policy=r.policy) for label, r in self.runs],
-                          ignore_index=True)
+        table = pd.concat([r.jobs_frame().assign(run=label, policy=r.policy, generator=meta["generator"],
+                                                 rules=meta["rules"])
+                           for (label, r), meta in zip(self.runs, self.rows)], ignore_index=True)
         paths = [self.export_dir / "runs.parquet", self.export_dir / "runs.csv"]
         table.to_parquet(paths[0], index=False)
         table.to_csv(paths[1], index=False)
@@ -362,9 +397,11 @@ class Explorer:
                 display(alloc.round(3).rename_axis("job"))
             plan = sim.plan
             if plan is not None and plan.assignments:
+                shares = any(a.cpus or a.mem_gb for a in plan.assignments)   # a CPU/memory placement's
                 display(pd.DataFrame([{"jobs": _readable(a.job_ids), "GPU type": sched.gpu_types[a.gpu_type],
                                        "GPUs": ", ".join(str(g) for g in a.gpus),
-                                       "lease extended": "yes" if a.extended else "no"}
+                                       "lease extended": "yes" if a.extended else "no",
+                                       **({"CPUs/GPU": a.cpus, "GB/GPU": a.mem_gb} if shares else {})}
                                       for a in plan.assignments]))
         if not more:
             self._stepper = None

@@ -144,7 +144,8 @@ def test_explorer_runs_in_the_browser(jupyter):
             for i, (name, shown) in enumerate(runs, start=1):
                 policy.select_option(label=f"{shown} ({name})")
                 run.click()
-                expect(summary).to_contain_text(f"{i}: {shown} · 2 jobs/h · 300 jobs · seed 0", timeout=120_000)
+                expect(summary).to_contain_text(f"{i}: {shown} · gavel 2 jobs/h · 300 jobs · seed 0 · rules gavel",
+                                                timeout=120_000)
                 expect(summary).to_contain_text("300 jobs")
             charts = page.locator(".hetsched-charts")
             for i, (_, shown) in enumerate(runs, start=1):         # every run in the legend, never clipped
