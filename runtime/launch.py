@@ -24,6 +24,7 @@ import grpc
 
 from .auth import channel, new_token, write_secret
 from .isolation import DEFAULT_JOB_UIDS
+from .status_view import STATUS_COLUMNS, status_view
 from .stubs import pb2, pb2_grpc
 
 #: Codes that mean "the scheduler is restarting or busy"; `wait()` and `submit()` ride them out (bounded), any other
@@ -262,14 +263,14 @@ class LocalCluster:
             request = pb2.StatusRequest(page_size=page_size, page_token=token, states=list(states))
             resp = self._ride_out(lambda stub, timeout: stub.GetStatus(request, timeout=timeout))
             rows += [{"job_id": j.job_id, "state": j.state, "steps_done": j.steps_done,
-                      "total_steps": j.total_steps, "attempts": j.attempts, "submitted_s": j.submitted_s,
-                      "finished_s": j.finished_s or None, "log_tail": j.log_tail, "batch_size": j.batch_size}
+                      "durable_steps": j.durable_steps, "total_steps": j.total_steps, "attempts": j.attempts,
+                      "submitted_s": j.submitted_s, "finished_s": j.finished_s or None, "log_tail": j.log_tail,
+                      "batch_size": j.batch_size, "gpu_type": j.gpu_type, "workers": j.workers}
                      for j in resp.jobs]
             token = resp.next_page_token
             if token < 0:
                 break
-        return pd.DataFrame(rows, columns=["job_id", "state", "steps_done", "total_steps", "attempts",
-                                           "submitted_s", "finished_s", "log_tail", "batch_size"])
+        return pd.DataFrame(rows, columns=STATUS_COLUMNS)
 
     def _summary(self, timeout_s: float = 60.0):
         return self._ride_out(lambda stub, timeout: stub.GetStatus(pb2.StatusRequest(page_size=1), timeout=timeout),
@@ -302,16 +303,17 @@ class LocalCluster:
             time.sleep(poll_s)
 
     def widget(self, refresh_s: float = 1.0):
-        """A live table of job states (updates in a background thread until everything is done)."""
+        """A live table of jobs: state, GPU type, workers, % done, elapsed time (updates in a background thread
+        until everything is done; `runtime/status_view.py`)."""
         import threading
 
         import ipywidgets as W
-        out = W.HTML()
+        out, last = W.HTML(), {}
 
         def loop():
             while self.scheduler is not None and self.scheduler.poll() is None:
                 frame = self.status()
-                out.value = frame.drop(columns=["log_tail"]).to_html(index=False)
+                out.value = status_view(frame, last).to_html(index=False)
                 if len(frame) and frame["state"].isin(["completed", "failed"]).all():
                     break
                 time.sleep(refresh_s)

@@ -185,11 +185,14 @@ class RuntimeState(WorkerCalls, LeaseCalls, Endings, BatchSizes, FixedCosts, Res
         jobs, used, next_token = [], 0, rows[size].job_id if len(rows) > size else -1
         with self.lock:
             for r in rows[:size]:
+                lease = self.leases.get(r.job_id) if r.state == "running" else None
                 job = pb2.JobStatus(job_id=r.job_id, state=r.state,
                                     steps_done=max(r.steps_done, self.live_steps.get(r.job_id, 0)),
                                     total_steps=r.total_steps, attempts=r.attempts, submitted_s=r.submitted_s,
                                     finished_s=r.finished_s or 0.0, log_tail=r.log_tail,
-                                    batch_size=self.batch_size_of(r))
+                                    batch_size=self.batch_size_of(r), durable_steps=r.steps_done,
+                                    gpu_type=lease.gpu_type if lease else "",
+                                    workers=",".join(dict.fromkeys(w for w, _ in lease.parts)) if lease else "")
                 used += job.ByteSize() + 8
                 if used > validate.MAX_STATUS_BYTES and jobs:
                     next_token = r.job_id

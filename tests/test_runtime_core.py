@@ -420,3 +420,13 @@ def test_another_ranks_clean_exit_before_rank_0s_last_update_is_not_a_failed_att
                                      exit_code=0, rank=0))
     row = state.store.job(0)
     assert row.state == "completed" and row.attempts == 0
+
+
+def test_status_names_a_running_jobs_gpu_type_workers_and_durable_steps(tmp_path):
+    state = _state(tmp_path)
+    worker, session = state.register("v100", 1, "a")
+    _submit(state, 0)
+    state.round(state.now() + 10)
+    state.heartbeat(pb2.HeartbeatRequest(worker_id=worker, session=session))
+    (job,) = state.status(pb2.StatusRequest()).jobs
+    assert (job.state, job.gpu_type, job.workers, job.durable_steps) == ("running", "v100", worker, 0)
