@@ -65,3 +65,18 @@ def test_a_large_heat_map_keeps_its_numbers_in_the_tooltip_and_keys_its_empty_ce
     assert "cannot be co-located" in str(chart) and "tooltip" in str(chart["title"])
     small = heatmap(frame[(frame["a"] < 5) & (frame["b"] < 5)], "a", "b", "v", "t").to_dict()
     assert any(layer["mark"]["type"] == "text" for layer in small["layer"])
+
+
+def test_a_panel_titled_in_seconds_is_found_and_shockwaves_panels_are_in_hours():
+    from hetsched.experiments import shockwave as W
+    from hetsched.ui.plots import relative_bars
+
+    panel = alt.Chart(_frame(policy=["x"], value=[33_208.0]), title="Makespan (s)").mark_bar().encode(
+        x=alt.X("value:Q", title=None), y="policy:N")
+    assert problems(panel.to_dict()) == ["x 'value' is in seconds up to 33,208: use hours (Makespan (s))"]
+    results = _frame(setup=["canonical"] * 2, policy=["shockwave", "allox"], label=["Shockwave", "AlloX"],
+                     makespan_s=[24_000.0, 33_208.0], avg_jct_s=[9_865.5, 9_990.0], worst_ftf_rho=[1.5, 3.0],
+                     unfair_pct=[5.0, 25.0])
+    rel = W.relative(results)
+    assert set(rel["metric"]) == {"Makespan (h)", "Average JCT (h)", "Worst FTF (rho)", "Unfair job fraction (%)"}
+    assert problems(relative_bars(rel, "t").to_dict()) == []

@@ -23,6 +23,9 @@ POLICIES = {p: display_name(p) for p in ("shockwave", "min_total_duration", "fin
                                          "max_min_fairness", "allox", "max_sum_throughput_perf", "gandiva_fair")}
 METRICS = {"makespan_s": "Makespan (s)", "avg_jct_s": "Average JCT (s)", "worst_ftf_rho": "Worst FTF (rho)",
            "unfair_pct": "Unfair job fraction (%)"}
+#: The figures' panels: times in hours (docs/rules.md#figures), each metric's title and the divisor to get there.
+PANELS = {"makespan_s": ("Makespan (h)", 3600.0), "avg_jct_s": ("Average JCT (h)", 3600.0),
+          "worst_ftf_rho": ("Worst FTF (rho)", 1.0), "unfair_pct": ("Unfair job fraction (%)", 1.0)}
 
 
 @dataclass(frozen=True)
@@ -78,13 +81,13 @@ def seed_spread(results: pd.DataFrame) -> pd.DataFrame:
     three runs of the canonical setup (stored with Gurobi, rerun with HiGHS and with SCIP; data/README.md)."""
     rows = []
     for _, r in results[results["policy"] == "shockwave"].iterrows():
-        rows += [{"metric": title, "value": r[m], "source": "hetsched", "run": f"seed {r['seed']}",
-                  "setup": r["setup"]} for m, title in METRICS.items()]
+        rows += [{"metric": title, "value": r[m] / unit, "source": "hetsched", "run": f"seed {r['seed']}",
+                  "setup": r["setup"]} for m, (title, unit) in PANELS.items()]
     if (results["setup"] == "canonical").any():           # the artifact ran only the canonical setup
         ref = reference()
         for _, r in ref[ref["figure"].isin(ARTIFACT_RUNS) & (ref["policy"] == "shockwave")].iterrows():
-            rows += [{"metric": title, "value": r[m], "source": "artifact", "run": ARTIFACT_RUNS[r["figure"]],
-                      "setup": "canonical"} for m, title in METRICS.items() if pd.notna(r[m])]
+            rows += [{"metric": title, "value": r[m] / unit, "source": "artifact", "run": ARTIFACT_RUNS[r["figure"]],
+                      "setup": "canonical"} for m, (title, unit) in PANELS.items() if pd.notna(r[m])]
     return pd.DataFrame(rows, columns=["setup", "metric", "source", "run", "value"])
 
 
@@ -97,18 +100,19 @@ def tidy(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def relative(results: pd.DataFrame, reference_policy: str = "shockwave") -> pd.DataFrame:
-    """Long table: each metric's value and its ratio to Shockwave's, per setup and policy (the bar labels), and
-    the artifact's stored value where the setup is the canonical one."""
+    """Long table: each metric's value (times in hours) and its ratio to Shockwave's, per setup and policy (the
+    bar labels), and the artifact's stored value where the setup is the canonical one."""
     ref = reference()
     ref = ref[ref["figure"] == "canonical"].set_index("policy")
     rows = []
     for setup, group in results.groupby("setup", sort=False):
         base = group[group["policy"] == reference_policy].iloc[0]
         for _, r in group.iterrows():
-            for m, title in METRICS.items():
+            for m, (title, unit) in PANELS.items():
                 stored = ref.loc[r["policy"], m] if setup == "canonical" and r["policy"] in ref.index else np.nan
                 rows.append({"setup": setup, "policy": r["policy"], "label": r["label"], "metric": title,
-                             "value": r[m], "relative": r[m] / base[m] if base[m] else np.nan, "artifact": stored})
+                             "value": r[m] / unit, "relative": r[m] / base[m] if base[m] else np.nan,
+                             "artifact": stored / unit})
     return pd.DataFrame(rows)
 
 

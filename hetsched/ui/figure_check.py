@@ -97,7 +97,10 @@ def problems(spec: dict) -> list[str]:
                     found.append(f"{channel} '{field}': {len(out)} point(s) outside the domain [{lo:g}, {hi:g}] "
                                  f"(e.g. {out[0]:g}){_where(view)}")
             title = str(e.get("title") or "")
-            in_seconds = field.endswith("_s") or "(s)" in title or title.endswith(" s")
+            view_title = view.get("title")
+            view_title = str(view_title if isinstance(view_title, str) else (view_title or {}).get("text", ""))
+            in_seconds = field.endswith("_s") or "(s)" in title or title.endswith(" s") or (
+                e.get("title", "") is None and view_title.endswith("(s)"))
             if in_seconds and values and max(map(abs, values)) > SECONDS_LIMIT:
                 found.append(f"{channel} '{field}' is in seconds up to {max(values):,.0f}: use hours{_where(view)}")
         for channel in ("color", "fill", "stroke", "shape", "strokeDash", "size"):
