@@ -80,3 +80,24 @@ def test_a_panel_titled_in_seconds_is_found_and_shockwaves_panels_are_in_hours()
     rel = W.relative(results)
     assert set(rel["metric"]) == {"Makespan (h)", "Average JCT (h)", "Worst FTF (rho)", "Unfair job fraction (%)"}
     assert problems(relative_bars(rel, "t").to_dict()) == []
+
+
+def test_points_far_from_the_artifact_are_ringed_and_said_why():
+    frame = _frame(policy=["gavel"] * 3, rate=[1, 2, 3], jct_h=[10.0, 20.0, 30.0])
+    paper = _frame(policy=["gavel"] * 3, rate=[1, 2, 3], jct_h=[10.2, 20.0, 45.0])
+    spec = lines(frame, "rate", "jct_h", "policy", "t", "x", "y", reference=paper,
+                 differs=(0.05, "a reason")).to_dict()
+    assert "ringed: 1 point(s) more than 5% from the artifact's; a reason" in " ".join(spec["title"]["subtitle"])
+    ringed = [v for rows in spec["datasets"].values() for v in rows if "gap" in v]
+    assert [(r["rate"], r["gap"]) for r in ringed] == [(3, "-33%")]
+
+
+def test_every_figure_gets_room_at_its_ends_without_a_negative_tick():
+    from hetsched.ui.rendering import with_room
+
+    chart = alt.Chart(_frame(jct=[0.4, 280.0], f=[0.0, 1.0])).mark_line().encode(x="jct:Q", y="f:Q")
+    spec = with_room(chart.to_dict())
+    assert spec["encoding"]["x"]["scale"] == {"nice": False} and spec["encoding"]["y"]["scale"] == {"nice": False}
+    import vl_convert as vlc
+    svg = vlc.vegalite_to_svg(spec)
+    assert "−50" not in svg and "-50" not in svg

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from hetsched.ui import html as page
-from hetsched.ui.plots import CDF_POINTS, VEGA_MIME, _offline_bundle, cdf, lines, publish, seed_strip, with_note
+from hetsched.ui.plots import CDF_POINTS, VEGA_MIME, cdf, lines, publish, seed_strip, with_note
+from hetsched.ui.rendering import _offline_bundle
 
 
 def _layers(chart) -> list[dict]:

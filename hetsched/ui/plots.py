@@ -1,15 +1,12 @@
-"""Altair charts for the figures: the papers' names and colours, interactive in JupyterLab, rendered offline.
-
-Importing this module enables the `hetsched` renderer: a chart's output is compiled Vega (which JupyterLab
-renders with its own bundled Vega, no network) plus a PNG for viewers without Vega (GitHub, nbviewer, email).
-`save_figure` writes PNG, SVG and a self-contained HTML (Vega inlined). The helpers aggregate before plotting,
-so no chart carries more rows than it draws.
+"""Altair charts for the figures: the papers' names and colours, interactive in JupyterLab, rendered offline
+(`hetsched/ui/rendering.py`, enabled on import). The helpers aggregate before plotting, so no chart carries more
+rows than it draws.
 """
 
 from __future__ import annotations
 
-import base64
 import itertools
+import textwrap
 from pathlib import Path
 
 import altair as alt
@@ -19,6 +16,7 @@ import pandas as pd
 from hetsched.ui.names import ORDERINGS, VOCABULARY
 from hetsched.ui.names import color as policy_color
 from hetsched.ui.names import display_names, legend_order, natural_sorted
+from hetsched.ui.rendering import VEGA_MIME, save_figure, with_room  # noqa: F401  (the renderer, on import)
 
 FLAGS = {"saturated": "saturated", "timed_out": "timed out"}     # result columns that mark a point unfinished
 #: How a point off the line is drawn at the top of the axis: unfinished, or finished above `y_max`.
@@ -26,60 +24,6 @@ OFF_LINE = {"saturated": "cross", "timed out": "triangle-up", "above the axis": 
             "artifact, above the axis": "diamond"}
 _PARAM_IDS = itertools.count()                                      # unique selection names per chart
 CDF_POINTS = 300                                                   # at most this many points per CDF line
-VEGA_MIME = "application/vnd.vega.v5+json"                         # JupyterLab's built-in Vega renderer
-
-
-def _offline_bundle(spec: dict, **_metadata) -> tuple[dict, dict]:
-    """Compiled Vega for JupyterLab (rendered offline, interactive, as SVG) and a PNG fallback for the rest."""
-    import vl_convert as vlc
-
-    vega = vlc.vegalite_to_vega(spec)
-    vega["$schema"] = "https://vega.github.io/schema/vega/v5.json"   # what Lab's renderer declares it reads
-    png = base64.b64encode(vlc.vegalite_to_png(spec, scale=1)).decode()
-    bundle = {VEGA_MIME: vega, "image/png": png, "text/plain": "<hetsched chart: Vega, with a PNG fallback>"}
-    return bundle, {VEGA_MIME: {"embed_options": {"renderer": "svg"}}}
-
-
-@alt.theme.register("hetsched", enable=True)
-def _theme() -> alt.theme.ThemeConfig:
-    """Room at the ends of every continuous axis (a point at a domain's end is drawn whole, not cut in half at
-    the border), and axis labels that would touch are thinned (docs/rules.md#figures)."""
-    return {"config": {"scale": {"continuousPadding": 8}, "axis": {"labelOverlap": True, "labelSeparation": 4}}}
-
-
-alt.renderers.register("hetsched", _offline_bundle)
-if alt.renderers.active in ("default", "html"):
-    alt.renderers.enable("hetsched")
-alt.data_transformers.disable_max_rows()       # never raise on size; the helpers below aggregate first
-
-
-def save_figure(chart: alt.TopLevelMixin, out_dir: str | Path, name: str = "figure") -> list[Path]:
-    """Write `<name>.png`, `<name>.svg`, `<name>.html` (self-contained, interactive) and `<name>.vl.json` (the
-    Vega-Lite spec, which the figure check reads: `hetsched/ui/figure_check.py`) into `out_dir`."""
-    import json
-
-    from hetsched.ui.html import vegalite_page
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.svg", out / f"{name}.html", out / f"{name}.vl.json"]
-    spec = chart.to_dict()
-    chart.save(str(paths[0]), scale_factor=2)
-    chart.save(str(paths[1]))
-    paths[2].write_text(vegalite_page(spec), encoding="utf-8")
-    paths[3].write_text(json.dumps(_finite(spec), allow_nan=False), encoding="utf-8")
-    return paths
-
-
-def _finite(value):
-    """`value` with every non-finite float as None (JSON's null, as Vega reads a missing value)."""
-    if isinstance(value, float):
-        return value if np.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def publish(chart: alt.TopLevelMixin, out_dir: str | Path, preset: str, results: pd.DataFrame | None = None,
@@ -166,12 +110,14 @@ def _flagged(data: pd.DataFrame, y: str) -> pd.Series:
 
 def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: str, y_title: str,
           y_max: float | None = None, log: bool = False, dash: str | None = None,
-          reference: pd.DataFrame | None = None, reference_label: str = "artifact") -> alt.LayerChart:
+          reference: pd.DataFrame | None = None, reference_label: str = "artifact",
+          differs: tuple[float, str] | None = None) -> alt.LayerChart:
     """Mean of `y` per (`x`, `color`) over seeds, one line per `color`. A point with any saturated or timed-out
     seed is not on the line: it is a cross at the top of the axis; so is a point above `y_max` (an arrow, its
     value in the tooltip: nothing is clipped or pinned to the border). `reference` (same columns) draws an
-    artifact's numbers as dashed lines with open markers (a diamond at the top where above `y_max`). Zoom,
-    tooltips and legend selection in JupyterLab."""
+    artifact's numbers as dashed lines with open markers (a diamond at the top where above `y_max`);
+    `differs=(tolerance, why)` rings our points more than `tolerance` from the artifact's and says why in the
+    subtitle. Zoom, tooltips and legend selection in JupyterLab."""
     keys = [x, color] + ([dash] if dash and dash not in (x, color) else [])
     data = frame[list(dict.fromkeys(keys + [y] + [c for c in FLAGS if c in frame]))].copy()
     data["state"] = _flagged(data, y)
@@ -221,8 +167,29 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
                             title="off the line"),
             tooltip=[alt.Tooltip(f"{color}:N"), alt.Tooltip(f"{x}:Q"), alt.Tooltip("state:N"),
                      alt.Tooltip("value:Q", format=",.3f")]))
-    subtitle = "dashed: the artifact's stored numbers" if len(ref) else alt.Undefined
-    return alt.layer(*layers, title=alt.TitleParams(title, subtitle=subtitle)).properties(width=360, height=240)
+    subtitle = ["dashed: the artifact's stored numbers"] if len(ref) else []
+    off = _differing(done, reference, x, y, color, differs[0]) if differs and reference is not None else done[:0]
+    if len(off):
+        layers.append(alt.Chart(off).mark_point(size=260, shape="circle", filled=False, color="black",
+                                               strokeWidth=1.5).encode(
+            x=x_enc, y=y_enc, tooltip=[alt.Tooltip(f"{color}:N"), alt.Tooltip(f"{x}:Q"),
+                                       alt.Tooltip(f"{y}:Q", format=",.2f", title="ours"),
+                                       alt.Tooltip("artifact:Q", format=",.2f"), alt.Tooltip("gap:N")]))
+        subtitle += textwrap.wrap(f"ringed: {len(off)} point(s) more than {differs[0]:.0%} from the artifact's; "
+                                  f"{differs[1]}", 64)            # a long subtitle would widen the panel
+    return alt.layer(*layers, title=alt.TitleParams(title, subtitle=subtitle or alt.Undefined)).properties(
+        width=360, height=240)
+
+
+def _differing(done: pd.DataFrame, reference: pd.DataFrame, x: str, y: str, color: str,
+               tolerance: float) -> pd.DataFrame:
+    """Our drawn points (display names in `color`) more than `tolerance` from the reference's (registry names),
+    with the artifact's value and the gap in words."""
+    ref = reference[[x, color, y]].rename(columns={y: "artifact"})
+    ref[color] = ref[color].map(display_names(ref[color].unique()))
+    both = done.merge(ref, on=[x, color])
+    gap = both[y] / both["artifact"] - 1
+    return both[gap.abs() > tolerance].assign(gap=[f"{g:+.0%}" for g in gap[gap.abs() > tolerance]])
 
 
 def cdf_points(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
