@@ -36,11 +36,17 @@ sweep_rows.pivot_table(index="paper_rate", columns="policy", values="avg_jct_h")
 REFERENCE = '''cmp = Y.compare_reference(results)
 cmp.to_csv(out / "comparison.csv", index=False)
 import altair as alt
-cases = cmp.assign(case=cmp["case"] + " · " + cmp["policy"] + " · " + cmp["metric"])
-base = alt.Chart(cases, title="The artifact's stored cases: ours (bar) and the artifact's (black tick)").encode(
-    y=alt.Y("case:N", title=None, sort=None), tooltip=["case", "artifact", "ours", "ratio"])
-publish((base.mark_bar(color="#3182bd").encode(x=alt.X("ours:Q", title="value"))
-         + base.mark_tick(color="black", thickness=2, size=14).encode(x="artifact:Q")).properties(width=360),
+from hetsched.ui.names import color
+what = cmp["metric"].str.replace("_jct_h", " JCT").str.replace("avg", "average").str.replace("p999", "p99.9")
+cases = cmp.assign(case=cmp["case"].str.replace("_", " ") + " · " + cmp["policy"] + " · " + what)
+base = alt.Chart(cases).encode(
+    y=alt.Y("case:N", title=None, sort=None, axis=alt.Axis(labelLimit=0)),
+    tooltip=["case", "artifact", "ours", "ratio"])
+pols = sorted(cases["policy"].unique())
+publish((base.mark_bar().encode(x=alt.X("ours:Q", title="JCT (hours)"), color=alt.Color(
+            "policy:N", scale=alt.Scale(domain=pols, range=[color(p) for p in pols]), legend=None))
+         + base.mark_tick(color="black", thickness=2, size=14).encode(x="artifact:Q")).properties(
+            width=360, title="The artifact's stored cases: ours (bar) and the artifact's (black tick)"),
         out, preset, None, name="reference", runs="fixed setups: 128 GPUs at 9 jobs/h, 32 GPUs at 1.5 jobs/h")
 cmp'''
 

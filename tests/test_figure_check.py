@@ -101,3 +101,11 @@ def test_every_figure_gets_room_at_its_ends_without_a_negative_tick():
     import vl_convert as vlc
     svg = vlc.vegalite_to_svg(spec)
     assert "−50" not in svg and "-50" not in svg
+
+
+def test_a_label_cut_short_is_found():
+    data = _frame(case=["a fairly long case name · FIFO+tune · p99.9 JCT of the reference run"], v=[1.0])
+    cut = alt.Chart(data).mark_bar().encode(y="case:N", x="v:Q")
+    assert any("cut at 180 px" in p for p in layout_problems(cut.to_dict()))
+    whole = alt.Chart(data).mark_bar().encode(y=alt.Y("case:N", axis=alt.Axis(labelLimit=0)), x="v:Q")
+    assert layout_problems(whole.to_dict()) == []

@@ -152,6 +152,11 @@ def _scene_problems(node: dict, ox: float, oy: float, bounds: tuple[float, float
     if not isinstance(node, dict):
         return
     mark, role, items = node.get("marktype"), node.get("role"), node.get("items", [])
+    if mark == "text" and role in ("axis-label", "legend-label", "legend-title", "axis-title"):
+        for item in items:
+            span, limit = _text_span({**item, "angle": 0}, 0.0), float(item.get("limit") or 0)
+            if span is not None and limit and span[1] - span[0] > limit + 1.0:
+                found.append(f"{role.replace('-', ' ')} {str(item['text'])[:40]!r} cut at {limit:g} px")
     if mark == "text" and role in ("axis-label", "mark"):
         rows: dict[float, list[tuple[float, float, str]]] = {}
         for item in items:

@@ -254,12 +254,13 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, value: str, title: str, missing
         y=alt.Y(f"{y}:N", title=y.replace("_", " "), sort=natural_sorted(frame[y].tolist())),
         tooltip=[x, y, alt.Tooltip(f"{value}:Q", format=".3f")])
     layers = [base.mark_rect().encode(color=alt.Color(f"{value}:Q", scale=alt.Scale(scheme="viridis"),
-                                                      title=value.replace("_", " ")))]
+                                                      title=value.replace("_", " "), legend=alt.Legend(titleLimit=0)))]
     empty = frame.drop(shown.index).assign(cell=missing)
     if len(empty):
         layers.append(alt.Chart(empty).mark_rect().encode(
             x=f"{x}:N", y=f"{y}:N", tooltip=[x, y, "cell:N"],
-            fill=alt.Fill("cell:N", scale=alt.Scale(domain=[missing], range=["#d9d9d9"]), title=None)))
+            fill=alt.Fill("cell:N", scale=alt.Scale(domain=[missing], range=["#d9d9d9"]), title=None,
+                          legend=alt.Legend(labelLimit=0))))
     labelled = max(frame[x].nunique(), frame[y].nunique()) <= HEATMAP_LABELS_UP_TO
     if labelled:
         layers.append(base.mark_text(fontSize=8).encode(text=alt.Text(f"{value}:Q", format=".2f")))
