@@ -22,7 +22,7 @@ def status_view(frame: pd.DataFrame, last_steps: dict[int, int], now_s: float | 
     now_s = time.time() if now_s is None else now_s
     rows = []
     for r in frame.itertuples():
-        end = r.finished_s if r.finished_s and r.finished_s == r.finished_s else now_s
+        end = r.finished_s if pd.notna(r.finished_s) and r.finished_s else now_s
         note = ""
         if r.steps_done < last_steps.get(r.job_id, 0):
             note = f"back to its checkpoint ({last_steps[r.job_id]:,} -> {r.steps_done:,} steps)"

@@ -197,8 +197,8 @@ def test_an_output_path_that_cannot_be_written_is_an_error_before_the_work(tmp_p
     out = blocker / "sub"
     commands = (["simulate", "--policy", "gavel_las", *SMALL, "--jobs-out", str(out / "jobs.csv")],
                 ["generate", "gavel", "--static", "--num-jobs", "3", "--out", str(out / "jobs.csv")],
-                ["compare", "--preset", "tiny", "--streams", "gavel", "--policies", "gavel_las", "--seeds", "1", "--no-dask",
-                 "--out", str(out)],
+                ["compare", "--preset", "tiny", "--streams", "gavel", "--policies", "gavel_las", "--seeds", "1",
+                 "--no-dask", "--out", str(out)],
                 ["reproduce", "--preset", "tiny", "--only", "motivation", "--out", str(blocker)])
     monkeypatch.setattr(simulator, "simulate", lambda *a, **k: pytest.fail("simulated before the folder check"))
     for argv in commands:

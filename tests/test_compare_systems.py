@@ -126,9 +126,10 @@ def test_cli_compare_rejects_a_missing_openb_folder(tmp_path, capsys):
 
 
 def test_each_policy_names_its_system_and_an_unknown_one_is_refused_before_any_run(tmp_path, capsys):
-    systems = {p: S.system_of(p) for p in ("gavel", "gavel_las", "allox", "LAS+fair", "FIFO", "shockwave", "gavel_las+fair",
-                                            "gavel+tune", "shockwave+tune")}
-    assert systems == {"gavel": "Gavel", "gavel_las": "Gavel", "allox": "Gavel", "LAS+fair": "Synergy", "FIFO": "Synergy",
+    systems = {p: S.system_of(p) for p in ("gavel", "gavel_las", "allox", "LAS+fair", "FIFO", "shockwave",
+                                            "gavel_las+fair", "gavel+tune", "shockwave+tune")}
+    assert systems == {"gavel": "Gavel", "gavel_las": "Gavel", "allox": "Gavel", "LAS+fair": "Synergy",
+                       "FIFO": "Synergy",
                        "shockwave": "Shockwave", "gavel_las+fair": "composition", "gavel+tune": "composition",
                        "shockwave+tune": "composition"}
     assert set(map(S.system_of, S.POLICIES)) == {"Gavel", "Synergy", "Shockwave", "composition"}

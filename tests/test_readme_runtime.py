@@ -47,7 +47,8 @@ def test_the_status_view_says_where_a_job_runs_and_why_its_steps_fell():
                submitted_s=1_000.0, finished_s=None, log_tail="", batch_size=0, gpu_type="v100", workers="w1,w2")
     last: dict[int, int] = {}
     first = status_view(pd.DataFrame([row], columns=STATUS_COLUMNS), last, now_s=4_725.0).iloc[0]
-    assert (first["GPU type"], first["workers"], first["done"], first["elapsed"]) == ("v100", "w1,w2", "30 %", "1:02:05")
+    shown = (first["GPU type"], first["workers"], first["done"], first["elapsed"])
+    assert shown == ("v100", "w1,w2", "30 %", "1:02:05")
     assert first["steps"] == "1,200 of 4,000 (1,000 saved)" and first["note"] == ""
     fell = status_view(pd.DataFrame([{**row, "steps_done": 1000}], columns=STATUS_COLUMNS), last, 4_800.0).iloc[0]
     assert fell["note"] == "back to its checkpoint (1,200 -> 1,000 steps)"

@@ -112,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="simulate a policy on a cluster over a trace or generated stream",
                          formatter_class=DefaultsHelp)
     sim.add_argument("--policy", required=True,
-                     help="policy name, any case: Gavel's (max_min_fairness_perf, ...), Synergy's (fifo+tune, las+fair, "
-                          "...) or an alias (gavel, gavel_las, themis, ossp, mst, ...)")
+                     help="policy name, any case: Gavel's (max_min_fairness_perf, ...), Synergy's (fifo+tune, "
+                          "las+fair, ...) or an alias (gavel, gavel_las, themis, ossp, mst, ...)")
     sim.add_argument("--prices", default=None, metavar="TYPE=USD,...",
                      help="$/h per GPU for the cost policies, e.g. v100=2.48,p100=1.46,k80=0.45")
     sim.add_argument("--cluster", default="36:36:36",

@@ -16,7 +16,7 @@ import pandas as pd
 from hetsched.ui.names import ORDERINGS, VOCABULARY
 from hetsched.ui.names import color as policy_color
 from hetsched.ui.names import display_names, legend_order, natural_sorted
-from hetsched.ui.rendering import VEGA_MIME, save_figure, with_room  # noqa: F401  (the renderer, on import)
+from hetsched.ui.rendering import VEGA_MIME, save_figure  # noqa: F401  (re-exported; enables the renderer)
 
 FLAGS = {"saturated": "saturated", "timed_out": "timed out"}     # result columns that mark a point unfinished
 #: How a point off the line is drawn at the top of the axis: unfinished, or finished above `y_max`.
