@@ -481,6 +481,7 @@ if __name__ == "__main__":
     from _build_traces import build_traces
     from _build_shockwave import build_shockwave, build_shockwave_hetero
     from _build_own import build_own
+    from _build_sia import build_sia
     from _build_synergy import build_hetero, build_synergy
 
     build()
@@ -494,3 +495,4 @@ if __name__ == "__main__":
     build_own()
     build_compare()
     build_traces()
+    build_sia()

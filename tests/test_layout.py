@@ -10,8 +10,8 @@ import pytest
 import hetsched
 
 ROOT = Path(hetsched.__file__).parent
-ROLES = {"cli", "core", "experiments", "io", "model", "planner", "policies", "rates", "resources", "sim", "solvers",
-         "traces", "ui"}
+ROLES = {"cli", "core", "elastic", "experiments", "io", "model", "planner", "policies", "rates", "resources", "sim",
+         "solvers", "traces", "ui"}
 TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py"}
 MAX_LINES = 410
 

@@ -76,6 +76,8 @@ EXPECTED = {
     "trace_checks": ({"family", "setup", "trace", "policy", "makespan_h", "avg_jct_h", "violations"},
                      {"family": {"shockwave", "synergy"}, "policy": {"allox", "max_sum_throughput_perf", "FIFO+opt",
                                                                      "LAS+tune", "FTF+fair"}}),
+    "sia_table3": ({"policy", "workload", "trace", "avg_jct_h", "p99_jct_h", "makespan_h", "gpu_h_per_job"},
+                   {"policy": {"sia", "gavel+tj"}, "trace": {"helios", "philly"}}),
     "openb_replay": ({"policy", "avg_jct_h", "num_jobs", "node_fraction"},
                      {"policy": {"max_min_fairness", "max_min_fairness_perf", "finish_time_fairness_perf",
                                  "max_min_fairness_perf+tune"}}),

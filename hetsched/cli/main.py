@@ -13,6 +13,7 @@ from hetsched.cli import LOSSY_HELP, DefaultsHelp, changed, positive_int
 from hetsched.errors import HetschedError
 from hetsched.ui.names import vocabulary_frame
 from hetsched.cli.generate import IMPORT_OPTIONS, add_generate_parser
+from hetsched.cli.elastic import add_elastic_parser
 from hetsched.cli.profile import add_profile_parser
 from hetsched.cli.simulate import run_simulate
 from hetsched.cli.traces import add_import_args
@@ -22,6 +23,12 @@ def _cmd_convert_trace(args: argparse.Namespace) -> int:
     from hetsched.cli.traces import import_options
     from hetsched.traces import FORMATS, infer_format, read_trace, write_trace
 
+    if args.from_ == "sia":
+        from hetsched.cli.elastic import convert_sia_workload
+
+        count = convert_sia_workload(args.input, args.output)
+        print(f"converted {count} elastic jobs: {args.input} -> {args.output}", file=sys.stderr)
+        return 0
     fmt = args.from_ or infer_format(args.input)
     options = import_options(args, fmt, args.throughputs, args.seed)
     drawn = changed(args, args.table_options)
@@ -93,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr = conv_sub.add_parser("trace", help="convert a trace (.trace = Gavel TSV, .csv/.parquet = canonical)")
     tr.add_argument("input", type=Path)
     tr.add_argument("output", type=Path)
-    tr.add_argument("--from", dest="from_", choices=sorted(FORMATS), default=None, help="input format")
+    tr.add_argument("--from", dest="from_", choices=sorted([*FORMATS, "sia"]), default=None,
+                    help="input format (sia: a Sia workload of elastic jobs, written as the project's workload table)")
     tr.add_argument("--to", choices=sorted(FORMATS), default=None, help="output format")
     tr.add_argument("--lossy", action="store_true", help=LOSSY_HELP)
     add_import_args(tr, with_table=True)
@@ -186,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_client_commands(sub)             # submit, status, cancel: the operator's side of a running scheduler
 
     add_profile_parser(sub)
+    add_elastic_parser(sub)
     from hetsched.cli.compare import add_compare_parser
     add_compare_parser(sub)
     pol = sub.add_parser("policies", help="list every policy: registry name, the papers' name, aliases")

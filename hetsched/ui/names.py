@@ -40,6 +40,9 @@ VOCABULARY: dict[str, tuple[str, str]] = {
     "max_min_fairness_water_filling_perf": ("Gavel (hierarchical)", "#ad494a"),
     "max_min_fairness_water_filling_packed": ("Gavel (hierarchical) w/ SS", "#d6616b"),
     "gandiva_fair": ("Gandiva-Fair", "#c49c94"),
+    "sia": ("Sia", "#e6ab02"),
+    "pollux": ("Pollux", "#66a61e"),
+    "gavel+tj": ("Gavel+TJ", "#1b9e77"),
     "isolated": ("Isolated", "#c7c7c7"),
     "proportional": ("Proportional", "#a5a5a5"),
 }
@@ -61,6 +64,8 @@ def display_name(policy: str) -> str:
     "FIFO (Synergy-TUNE)"); names outside the vocabulary pass unchanged."""
     from hetsched.policies.base import resolve_policy_name
 
+    if policy.strip().lower() in VOCABULARY:         # the elastic systems' names are not the registry's
+        return VOCABULARY[policy.strip().lower()][0]
     name = resolve_policy_name(policy)
     if name in VOCABULARY:
         return VOCABULARY[name][0]
@@ -92,6 +97,8 @@ def color(policy: str) -> str:
     """The policy's fixed colour, by registry name (aliases and composed Synergy names too)."""
     from hetsched.policies.base import resolve_policy_name
 
+    if policy.strip().lower() in VOCABULARY:
+        return VOCABULARY[policy.strip().lower()][1]
     name = resolve_policy_name(policy)
     if name in VOCABULARY:
         return VOCABULARY[name][1]

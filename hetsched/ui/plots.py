@@ -221,9 +221,9 @@ def cdf(frame: pd.DataFrame, value: str, color: str, title: str, x_title: str) -
 
 
 def grouped_bars(frame: pd.DataFrame, x: str, y: str, color: str, title: str, y_title: str,
-                 reference: pd.DataFrame | None = None) -> alt.Chart | alt.LayerChart:
-    """Bars of `y` per `x`, one bar per `color` value side by side; `reference` (same columns) draws an
-    artifact's numbers as black ticks on the bars."""
+                 reference: pd.DataFrame | None = None, source: str = "the artifact") -> alt.Chart | alt.LayerChart:
+    """Bars of `y` per `x`, one bar per `color` value side by side; `reference` (same columns) draws the numbers
+    of `source` (an artifact, a paper) as black ticks on the bars."""
     data, enc_color, order = _color(frame, color)
     xs = alt.X(f"{x}:N", title=None, sort=natural_sorted(data[x].tolist()))
     offset = alt.XOffset(f"{color}:N", sort=order, scale=alt.Scale(domain=order))
@@ -235,8 +235,8 @@ def grouped_bars(frame: pd.DataFrame, x: str, y: str, color: str, title: str, y_
     ref, _, _ = _color(reference[reference[color].isin(frame[color].unique())][[x, color, y]].dropna(), color)
     ticks = alt.Chart(ref).mark_tick(color="black", thickness=2).encode(
         x=xs, xOffset=offset, y=alt.Y(f"{y}:Q"),
-        tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".2f", title="artifact")])
-    return alt.layer(bars, ticks, title=alt.TitleParams(title, subtitle="black ticks: the artifact's numbers")
+        tooltip=[x, color, alt.Tooltip(f"{y}:Q", format=".2f", title=source)])
+    return alt.layer(bars, ticks, title=alt.TitleParams(title, subtitle=f"black ticks: {source}'s numbers")
                      ).properties(width=320, height=220)
 
 

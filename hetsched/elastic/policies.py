@@ -1,0 +1,37 @@
+"""The elastic systems' decide stages by name, with the job category and round length each runs with."""
+
+from __future__ import annotations
+
+from hetsched.elastic.cluster import ElasticCluster
+from hetsched.elastic.jobs import ADAPTIVE, RIGID
+from hetsched.errors import HetschedError
+
+ELASTIC_POLICIES = {"sia": "Sia (SOSP'23): goodput ILP over GPU type x count, adaptive jobs, 60-s rounds",
+                    "gavel+tj": "Gavel max-sum-throughput with TunedJobs (rigid), 360-s rounds, as Sia's artifact"}
+
+
+def make_elastic_policy(name: str, cluster: ElasticCluster, round_s: float | None = None, **options):
+    """(decide stage, job category, round length) for a policy name, any case."""
+    key = name.strip().lower()
+    if key == "sia":
+        from hetsched.elastic.sia import SiaPolicy
+
+        allowed = {"p", "lam", "mip_gap"}
+        _check(key, options, allowed)
+        policy = SiaPolicy(cluster, **options)
+        policy.name = "sia"
+        return policy, ADAPTIVE, round_s or 60.0
+    if key in ("gavel+tj", "gavel_tj"):
+        from hetsched.elastic.gavel_tj import GavelTunedJobs
+
+        _check(key, options, set())
+        round_s = round_s or 360.0
+        return GavelTunedJobs(cluster, round_s=round_s), RIGID, round_s
+    raise HetschedError(f"elastic policy {name!r}: use one of {', '.join(ELASTIC_POLICIES)}")
+
+
+def _check(name: str, options: dict, allowed: set) -> None:
+    extra = sorted(set(options) - allowed)
+    if extra:
+        raise HetschedError(f"{name} does not read {', '.join(extra)}; it reads "
+                            f"{', '.join(sorted(allowed)) or 'no options'}")

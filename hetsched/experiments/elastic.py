@@ -1,0 +1,114 @@
+"""Sia's Tables 3 and 4 (docs/rules.md#elastic-metrics): Sia, Pollux and Gavel+TJ on the paper's Philly, Helios and
+new traces, on its 64-GPU heterogeneous cluster (and 16 T4 nodes), beside the paper draft's numbers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from hetsched.errors import HetschedError
+
+METRICS = ("avg_jct_h", "p99_jct_h", "makespan_h", "gpu_h_per_job", "contention_mean", "contention_max")
+METRIC_TITLES = {"avg_jct_h": "avg JCT (h)", "p99_jct_h": "p99 JCT (h)", "makespan_h": "makespan (h)",
+                 "gpu_h_per_job": "GPU-hours per job", "contention_mean": "contention, mean (jobs)",
+                 "contention_max": "contention, max (jobs)"}
+TRACES = {"philly": 8, "helios": 10, "newtrace": 10}       # workloads per trace in the artifact
+
+
+@dataclass(frozen=True)
+class Preset:
+    workloads: dict[str, tuple[int, ...]]     # trace -> workload numbers
+    max_jobs: int | None                      # the first N jobs of each workload (None: all)
+
+
+PRESETS = {"tiny": Preset({"helios": (1,), "philly": (1,)}, 24),
+           "quick": Preset({"helios": (1, 2, 3), "philly": (1, 2, 3)}, None),
+           "paper": Preset({t: tuple(range(1, n + 1)) for t, n in TRACES.items()}, None)}
+
+
+@dataclass(frozen=True)
+class ElasticRun:
+    policy: str
+    workload: str
+    cluster: str = "sia_hetero"
+    max_jobs: int | None = None
+
+    def key(self) -> str:
+        from hetsched.experiments.sweep import code_fingerprint
+        payload = json.dumps({"elastic": 1, "code": code_fingerprint(), **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def run_one(run: ElasticRun) -> dict:
+    """One workload under one policy: the artifact's summary metrics, the CPU time and the decide times."""
+    from hetsched.elastic.apps import load_applications
+    from hetsched.elastic.cluster import ElasticCluster
+    from hetsched.elastic.policies import make_elastic_policy
+    from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+    from hetsched.elastic.workloads import load_workload
+
+    apps = load_applications()
+    spec = ElasticCluster.parse(run.cluster)
+    policy, category, round_s = make_elastic_policy(run.policy, spec)
+    frame = load_workload(run.workload)
+    if run.max_jobs is not None:
+        frame = frame.sort_values("submit_s", kind="stable").head(run.max_jobs)
+    start = time.process_time()
+    result = simulate_elastic(jobs_from_frame(frame, apps, spec, category), spec, policy, round_s)
+    decide = pd.Series(result.decide_s)
+    return {"key": run.key(), **asdict(run), "trace": run.workload.split("-")[0], "jobs": len(result.jobs),
+            **result.metrics(), "cpu_s": time.process_time() - start,
+            "decide_median_ms": float(decide.median() * 1e3), "decide_p95_ms": float(decide.quantile(0.95) * 1e3)}
+
+
+def runs(preset: str, policies=("sia", "gavel+tj"), cluster: str = "sia_hetero") -> list[ElasticRun]:
+    if preset not in PRESETS:
+        raise HetschedError(f"preset {preset!r}: use one of {', '.join(PRESETS)}")
+    p = PRESETS[preset]
+    return [ElasticRun(policy, f"{trace}-{n}", cluster, p.max_jobs)
+            for trace, numbers in p.workloads.items() for n in numbers for policy in policies]
+
+
+def sweep_elastic(configs: list[ElasticRun], **options) -> pd.DataFrame:
+    from hetsched.experiments.sweep import sweep
+
+    return sweep(configs, run=run_one, **options)
+
+
+def paper_tables() -> pd.DataFrame:
+    from hetsched.model.throughputs import data_dir
+
+    return pd.read_csv(data_dir() / "paper" / "sia_tables.csv")
+
+
+def summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation over workloads per (trace, cluster, policy), beside the paper's number."""
+    group = results.groupby(["trace", "cluster", "policy"], sort=False)
+    ours = group[list(METRICS)].mean()
+    spread = group[list(METRICS)].std().add_suffix("_sd")
+    table = ours.join(spread).join(group.size().rename("workloads")).reset_index()
+    paper = paper_tables().set_index(["trace", "cluster", "policy"])[list(METRICS)].add_suffix("_paper")
+    return table.join(paper, on=["trace", "cluster", "policy"])
+
+
+def long_form(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(ours, paper) as rows of (trace, policy, metric, value) for the figure: ours averaged over workloads."""
+    table = summary(results)
+    ours = table.melt(id_vars=["trace", "policy"], value_vars=list(METRICS), var_name="metric")
+    paper = table.rename(columns={f"{m}_paper": f"_{m}" for m in METRICS})
+    paper = paper.melt(id_vars=["trace", "policy"], value_vars=[f"_{m}" for m in METRICS], var_name="metric")
+    paper["metric"] = paper["metric"].str[1:]
+    for frame in (ours, paper):
+        frame["metric"] = frame["metric"].map(METRIC_TITLES)
+    return ours, paper.dropna(subset=["value"])
+
+
+def save(results: pd.DataFrame, out_dir: str | Path) -> Path:
+    path = Path(out_dir) / "table3.csv"
+    summary(results).to_csv(path, index=False)
+    return path

@@ -1,0 +1,176 @@
+"""Elastic jobs (hetsched/elastic): the goodput model, Sia's integer program, placement, the job model and bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import approx_fprime
+
+from hetsched.elastic import goodput
+from hetsched.elastic.apps import load_applications
+from hetsched.elastic.cluster import ElasticCluster, place
+from hetsched.elastic.jobs import Allocation, ElasticJob
+from hetsched.elastic.sia import SiaPolicy, configurations
+from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+from hetsched.errors import HetschedError, SpecError
+
+TRUE = np.array([0.02, 3e-4, 0.05, 4e-3, 0.01, 2e-3, 2.5])
+
+
+def _samples(params, configs):
+    nodes, replicas, atomic = (np.array(c, dtype=float) for c in zip(*configs))
+    accum = goodput.accum_time(params, atomic)
+    step = np.exp(goodput.log_step_time(params, accum, goodput.network_time(params, nodes, replicas)))
+    return nodes, replicas, atomic, step, step - accum
+
+
+def test_the_fit_gradient_is_the_loss_derivative():
+    nodes, replicas, atomic, step, sync = _samples(TRUE, [(1, 1, 32), (1, 4, 64), (2, 8, 64), (3, 12, 128)])
+    step = step * np.array([1.1, 0.9, 1.05, 1.0])             # not the model's own times: errors are not 0
+    across = (nodes > 1).astype(float)
+    within = ((nodes <= 1) & (replicas > 1)).astype(float)
+    args = (atomic, np.log(step - sync), np.log(step), across, within, np.maximum(replicas - 2, 1e-8))
+    point = np.array([0.03, 2e-4, 0.04, 3e-3, 0.02, 1e-3, 1.7])
+    numeric = approx_fprime(point, lambda p: goodput._objective(p, *args)[0], 1e-9)
+    assert np.allclose(goodput._objective(point, *args)[1], numeric, rtol=1e-3, atol=1e-4)
+
+
+def test_the_fit_predicts_the_step_times_it_was_fitted_to():
+    configs = [(1, 1, 32), (1, 1, 128), (1, 2, 64), (1, 4, 64), (2, 8, 64), (3, 12, 128), (2, 16, 32)]
+    nodes, replicas, atomic, step, sync = _samples(TRUE, configs)
+    fitted = goodput.fit_params(nodes, replicas, atomic, step, sync)
+    predicted = _samples(fitted, configs)[3]
+    assert np.allclose(predicted, step, rtol=0.1)          # the priors (retrogress, gamma) bias it a little
+
+
+def test_one_batch_size_seen_splits_compute_evenly_and_fixes_unseen_links():
+    nodes, replicas, atomic, step, sync = _samples(TRUE, [(1, 1, 64)])
+    fitted = goodput.fit_params(nodes, replicas, atomic, step, sync)
+    assert fitted[0] == pytest.approx(float((step - sync)[0]) / 2)
+    assert fitted[4] == pytest.approx(1e-8) and fitted[5] == pytest.approx(1e-8)   # no multi-GPU sample
+
+
+def test_efficiency_is_one_at_the_initial_batch_and_falls_with_scale():
+    assert goodput.efficiency(1.0, 4.0, 128, 128) == pytest.approx(1.0)
+    values = goodput.efficiency(1.0, 4.0, np.array([128, 256, 1024, 4096]), 128)
+    assert np.all(np.diff(values) < 0)
+
+
+def test_best_goodput_stays_inside_the_atomic_batch_range():
+    good, atomic, steps = goodput.best_goodput(TRUE, 1.0, 50.0, 128, 4096, [1, 1, 2], [1, 4, 16], (32, 256))
+    assert np.all(good > 0) and np.all((atomic >= 32) & (atomic <= 256))
+    assert np.all(np.asarray([1, 4, 16]) * atomic * (steps + 1) <= 4096 * 1.02)
+
+
+def test_sia_table1_example_picks_the_paper_optimum():
+    """The paper's Table 1: J1 -> (1,4,B), J2 -> (1,2,A) on one node of 2 A GPUs and one of 4 B GPUs."""
+    policy = SiaPolicy(ElasticCluster.parse("1x2@t4+1x4@rtx"))
+    assert [c for c in policy.configs] == [("t4", 1, 1), ("t4", 1, 2), ("rtx", 1, 1), ("rtx", 1, 2), ("rtx", 1, 4)]
+    goodputs = np.array([[1, 1.5, 1.5, 2.5, 3.5], [1.2, 2.1, 1, 1.9, 3.6]])
+    picks = policy.choose(goodputs, np.zeros_like(goodputs))
+    assert [policy.configs[k] for k in picks] == [("rtx", 1, 4), ("t4", 1, 2)]
+
+
+def test_a_pinned_job_keeps_its_configuration_and_capacity_holds():
+    policy = SiaPolicy(ElasticCluster.parse("1x2@t4+1x4@rtx"))
+    goodputs = np.array([[1, 1.5, 1.5, 2.5, 3.5], [1.2, 2.1, 1, 1.9, 3.6], [1, 1, 1, 1, 1]])
+    pinned = np.zeros_like(goodputs)
+    pinned[1, 4] = 1                                        # J2 restoring on 4 B GPUs
+    picks = policy.choose(goodputs, pinned)
+    assert picks[1] == 4
+    used = {}
+    for k in picks[picks >= 0]:
+        t, _, g = policy.configs[k]
+        used[t] = used.get(t, 0) + g
+    assert used.get("t4", 0) <= 2 and used.get("rtx", 0) <= 4
+
+
+def test_configurations_of_the_paper_cluster():
+    configs = configurations(ElasticCluster.parse("sia_hetero"))
+    counts = {t: sum(c[0] == t for c in configs) for t in ("t4", "rtx", "a100")}
+    assert counts == {"t4": 8, "rtx": 6, "a100": 5} and len(configs) == 19
+
+
+def test_placement_keeps_unchanged_jobs_and_gives_whole_nodes_first():
+    cluster = ElasticCluster.parse("3x8@rtx")
+    current = {"a": Allocation("rtx", ((1, 2),)), "b": None}
+    out = place(cluster, current, {"a": ("rtx", 2), "b": ("rtx", 16), "c": ("rtx", 4)})
+    assert out["a"] == current["a"]
+    assert sorted(n for n, _ in out["b"].nodes) == [0, 2] and out["b"].placement == (8, 8)
+    assert out["c"].nodes == ((1, 4),)
+
+
+def test_cluster_names_and_errors():
+    assert str(ElasticCluster.parse("sia_hetero")) == "6x4@t4+3x8@rtx+2x8@a100"
+    assert ElasticCluster.parse("sia_homo").total_gpus == 64
+    with pytest.raises(SpecError, match="NODESxGPUS@TYPE"):
+        ElasticCluster.parse("6x4")
+    with pytest.raises(SpecError, match="no measurements for GPU type 'h100'"):
+        ElasticCluster.parse("2x8@h100", {"t4", "a100"})
+
+
+def _frame(rows):
+    return pd.DataFrame(rows, columns=["name", "submit_s", "app", "num_replicas", "batch_size"])
+
+
+def test_a_job_alone_finishes_with_its_gpu_time_accounted():
+    apps = load_applications()
+    cluster = ElasticCluster.parse("1x4@t4")
+    jobs = jobs_from_frame(_frame([("bert-0", 0.0, "bert", 1, 12)]), apps, cluster)
+    result = simulate_elastic(jobs, cluster, SiaPolicy(cluster))
+    job = jobs[0]
+    assert job.epoch == apps["bert"].max_epochs and job.progress == pytest.approx(apps["bert"].target_progress)
+    rounds = len(result.contention)
+    assert 0 < result.jobs["gpu_hours"][0] * 3600 <= rounds * 60 * 4
+    assert job.restarts is not None and result.jobs["completion_s"][0] > 60   # admitted at the first boundary
+
+
+def test_bad_workload_rows_name_the_row_and_what_works():
+    apps = load_applications()
+    cluster = ElasticCluster.parse("sia_hetero")
+    with pytest.raises(HetschedError, match=r"row 2 \(x\): unknown application 'resnet'; known: bert"):
+        jobs_from_frame(_frame([("a", 0, "bert", 1, 12), ("x", 0, "resnet", 1, 12)]), apps, cluster)
+    with pytest.raises(HetschedError, match=r"batch size 99999 is outside cifar10's profiled range \[128, 4096\]"):
+        jobs_from_frame(_frame([("a", 0, "cifar10", 1, 99999)]), apps, cluster)
+    with pytest.raises(HetschedError, match="gpt_pmp has no measurements on t4"):
+        jobs_from_frame(_frame([("a", 0, "gpt_pmp", 1, 48)]), apps, cluster)
+
+
+def test_cli_refuses_an_unknown_workload_with_exit_2(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "hetsched", "elastic", "--policy", "sia", "--workload", "helios-99"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "helios-1..10" in run.stderr
+    bad = tmp_path / "w.csv"
+    bad.write_text("name,time,application,num_replicas,batch_size\nj,0,cifar10,1,64\n")
+    run = subprocess.run([sys.executable, "-m", "hetsched", "elastic", "--policy", "gavel+tj", "--workload", str(bad),
+                          "--jobs-out", str(tmp_path / "out.csv")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "batch size 64 is outside cifar10's profiled range" in run.stderr
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_cli_runs_a_short_workload_and_converts_a_sia_file(tmp_path):
+    src = tmp_path / "w.csv"
+    src.write_text("name,time,application,num_replicas,batch_size\na,0,cifar10,2,256\nb,100,bert,2,24\n")
+    conv = subprocess.run([sys.executable, "-m", "hetsched", "convert", "trace", str(src), str(tmp_path / "o.csv"),
+                           "--from", "sia"], capture_output=True, text=True, timeout=120)
+    assert conv.returncode == 0, conv.stderr
+    assert list(pd.read_csv(tmp_path / "o.csv")["app"]) == ["cifar10", "bert"]
+    run = subprocess.run([sys.executable, "-m", "hetsched", "elastic", "--policy", "sia", "--workload",
+                          str(tmp_path / "o.csv"), "--cluster", "2x4@t4", "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert '"jobs": 2' in run.stdout
+
+
+def test_committed_tables_equal_a_fresh_conversion(shared_dir, tmp_path):
+    from hetsched.elastic.convert import convert_all
+    from hetsched.model.throughputs import data_dir
+
+    convert_all(shared_dir / "data" / "sia", tmp_path)
+    for name in ("step_times", "gradient_stats", "workloads"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"{name}.parquet"),
+                                      pd.read_parquet(data_dir() / "sia" / f"{name}.parquet"))
