@@ -174,3 +174,54 @@ def test_committed_tables_equal_a_fresh_conversion(shared_dir, tmp_path):
     for name in ("step_times", "gradient_stats", "workloads"):
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / f"{name}.parquet"),
                                       pd.read_parquet(data_dir() / "sia" / f"{name}.parquet"))
+
+
+def test_nsga2_rank_zero_is_the_pareto_front():
+    from hetsched.elastic.pollux import _rank_crowding
+
+    rng = np.random.default_rng(3)
+    objs = np.round(rng.random((60, 2)), 1)                 # ties and duplicates on purpose
+    rank, crowd = _rank_crowding(objs)
+    dominated = [any((objs[j] <= objs[i]).all() and (objs[j] < objs[i]).any() for j in range(60)) for i in range(60)]
+    assert [r == 0 for r in rank] == [not d for d in dominated]
+    for i in range(60):                                     # a state is ranked after every state that beats it
+        for j in range(60):
+            if (objs[j] <= objs[i]).all() and (objs[j] < objs[i]).any():
+                assert rank[j] < rank[i]
+    assert np.isinf(crowd[rank == 0]).any()
+
+
+def test_pollux_repair_makes_every_state_feasible():
+    from hetsched.elastic.pollux import MAX_NODES, _Repair
+
+    rng = np.random.default_rng(5)
+    caps = np.array([4] * 10)
+    max_r = np.array([1, 4, 16, 8, 2])
+    states = rng.integers(0, 4, size=(200, 5, 10)) * (rng.random((200, 5, 10)) < 0.4)
+    fixed = _Repair(max_r, caps, rng)(states)
+    assert (fixed >= 0).all() and (fixed.sum(axis=1) <= caps).all()
+    assert (fixed.sum(axis=2) <= max_r).all()
+    assert (np.count_nonzero(fixed, axis=2) <= MAX_NODES).all()
+    spread = (np.count_nonzero(fixed, axis=2) > 1)[:, :, None] & (fixed > 0)
+    assert (spread.sum(axis=1) <= 1).all()                  # one distributed job a node
+
+
+def test_pollux_keeps_the_type_holding_most_gpus_and_is_reproducible_by_seed():
+    from hetsched.elastic.pollux import PolluxPolicy
+
+    cluster = ElasticCluster.parse("1x4@t4+1x8@a100")
+    policy = PolluxPolicy(cluster)
+    assert list(policy.vnode_type) == ["t4", "a100", "a100"]
+    job = ElasticJob("j", load_applications()["cifar10"], 0.0, 4, 1024)
+    state = np.array([[1, 3, 2]])
+    assert policy._allocations([job], state)["j"] == Allocation("a100", ((0, 5),))
+
+    def run(seed):
+        apps = load_applications()
+        frame = _frame([(f"j{i}", 60.0 * i, app, 2, size) for i, (app, size) in
+                        enumerate([("cifar10", 512), ("bert", 24), ("yolov3", 32), ("cifar10", 256)])])
+        jobs = jobs_from_frame(frame, apps, cluster, unaware=True)
+        result = simulate_elastic(jobs, cluster, PolluxPolicy(cluster, seed=seed, generations=20))
+        return result.jobs["completion_s"].tolist()
+
+    assert run(1) == run(1)

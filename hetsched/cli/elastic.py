@@ -21,8 +21,8 @@ def add_elastic_parser(sub) -> None:
     from hetsched.elastic.policies import ELASTIC_POLICIES
 
     el = sub.add_parser("elastic", formatter_class=DefaultsHelp,
-                        help="simulate elastic jobs (GPU count, type and batch size that change) under Sia or "
-                             "Gavel+TJ")
+                        help="simulate elastic jobs (GPU count, type and batch size that change) under Sia, "
+                             "Pollux or Gavel+TJ")
     el.add_argument("--policy", required=True,
                     help="; ".join(f"{k}: {v}" for k, v in ELASTIC_POLICIES.items()))
     el.add_argument("--workload", required=True,
@@ -35,6 +35,7 @@ def add_elastic_parser(sub) -> None:
                     help="round length (default: the policy's, 60 s for Sia, 360 s for Gavel+TJ)")
     el.add_argument("--p", type=float, default=None, help="Sia's fairness power (default -0.5)")
     el.add_argument("--lam", type=float, default=None, help="Sia's reward for running a job (default 1.1)")
+    el.add_argument("--seed", type=int, default=None, help="Pollux's search seed (default 0; the artifact sets none)")
     el.add_argument("--jobs-out", type=Path, default=None, help="write per-job results (CSV)")
     el.add_argument("--json", action="store_true", help="print one JSON object")
     el.set_defaults(func=run_elastic)
@@ -43,7 +44,7 @@ def add_elastic_parser(sub) -> None:
 def run_elastic(args: argparse.Namespace) -> int:
     from hetsched.elastic.simulator import run_workload
 
-    options = {k: v for k, v in (("p", args.p), ("lam", args.lam)) if v is not None}
+    options = {k: v for k, v in (("p", args.p), ("lam", args.lam), ("seed", args.seed)) if v is not None}
     if args.round is not None and args.round <= 0:
         raise HetschedError(f"--round must be positive, got {args.round}")
     if args.jobs_out is not None and not args.jobs_out.parent.is_dir():

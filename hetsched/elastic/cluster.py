@@ -51,18 +51,27 @@ class ElasticCluster:
 
 
 def place(cluster: ElasticCluster, current: dict[str, Allocation | None],
-          wanted: dict[str, tuple[str, int]]) -> dict[str, Allocation]:
+          wanted: dict[str, tuple[str, int] | Allocation]) -> dict[str, Allocation]:
     """Nodes for each job's (GPU type, GPU count). A job whose type and count are unchanged keeps its GPUs; the
     others are placed largest first: a job of whole nodes takes free whole nodes, a job within one node the fullest
-    node it fits on, and what cannot go whole is spread over the nodes with the most free GPUs."""
+    node it fits on, and what cannot go whole is spread over the nodes with the most free GPUs. An `Allocation`
+    asked for (a stage that places itself) is taken as it is."""
     free = {t: [per_node] * nodes for t, (nodes, per_node) in cluster.types.items()}
     out: dict[str, Allocation] = {}
-    for name, (gpu_type, gpus) in wanted.items():
+    for name, want in wanted.items():
+        if isinstance(want, Allocation):
+            out[name] = want
+            for node, count in want.nodes:
+                free[want.gpu_type][node] -= count
+            continue
+        gpu_type, gpus = want
         alloc = current.get(name)
         if alloc is not None and alloc.gpu_type == gpu_type and alloc.gpus == gpus:
             out[name] = alloc
             for node, count in alloc.nodes:
                 free[gpu_type][node] -= count
+    if any(f < 0 for counts in free.values() for f in counts):
+        raise ValueError("placement: the allocations asked for hold more GPUs than a node has")
     pending = sorted((n for n in wanted if n not in out), key=lambda n: -wanted[n][1])
     for name in pending:
         gpu_type, gpus = wanted[name]

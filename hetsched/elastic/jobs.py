@@ -41,6 +41,7 @@ class ElasticJob:
     target_replicas: int          # the trace's tuned GPU count (TunedJobs) and, for rigid jobs, the count it runs
     target_batch: int             # the trace's tuned total batch size
     category: str = ADAPTIVE
+    unaware: bool = False         # one goodput model over every GPU type (Pollux), else one per type (Sia)
     alloc: Allocation | None = None
     atomic_bsz: int = 0
     accum_steps: int = 0
@@ -101,7 +102,7 @@ class ElasticJob:
         if grad != self.grad:
             self.grad = grad
             self.version += 1
-        gpu_type = self.alloc.gpu_type
+        gpu_type = self.model_key
         seen = self.profiles.setdefault(gpu_type, {})
         key = (nodes, replicas, self.atomic_bsz)
         if key in seen:
@@ -112,12 +113,17 @@ class ElasticJob:
         self.params[gpu_type] = goodput.fit_params(rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3], rows[:, 4])
         self.version += 1
 
+    @property
+    def model_key(self) -> str:
+        """The model the current allocation teaches: its type's, or the one shared model ('*')."""
+        return "*" if self.unaware else self.alloc.gpu_type
+
     def choose_batch(self) -> None:
         """The atomic batch and accumulation steps on the current allocation: the fixed batch if the job has one,
         else the best goodput of its model on this GPU type, else the smallest batch the GPUs take."""
         app, profile = self.app, self.app.types[self.alloc.gpu_type]
         nodes, replicas = len(self.alloc.nodes), self.alloc.gpus
-        params = self.params.get(self.alloc.gpu_type)
+        params = self.params.get(self.model_key)
         batch = self.fixed_batch
         if batch is None and params is None:
             batch = max(app.init_batch_size, profile.min_local_bsz * replicas)

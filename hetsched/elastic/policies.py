@@ -7,6 +7,7 @@ from hetsched.elastic.jobs import ADAPTIVE, RIGID
 from hetsched.errors import HetschedError
 
 ELASTIC_POLICIES = {"sia": "Sia (SOSP'23): goodput ILP over GPU type x count, adaptive jobs, 60-s rounds",
+                    "pollux": "Pollux (OSDI'21) as Sia's artifact runs it: type-unaware genetic search, 60-s rounds",
                     "gavel+tj": "Gavel max-sum-throughput with TunedJobs (rigid), 360-s rounds, as Sia's artifact"}
 
 
@@ -27,6 +28,11 @@ def make_elastic_policy(name: str, cluster: ElasticCluster, round_s: float | Non
         _check(key, options, set())
         round_s = round_s or 360.0
         return GavelTunedJobs(cluster, round_s=round_s), RIGID, round_s
+    if key == "pollux":
+        from hetsched.elastic.pollux import PolluxPolicy
+
+        _check(key, options, {"seed", "p", "pop_size", "generations"})
+        return PolluxPolicy(cluster, **options), ADAPTIVE, round_s or 60.0
     raise HetschedError(f"elastic policy {name!r}: use one of {', '.join(ELASTIC_POLICIES)}")
 
 

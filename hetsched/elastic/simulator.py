@@ -19,7 +19,7 @@ MAX_ROUNDS = 2_000_000
 
 
 def jobs_from_frame(frame: pd.DataFrame, apps: dict[str, Application], cluster: ElasticCluster,
-                    category: str = ADAPTIVE) -> list[ElasticJob]:
+                    category: str = ADAPTIVE, unaware: bool = False) -> list[ElasticJob]:
     """Elastic jobs from a workload table (name, submit_s, app, num_replicas, batch_size), checked row by row."""
     if category not in CATEGORIES:
         raise HetschedError(f"job category {category!r}: use one of {', '.join(CATEGORIES)}")
@@ -39,7 +39,7 @@ def jobs_from_frame(frame: pd.DataFrame, apps: dict[str, Application], cluster: 
         if rec.num_replicas < 1:
             raise HetschedError(f"workload row {row} ({rec.name}): num_replicas must be at least 1")
         jobs.append(ElasticJob(str(rec.name), app, float(rec.submit_s), int(rec.num_replicas),
-                               int(rec.batch_size), category))
+                               int(rec.batch_size), category, unaware))
     return sorted(jobs, key=lambda j: j.submit_s)
 
 
@@ -64,16 +64,17 @@ class ElasticResult:
 
 
 def simulate_elastic(jobs: list[ElasticJob], cluster: ElasticCluster, policy, round_s: float = 60.0,
-                     progress=None) -> ElasticResult:
+                     progress=None, max_rounds: int | None = None) -> ElasticResult:
     """Run `jobs` on `cluster` under `policy` (an object with `decide(active_jobs, now)`) until all finish. BLAS
-    runs on one thread: its operations here are tiny, and a second thread doubled the CPU time (13 -> 25 CPU-s)."""
+    runs on one thread: its operations here are tiny, and a second thread doubled the CPU time (13 -> 25 CPU-s).
+    `max_rounds` stops early (a benchmark of the decide stage): the result then holds the jobs done by then."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1, user_api="blas"):
-        return _simulate(jobs, cluster, policy, round_s, progress)
+        return _simulate(jobs, cluster, policy, round_s, progress, max_rounds)
 
 
-def _simulate(jobs, cluster, policy, round_s, progress) -> ElasticResult:
+def _simulate(jobs, cluster, policy, round_s, progress, max_rounds) -> ElasticResult:
     import time
 
     pending = sorted(jobs, key=lambda j: j.submit_s)
@@ -81,8 +82,8 @@ def _simulate(jobs, cluster, policy, round_s, progress) -> ElasticResult:
     done: list[ElasticJob] = []
     contention, decide_s = [], []
     now, nxt = 0.0, 0
-    for _ in range(MAX_ROUNDS):
-        if nxt == len(pending) and not active:
+    for count in range(MAX_ROUNDS):
+        if (nxt == len(pending) and not active) or count == max_rounds:
             break
         for job in active:
             job.step(round_s, now)
@@ -129,5 +130,5 @@ def run_workload(workload: str, policy_name: str = "sia", cluster: str = "sia_he
     apps = load_applications()
     spec = ElasticCluster.parse(cluster, {t for a in apps.values() for t in a.types})
     policy, category, round_s = make_elastic_policy(policy_name, spec, round_s, **options)
-    jobs = jobs_from_frame(load_workload(workload), apps, spec, category)
+    jobs = jobs_from_frame(load_workload(workload), apps, spec, category, getattr(policy, "unaware", False))
     return simulate_elastic(jobs, spec, policy, round_s, progress)

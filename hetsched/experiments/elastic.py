@@ -24,11 +24,14 @@ TRACES = {"philly": 8, "helios": 10, "newtrace": 10}       # workloads per trace
 class Preset:
     workloads: dict[str, tuple[int, ...]]     # trace -> workload numbers
     max_jobs: int | None                      # the first N jobs of each workload (None: all)
+    seeds: tuple[int, ...] = (0,)             # Pollux's search seeds (the artifact sets none)
+    pollux_workloads: int | None = None       # Pollux on the first N workloads of each trace (None: all)
+    generations: int = 100                    # Pollux's generations a round (the artifact's 100)
 
 
-PRESETS = {"tiny": Preset({"helios": (1,), "philly": (1,)}, 24),
-           "quick": Preset({"helios": (1, 2, 3), "philly": (1, 2, 3)}, None),
-           "paper": Preset({t: tuple(range(1, n + 1)) for t, n in TRACES.items()}, None)}
+PRESETS = {"tiny": Preset({"helios": (1,), "philly": (1,)}, 24, (0,), 1, generations=5),   # runs, not numbers
+           "quick": Preset({"helios": (1, 2, 3), "philly": (1, 2, 3)}, None, (0, 1, 2), 1),
+           "paper": Preset({t: tuple(range(1, n + 1)) for t, n in TRACES.items()}, None, (0, 1, 2))}
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class ElasticRun:
     workload: str
     cluster: str = "sia_hetero"
     max_jobs: int | None = None
+    seed: int = 0                             # Pollux's search seed; the other policies draw nothing
+    generations: int = 100                    # Pollux's generations a round
 
     def key(self) -> str:
         from hetsched.experiments.sweep import code_fingerprint
@@ -54,24 +59,36 @@ def run_one(run: ElasticRun) -> dict:
 
     apps = load_applications()
     spec = ElasticCluster.parse(run.cluster)
-    policy, category, round_s = make_elastic_policy(run.policy, spec)
+    policy, category, round_s = make_elastic_policy(run.policy, spec,
+                                                    **({"seed": run.seed, "generations": run.generations}
+                                                       if run.policy == "pollux" else {}))
     frame = load_workload(run.workload)
     if run.max_jobs is not None:
         frame = frame.sort_values("submit_s", kind="stable").head(run.max_jobs)
     start = time.process_time()
-    result = simulate_elastic(jobs_from_frame(frame, apps, spec, category), spec, policy, round_s)
+    jobs = jobs_from_frame(frame, apps, spec, category, getattr(policy, "unaware", False))
+    result = simulate_elastic(jobs, spec, policy, round_s)
     decide = pd.Series(result.decide_s)
     return {"key": run.key(), **asdict(run), "trace": run.workload.split("-")[0], "jobs": len(result.jobs),
             **result.metrics(), "cpu_s": time.process_time() - start,
             "decide_median_ms": float(decide.median() * 1e3), "decide_p95_ms": float(decide.quantile(0.95) * 1e3)}
 
 
-def runs(preset: str, policies=("sia", "gavel+tj"), cluster: str = "sia_hetero") -> list[ElasticRun]:
+def runs(preset: str, policies=("sia", "pollux", "gavel+tj"), cluster: str = "sia_hetero") -> list[ElasticRun]:
+    """The preset's workloads under each policy; Pollux once per seed, on the preset's first workloads."""
     if preset not in PRESETS:
         raise HetschedError(f"preset {preset!r}: use one of {', '.join(PRESETS)}")
     p = PRESETS[preset]
-    return [ElasticRun(policy, f"{trace}-{n}", cluster, p.max_jobs)
-            for trace, numbers in p.workloads.items() for n in numbers for policy in policies]
+    out = []
+    for trace, numbers in p.workloads.items():
+        for i, n in enumerate(numbers):
+            for policy in policies:
+                if policy != "pollux":
+                    out.append(ElasticRun(policy, f"{trace}-{n}", cluster, p.max_jobs))
+                elif p.pollux_workloads is None or i < p.pollux_workloads:
+                    out += [ElasticRun(policy, f"{trace}-{n}", cluster, p.max_jobs, seed, p.generations)
+                            for seed in p.seeds]
+    return out
 
 
 def sweep_elastic(configs: list[ElasticRun], **options) -> pd.DataFrame:
@@ -91,9 +108,22 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
     group = results.groupby(["trace", "cluster", "policy"], sort=False)
     ours = group[list(METRICS)].mean()
     spread = group[list(METRICS)].std().add_suffix("_sd")
-    table = ours.join(spread).join(group.size().rename("workloads")).reset_index()
+    table = ours.join(spread).join(group.size().rename("runs")).join(group["workload"].nunique().rename("workloads"))
+    table = table.reset_index()
     paper = paper_tables().set_index(["trace", "cluster", "policy"])[list(METRICS)].add_suffix("_paper")
     return table.join(paper, on=["trace", "cluster", "policy"])
+
+
+def seed_spread(results: pd.DataFrame) -> pd.DataFrame:
+    """Per workload and policy run with several seeds: the mean, lowest and highest of each JCT metric."""
+    group = results.groupby(["trace", "workload", "policy"], sort=False)
+    several = group["seed"].transform("nunique") > 1
+    if not several.any():
+        return pd.DataFrame(columns=["trace", "workload", "policy", "seeds"])
+    stats = results[several].groupby(["trace", "workload", "policy"], sort=False)
+    table = stats[["avg_jct_h", "makespan_h"]].agg(["mean", "min", "max"])
+    table.columns = [f"{m}_{s}" for m, s in table.columns]
+    return table.join(stats["seed"].nunique().rename("seeds")).reset_index()
 
 
 def long_form(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

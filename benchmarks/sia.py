@@ -1,0 +1,51 @@
+"""Sia's speed (issue 70): a whole paper workload under Sia (goal: under 10 CPU-s for 160 Helios jobs; the
+artifact's simulator took about 30 minutes for 30 jobs), and the decide stage's time per round at scale (goal:
+under 0.1 s a round at 2,048 GPUs; the paper: about 1 s).
+
+`--scale K` multiplies the paper's 64-GPU cluster's nodes by K and replicates every job K times (as the artifact's
+`scale_Kx` workloads), and times `--rounds` rounds. Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import pandas as pd
+
+from hetsched.elastic.apps import load_applications
+from hetsched.elastic.cluster import ElasticCluster
+from hetsched.elastic.policies import make_elastic_policy
+from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+from hetsched.elastic.workloads import load_workload
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--policy", default="sia")
+    parser.add_argument("--workload", default="helios-1")
+    parser.add_argument("--scale", type=int, default=1, help="cluster nodes and jobs x K (32: 2,048 GPUs)")
+    parser.add_argument("--rounds", type=int, default=None, help="stop after this many rounds (default: all)")
+    args = parser.parse_args()
+    base = ElasticCluster.parse("sia_hetero")
+    cluster = ElasticCluster({t: (n * args.scale, g) for t, (n, g) in base.types.items()})
+    frame = load_workload(args.workload)
+    frame = pd.concat([frame.assign(name=frame["name"] + f"-{k}") for k in range(args.scale)], ignore_index=True)
+    policy, category, round_s = make_elastic_policy(args.policy, cluster)
+    jobs = jobs_from_frame(frame, load_applications(), cluster, category, getattr(policy, "unaware", False))
+    start = time.process_time()
+    result = simulate_elastic(jobs, cluster, policy, round_s, max_rounds=args.rounds)
+    cpu = time.process_time() - start
+    decide = np.array(result.decide_s)
+    print(json.dumps({"policy": args.policy, "workload": args.workload, "gpus": cluster.total_gpus,
+                      "jobs": len(jobs), "rounds": len(decide), "jobs_done": len(result.jobs), "cpu_s": round(cpu, 2),
+                      "decide_median_s": round(float(np.median(decide)), 4),
+                      "decide_p95_s": round(float(np.quantile(decide, 0.95)), 4),
+                      "max_active_jobs": int(result.contention.max()),
+                      **({"avg_jct_h": round(result.metrics()["avg_jct_h"], 4)} if args.rounds is None else {})}))
+
+
+if __name__ == "__main__":
+    main()
