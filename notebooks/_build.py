@@ -417,6 +417,11 @@ def build_explore() -> None:
                                  "shows the allocation matrix and where each job runs; changing any setting "
                                  "starts the stepping over."),
         nbf.v4.new_code_cell("from hetsched.ui.widgets import Explorer\nexplorer = Explorer()\nexplorer"),
+        nbf.v4.new_markdown_cell("## Elastic jobs: Sia, Pollux, Gavel+TJ\n\nOne of Sia's paper workloads (or its "
+                                 "first N jobs) on node groups of GPU types (`6x4@t4+3x8@rtx+2x8@a100`, or "
+                                 "`sia_hetero`, `sia_homo`). Each run adds a row and a JCT line."),
+        nbf.v4.new_code_cell("from hetsched.ui.elastic_explorer import ElasticExplorer\n"
+                             "elastic = ElasticExplorer()\nelastic"),
     ]
     _write(nb, "explore")
 

@@ -22,11 +22,11 @@ print(f"{len(rows)} runs, {rows['cpu_s'].sum():.0f} CPU-s in all; per run (CPU-s
 table.round(2)'''
 
 CHART = '''ours, paper = E.long_form(rows)
-panels = [grouped_bars(ours[ours["metric"] == m], "trace", "value", "policy", m, m,
+panels = [grouped_bars(ours[ours["metric"] == m], "setting", "value", "policy", m, m,
                        reference=paper[paper["metric"] == m], source="the paper draft")
           for m in E.METRIC_TITLES.values()]
 chart = alt.vconcat(alt.hconcat(*panels[:3]), alt.hconcat(*panels[3:]),
-                    title="Sia's Table 3: our mean over the trace's workloads (bars), the paper draft's (ticks)")
+                    title="Sia's Tables 3 and 4: our mean over the trace's workloads (bars), the paper draft's (ticks)")
 jobs = E.PRESETS[preset].max_jobs
 publish(chart, out, preset, rows.assign(seed=None), workloads=", ".join(sorted(rows["workload"].unique())),
         **({"jobs": f"the first {jobs} of each (not comparable with the paper's)"} if jobs else {}))'''
@@ -39,8 +39,10 @@ INTRO = ("# Sia's Table 3: Sia, Pollux and Gavel+TJ on elastic jobs\n\n"
          "search over virtual 4-GPU nodes; Gavel+TJ (360-s rounds) runs each job at the trace's hand-tuned "
          "GPU count and batch size. A job's true progress comes from the measured step times, so a policy's "
          "model can be wrong. The paper's numbers are means over 10 traces per workload (Philly: the artifact "
-         "holds 8); ours are means over the preset's workloads (quick: 3 each, Pollux on the first with seeds 0-2; "
-         "paper: all, and the new trace's 10 workloads of 960 jobs, Pollux with seeds 0-2 on each).")
+         "holds 8); ours are means over the preset's workloads (quick: 3 each, Pollux on Helios's first with seeds 0-2; "
+         "paper: all, and the new trace's 10 workloads of 960 jobs, Pollux with seeds 0-2 on each). Table 4's "
+         "homogeneous setting (16 nodes of 4 T4, Philly) runs Philly's first workload at the quick preset, all 8 "
+         "at the paper preset (Pollux there only); its Shockwave+TJ and Themis+TJ rows are not run here.")
 
 SEEDS = '''seeds_table = E.seed_spread(rows)
 seeds_table.round(3)'''

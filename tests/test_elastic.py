@@ -177,11 +177,11 @@ def test_committed_tables_equal_a_fresh_conversion(shared_dir, tmp_path):
 
 
 def test_nsga2_rank_zero_is_the_pareto_front():
-    from hetsched.elastic.pollux import _rank_crowding
+    from hetsched.elastic.pollux_kernels import rank_crowding
 
     rng = np.random.default_rng(3)
     objs = np.round(rng.random((60, 2)), 1)                 # ties and duplicates on purpose
-    rank, crowd = _rank_crowding(objs)
+    rank, crowd = rank_crowding(objs)
     dominated = [any((objs[j] <= objs[i]).all() and (objs[j] < objs[i]).any() for j in range(60)) for i in range(60)]
     assert [r == 0 for r in rank] == [not d for d in dominated]
     for i in range(60):                                     # a state is ranked after every state that beats it
@@ -192,13 +192,13 @@ def test_nsga2_rank_zero_is_the_pareto_front():
 
 
 def test_pollux_repair_makes_every_state_feasible():
-    from hetsched.elastic.pollux import MAX_NODES, _Repair
+    from hetsched.elastic.pollux_kernels import MAX_NODES, repair
 
     rng = np.random.default_rng(5)
     caps = np.array([4] * 10)
     max_r = np.array([1, 4, 16, 8, 2])
-    states = rng.integers(0, 4, size=(200, 5, 10)) * (rng.random((200, 5, 10)) < 0.4)
-    fixed = _Repair(max_r, caps, rng)(states)
+    states = rng.integers(0, 6, size=(200, 5, 10)) * (rng.random((200, 5, 10)) < 0.4)
+    fixed = repair(states.copy(), max_r, caps, rng.permutation(5))
     assert (fixed >= 0).all() and (fixed.sum(axis=1) <= caps).all()
     assert (fixed.sum(axis=2) <= max_r).all()
     assert (np.count_nonzero(fixed, axis=2) <= MAX_NODES).all()

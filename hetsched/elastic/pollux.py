@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetsched.core.jit import compiled
 from hetsched.elastic import goodput
 from hetsched.elastic.cluster import ElasticCluster
 from hetsched.elastic.jobs import Allocation, ElasticJob
+from hetsched.elastic.pollux_kernels import MAX_NODES, fitness, new_rows, rank_crowding, repair
 from hetsched.elastic.sia import PROFILED_NODES
 
 VNODE_GPUS = 4
-MAX_NODES = 16
 RESTART_S = 30.0
 MIN_SPEEDUP = 1e-2      # a job without GPUs: the power mean stays defined and still ranks states (docs/rules.md#pollux)
 # A job spread over types keeps the type holding most of its GPUs; ties in this order (the artifact's).
@@ -88,20 +87,19 @@ class PolluxPolicy:
         max_r = np.array([np.flatnonzero(t.any(axis=0)).max(initial=0) for t in tables])
         base = self._current(jobs)
         factor = np.array([_restart_factor(j, now) for j in jobs])
-        repair = _Repair(max_r, self.vnode_cap, self.rng)
-        pop = self._seed_population(jobs, base)
-        pop = repair(pop)
-        objs = self._evaluate(pop, tables, base, factor)
+        fit = (tables, base, factor, self.p, MIN_SPEEDUP, float(self.cluster.total_gpus))
+        pop = repair(self._seed_population(jobs, base), max_r, self.vnode_cap, self.rng.permutation(J))
+        objs = fitness(pop, *fit)
         for _ in range(self.generations):
-            rank, crowd = _rank_crowding(objs)
+            rank, crowd = rank_crowding(objs)
             a, b = _tournament(rank, crowd, self.pop_size // 2, self.rng)
             kids = _mutate(_crossover(pop[a], pop[b], self.rng), base, self.rng)
-            kids = repair(kids)
-            kids = _unique_new(kids, pop)
+            kids = repair(kids, max_r, self.vnode_cap, self.rng.permutation(J))
+            kids = kids[new_rows(kids.reshape(len(kids), -1), pop.reshape(len(pop), -1))]
             if len(kids) == 0:
                 continue
             pop = np.concatenate([pop, kids])
-            objs = np.concatenate([objs, self._evaluate(kids, tables, base, factor)])
+            objs = np.concatenate([objs, fitness(kids, *fit)])
             keep = _survivors(objs, self.pop_size)
             pop, objs = pop[keep], objs[keep]
         self._population = {"names": [j.name for j in jobs], "states": pop}
@@ -142,17 +140,6 @@ class PolluxPolicy:
                                                base, self.rng)])
         return pop[: self.pop_size]
 
-    def _evaluate(self, states, tables, base, factor):
-        """(-utility, GPUs used / GPUs) per state: utility is the power mean of the speedups."""
-        nodes = np.count_nonzero(states, axis=2)
-        reps = states.sum(axis=2)
-        J = states.shape[1]
-        speed = tables[np.arange(J)[None, :], nodes, np.minimum(reps, tables.shape[2] - 1)]
-        moved = (states != base[None]).any(axis=2) & (base.sum(axis=1) > 0)[None, :]   # a running job restarts
-        speed = np.maximum(np.where(moved, speed * factor[None, :], speed), MIN_SPEEDUP)
-        util = np.mean(speed ** self.p, axis=1) ** (1 / self.p)
-        return np.column_stack([-util, reps.sum(axis=1) / self.cluster.total_gpus])
-
     def _allocations(self, jobs, state) -> dict[str, Allocation]:
         out = {}
         for i, job in enumerate(jobs):
@@ -177,30 +164,6 @@ def _restart_factor(job: ElasticJob, now: float) -> float:
     return max(age - (job.restarts or 0) * RESTART_S, 0.0) / (age + RESTART_S) if age > 0 else 0.0
 
 
-class _Repair:
-    """Make states feasible: at most 4 GPUs of a job and of all jobs on a virtual node, a job's replica limit,
-    at most 16 nodes a job, at most one distributed job on a node."""
-
-    def __init__(self, max_r, caps, rng):
-        self.max_r, self.caps, self.rng = max_r, caps, rng
-
-    def __call__(self, s: np.ndarray) -> np.ndarray:
-        s = np.clip(s, 0, self.caps[None, None, :])
-        before = np.cumsum(s, axis=2) - s                          # a job's GPUs on earlier nodes
-        s = np.minimum(s, np.maximum(self.max_r[None, :, None] - before, 0))
-        s = np.where(np.cumsum(s > 0, axis=2) > MAX_NODES, 0, s)
-        order = self.rng.permutation(s.shape[1])
-        s = s[:, order]
-        spread = (np.count_nonzero(s, axis=2) > 1)[:, :, None] & (s > 0)
-        first = np.cumsum(spread, axis=1) > 1                      # a second distributed job on the node
-        s = np.where(first, 0, s)
-        taken = np.cumsum(s, axis=1) - s                           # earlier jobs' GPUs on the node
-        s = np.minimum(s, np.maximum(self.caps[None, None, :] - taken, 0))
-        out = np.empty_like(s)
-        out[:, order] = s
-        return out
-
-
 def _crossover(a, b, rng):
     J = a.shape[1]
     if J < 2:
@@ -211,71 +174,16 @@ def _crossover(a, b, rng):
 
 
 def _mutate(s, base, rng):
+    """A job's row back to its current allocation (probability 1/jobs); entries zeroed and entries incremented
+    (each with probability 1/entries a state: as many as a binomial draw says, at uniform positions)."""
     s = s.copy()
-    J, V = base.shape
-    reset = rng.random((len(s), J)) < 1.0 / J
-    s = np.where(reset[:, :, None], base[None], s)
-    s = np.where(rng.random(s.shape) < 1.0 / (J * V), 0, s)
-    return s + (rng.random(s.shape) < 1.0 / (J * V))
-
-
-def _unique_new(kids, pop):
-    """The children that are neither in the population nor repeats of an earlier child."""
-    seen = {row.tobytes() for row in pop.reshape(len(pop), -1)}
-    keep = []
-    for i, row in enumerate(kids.reshape(len(kids), -1)):
-        key = row.tobytes()
-        if key not in seen:
-            seen.add(key)
-            keep.append(i)
-    return kids[keep]
-
-
-@compiled
-def _rank_crowding(objs):
-    """NSGA-II's non-dominated rank (0 = the Pareto front) and crowding distance of every state."""
-    n, m = objs.shape
-    count = np.zeros(n, dtype=np.int64)                            # how many states dominate each
-    beats = np.zeros((n, n), dtype=np.bool_)
-    for i in range(n):
-        for j in range(n):
-            no_worse, better = True, False
-            for k in range(m):
-                if objs[i, k] > objs[j, k]:
-                    no_worse = False
-                    break
-                if objs[i, k] < objs[j, k]:
-                    better = True
-            if no_worse and better:
-                beats[i, j] = True
-                count[j] += 1
-    rank = np.full(n, -1, dtype=np.int64)
-    level, left = 0, n
-    while left > 0:
-        front = np.flatnonzero((count == 0) & (rank < 0))
-        for i in front:
-            rank[i] = level
-        left -= len(front)
-        for i in front:
-            for j in range(n):
-                if beats[i, j]:
-                    count[j] -= 1
-        level += 1
-    crowd = np.zeros(n)
-    for lv in range(level):
-        members = np.flatnonzero(rank == lv)
-        if len(members) <= 2:
-            crowd[members] = np.inf
-            continue
-        for k in range(m):
-            order = members[np.argsort(objs[members, k], kind="mergesort")]
-            span = objs[order[-1], k] - objs[order[0], k]
-            crowd[order[0]] = np.inf
-            crowd[order[-1]] = np.inf
-            if span > 0:
-                for t in range(1, len(order) - 1):
-                    crowd[order[t]] += (objs[order[t + 1], k] - objs[order[t - 1], k]) / span
-    return rank, crowd
+    K, J, V = s.shape
+    which, job = np.nonzero(rng.random((K, J)) < 1.0 / J)
+    s[which, job] = base[job]
+    flat = s.reshape(-1)
+    flat[rng.integers(flat.size, size=rng.binomial(flat.size, 1.0 / (J * V)))] = 0
+    np.add.at(flat, rng.integers(flat.size, size=rng.binomial(flat.size, 1.0 / (J * V))), 1)
+    return s
 
 
 def _tournament(rank, crowd, n, rng):
@@ -286,6 +194,6 @@ def _tournament(rank, crowd, n, rng):
 
 
 def _survivors(objs, size):
-    rank, crowd = _rank_crowding(objs)
+    rank, crowd = rank_crowding(objs)
     order = np.lexsort((-crowd, rank))
     return order[:size]

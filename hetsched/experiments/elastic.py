@@ -25,13 +25,18 @@ class Preset:
     workloads: dict[str, tuple[int, ...]]     # trace -> workload numbers
     max_jobs: int | None                      # the first N jobs of each workload (None: all)
     seeds: tuple[int, ...] = (0,)             # Pollux's search seeds (the artifact sets none)
-    pollux_workloads: int | None = None       # Pollux on the first N workloads of each trace (None: all)
+    pollux_workloads: int | None = None       # Pollux on the first N workloads of each trace (None: all) ...
+    pollux_traces: tuple[str, ...] | None = None   # ... of these traces (None: all; Table 4's too)
     generations: int = 100                    # Pollux's generations a round (the artifact's 100)
+    homogeneous: tuple[int, ...] = ()         # Philly workloads also run on 16 T4 nodes (Table 4), seed 0
 
 
-PRESETS = {"tiny": Preset({"helios": (1,), "philly": (1,)}, 24, (0,), 1, generations=5),   # runs, not numbers
-           "quick": Preset({"helios": (1, 2, 3), "philly": (1, 2, 3)}, None, (0, 1, 2), 1),
-           "paper": Preset({t: tuple(range(1, n + 1)) for t, n in TRACES.items()}, None, (0, 1, 2))}
+PRESETS = {"tiny": Preset({"helios": (1,), "philly": (1,)}, 24, (0,), 1, ("helios",), generations=5),  # it runs
+           "quick": Preset({"helios": (1, 2, 3), "philly": (1, 2, 3)}, None, (0, 1, 2), 1, ("helios",),
+                           homogeneous=(1,)),
+           "paper": Preset({t: tuple(range(1, n + 1)) for t, n in TRACES.items()}, None, (0, 1, 2),
+                           homogeneous=tuple(range(1, TRACES["philly"] + 1)))}
+SETTINGS = {"sia_hetero": "", "sia_homo": ", 16x4 T4"}       # how a figure names the paper's two clusters
 
 
 @dataclass(frozen=True)
@@ -85,10 +90,18 @@ def runs(preset: str, policies=("sia", "pollux", "gavel+tj"), cluster: str = "si
             for policy in policies:
                 if policy != "pollux":
                     out.append(ElasticRun(policy, f"{trace}-{n}", cluster, p.max_jobs))
-                elif p.pollux_workloads is None or i < p.pollux_workloads:
+                elif (p.pollux_workloads is None or i < p.pollux_workloads) and _pollux_on(p, trace):
                     out += [ElasticRun(policy, f"{trace}-{n}", cluster, p.max_jobs, seed, p.generations)
                             for seed in p.seeds]
+    if cluster == "sia_hetero":
+        out += [ElasticRun(policy, f"philly-{n}", "sia_homo", p.max_jobs, 0, p.generations)
+                for n in p.homogeneous for policy in policies if policy != "pollux" or p.pollux_traces is None]
     return out
+
+
+def _pollux_on(preset: Preset, trace: str) -> bool:
+    """Pollux costs about 200 CPU-s a workload (its search, 100 generations every minute): presets choose where."""
+    return preset.pollux_traces is None or trace in preset.pollux_traces
 
 
 def sweep_elastic(configs: list[ElasticRun], **options) -> pd.DataFrame:
@@ -127,11 +140,13 @@ def seed_spread(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def long_form(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(ours, paper) as rows of (trace, policy, metric, value) for the figure: ours averaged over workloads."""
+    """(ours, paper) as rows of (setting, policy, metric, value) for the figure: ours averaged over workloads;
+    the setting is the trace, and the cluster where it is not the heterogeneous 64 GPUs."""
     table = summary(results)
-    ours = table.melt(id_vars=["trace", "policy"], value_vars=list(METRICS), var_name="metric")
+    table["setting"] = table["trace"] + table["cluster"].map(SETTINGS).fillna(", " + table["cluster"])
+    ours = table.melt(id_vars=["setting", "policy"], value_vars=list(METRICS), var_name="metric")
     paper = table.rename(columns={f"{m}_paper": f"_{m}" for m in METRICS})
-    paper = paper.melt(id_vars=["trace", "policy"], value_vars=[f"_{m}" for m in METRICS], var_name="metric")
+    paper = paper.melt(id_vars=["setting", "policy"], value_vars=[f"_{m}" for m in METRICS], var_name="metric")
     paper["metric"] = paper["metric"].str[1:]
     for frame in (ours, paper):
         frame["metric"] = frame["metric"].map(METRIC_TITLES)
