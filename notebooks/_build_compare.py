@@ -51,6 +51,8 @@ INTRO = ("# One stream, three systems\n\nThe same job stream on the same cluster
          "generator (Accordion/GNS batch sizes), and a slice of Alibaba's openb pods on servers drawn from the "
          "openb node list. The Gavel and Shockwave streams run on servers of three GPU types with 3 CPU cores "
          "and 125 GB per GPU (Synergy's shape); each seed draws a new stream (openb: a new slice and new servers). "
+         "A fourth stream, `sia`, is elastic jobs (the first jobs of one of Sia's Helios workloads a seed, on its "
+         "64 GPUs): only Sia, Pollux and Gavel+TJ run there, and only there (docs/rules.md R75-R85). "
          "Every policy of a stream runs under the same round rules, so only the policy differs: Gavel's "
          "(360-s rounds) for the Gavel and openb streams, Shockwave's (120-s rounds, batch-size adaptation, "
          "20-s preemption penalty) for its own stream (docs/rules.md#compare).")

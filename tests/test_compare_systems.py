@@ -132,7 +132,7 @@ def test_each_policy_names_its_system_and_an_unknown_one_is_refused_before_any_r
                        "FIFO": "Synergy",
                        "shockwave": "Shockwave", "gavel_las+fair": "composition", "gavel+tune": "composition",
                        "shockwave+tune": "composition"}
-    assert set(map(S.system_of, S.POLICIES)) == {"Gavel", "Synergy", "Shockwave", "composition"}
+    assert set(map(S.system_of, S.POLICIES)) == {"Gavel", "Synergy", "Shockwave", "composition", "elastic"}
     cache = tmp_path / "cache"
     assert main(["compare", "--preset", "tiny", "--streams", "gavel", "--policies", "gavel", "gavle", "--no-dask",
                  "--out", str(tmp_path / "o"), "--cache-dir", str(cache)]) == 2
@@ -186,3 +186,16 @@ def test_a_stream_where_no_job_waits_says_the_orderings_never_chose():
     assert any("orderings never had to choose" in line for line in S.verdicts(S.table(rows), S.gains(rows)))
     busy = rows.assign(waited_fraction=[0.0, 0.2, 0.0, 0.1])
     assert not any("never had to choose" in line for line in S.verdicts(S.table(busy), S.gains(busy)))
+
+
+def test_elastic_policies_run_on_the_sia_stream_alone_and_others_are_refused_there():
+    rows = S.compare(("gavel", "sia"), "tiny", policies=("gavel", "sia", "gavel+tj"), seeds=(0,), use_dask=False,
+                     cache_dir=None, progress=False)
+    ran = {(r.stream, r.policy) for r in rows.itertuples() if not r.refused}
+    assert ran == {("gavel", "gavel"), ("sia", "sia"), ("sia", "gavel+tj")}
+    reasons = dict(zip(zip(rows["stream"], rows["policy"]), rows["reason"]))
+    assert "Runs instead: sia on the 'sia' stream" in reasons[("gavel", "sia")]
+    assert "Runs instead: sia, pollux, gavel+tj on this stream" in reasons[("sia", "gavel")]
+    sia = rows[(rows["stream"] == "sia") & ~rows["refused"]]
+    assert (sia["avg_jct_h"] > 0).all() and (sia["num_jobs"] == S.PRESETS["tiny"].sia_jobs).all()
+    assert sia["worst_rho"].isna().all()                   # no FTF for elastic jobs: not a made-up number

@@ -23,7 +23,8 @@ HALF_UNIT = 0.05                    # the paper prints hours to one decimal
 
 def _paper(policy: str) -> pd.Series:
     table = paper_tables()
-    return table[(table["trace"] == "helios") & (table["cluster"] == "sia_hetero") & (table["policy"] == policy)].iloc[0]
+    rows = table[(table["trace"] == "helios") & (table["cluster"] == "sia_hetero") & (table["policy"] == policy)]
+    return rows.iloc[0]
 
 
 def _mean(policy: str, numbers) -> pd.Series:

@@ -36,7 +36,7 @@ class TypeProfile:
     values: np.ndarray          # (k, 2): step_s, sync_s
     min_local_bsz: int
     max_local_bsz: int
-    one_gpu_rate: float         # samples/s of the largest one-GPU batch: the bootstrap profile (docs/rules.md#bootstrap)
+    one_gpu_rate: float         # samples/s of the largest one-GPU batch (docs/rules.md#bootstrap)
     _interp: object = None
     _nearest: object = None
     extrapolated: int = 0       # lookups beyond every measured batch at that scale

@@ -87,7 +87,7 @@ class ElasticJob:
             if self.progress + rate * seconds < target:
                 self.progress += rate * seconds
                 seconds = 0.0
-            else:                                   # an epoch ends inside the interval (whole seconds, docs/rules.md#elastic-jobs)
+            else:                       # an epoch ends inside the interval, on a whole second (docs/rules.md#elastic-jobs)
                 delta = round((target - self.progress) / rate)
                 self.epoch += 1
                 self.progress = target

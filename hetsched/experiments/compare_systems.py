@@ -23,6 +23,8 @@ import pandas as pd
 
 from hetsched.core.pipeline import CompositionError
 from hetsched.experiments import choose
+from hetsched.experiments import compare_elastic as elastic
+from hetsched.experiments.compare_elastic import ELASTIC, is_elastic
 from hetsched.experiments.own_cluster import OPENB_GPU_MAP, shared_data_dir
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import GAVEL_GCP_PRICES, ClusterSpec
@@ -34,7 +36,7 @@ from hetsched.ui.names import display_name, distinct
 #: every cluster below. Rows are labelled with the papers' names (hetsched.ui.names) and grouped by `system_of`.
 POLICIES = ("gavel", "themis", "max_sum_throughput_perf", "gandiva_fair", "allox",
             *(f"{o}+{m}" for o in ("FIFO", "SRTF", "LAS") for m in ("fair", "tune", "opt")), "FTF+tune",
-            "shockwave", "gavel+tune", "themis+tune", "shockwave+tune")
+            "shockwave", "gavel+tune", "themis+tune", "shockwave+tune", *ELASTIC)
 #: composition -> its parents: the decide stage alone (fair CPU/memory share), and Synergy's TUNE under the
 #: closest ordering (Shockwave's planner has none; FIFO is Synergy's default).
 COMPOSITIONS = {"gavel+tune": ("gavel", "LAS+tune"), "themis+tune": ("themis", "FTF+tune"),
@@ -56,15 +58,16 @@ class Preset:
     gavel_interarrival_s: float
     shockwave_interarrival_s: float
     openb_gpus: int                   # openb servers sampled per seed until they hold this many GPUs
+    sia_jobs: int                     # the first jobs of a Helios workload (the sia stream)
 
 
 PRESETS = {
-    "tiny": Preset((0, 1), 10, "2x4/12/500@v100+2x4/12/500@p100+2x4/12/500@k80", 1800, 60, 8),
-    "quick": Preset((0, 1, 2, 3, 4), 24, "2x4/12/500@v100+2x4/12/500@p100+2x4/12/500@k80", 1200, 60, 12),
-    "paper": Preset((0, 1, 2, 3, 4), 120, "4x8/24/500@v100+4x8/24/500@p100+4x8/24/500@k80", 600, 30, 32),
+    "tiny": Preset((0, 1), 10, "2x4/12/500@v100+2x4/12/500@p100+2x4/12/500@k80", 1800, 60, 8, 6),
+    "quick": Preset((0, 1, 2, 3, 4), 24, "2x4/12/500@v100+2x4/12/500@p100+2x4/12/500@k80", 1200, 60, 12, 16),
+    "paper": Preset((0, 1, 2, 3, 4), 120, "4x8/24/500@v100+4x8/24/500@p100+4x8/24/500@k80", 600, 30, 32, 48),
 }
 STREAMS = {"gavel": "Gavel's generator (multi-GPU jobs)", "shockwave": "Shockwave's adaptive trace generator",
-           "openb": "Alibaba openb pods on a sample of the openb node list"}
+           "openb": "Alibaba openb pods on a sample of the openb node list", elastic.STREAM: elastic.DESCRIPTION}
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,9 @@ def run_case(case: Case) -> dict:
 
     row = {**asdict(case), "system": system_of(case.policy), "label": display_name(case.policy), "key": case.key(),
            "refused": False, "reason": ""}
+    why = elastic.refusal(case.stream, case.policy)
+    if why or case.stream == elastic.STREAM:                # elastic jobs run on their own loop
+        return {**row, "refused": True, "reason": why} if why else {**row, **elastic.run(case, PRESETS[case.preset])}
     jobs, cluster, table, rules = workload(case)
     mark = clock.reading()
     try:
@@ -189,6 +195,8 @@ def system_of(policy: str) -> str:
     composition (an allocation or the planner with a CPU/memory placement). Raises for an unknown name."""
     from hetsched.core.registry import decide_of, place_of, policy_for
 
+    if is_elastic(policy):
+        return "elastic"
     decide = policy_for(policy, 0)
     kind = decide_of(decide).kind
     if kind == "ordering":
@@ -253,14 +261,14 @@ def cpu_memory_allocated(result, cluster: ClusterSpec) -> tuple[float, float]:
 def cpu_pressure(streams, preset: str, openb_dir: str | None = None) -> pd.DataFrame:
     """Per stream (its first seed): the servers' CPU cores per GPU, the fair share (per GPU type the smallest
     server's cores per GPU, docs/rules.md#unlike-servers, averaged over the GPUs), and the share of jobs whose
-    profile's ideal cores per GPU exceed it (what TUNE can act on)."""
+    profile's ideal cores per GPU exceed it (what TUNE can act on). The elastic stream has no CPU model: skipped."""
     from hetsched.resources.hetero import gavel_models
     from hetsched.resources.profiles import load_sensitivity
     from hetsched.model.catalog import split_job_type
 
     profiles, models = load_sensitivity(3), gavel_models()
     out = []
-    for stream in streams:
+    for stream in (s for s in streams if s != elastic.STREAM):
         jobs, cluster, _, _ = workload(Case(stream, "gavel", PRESETS[preset].seeds[0], preset, openb_dir))
         per_gpu = [s.cpu_cores / s.num_gpus for s in cluster.servers]
         smallest = {}

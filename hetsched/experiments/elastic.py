@@ -100,7 +100,7 @@ def runs(preset: str, policies=("sia", "pollux", "gavel+tj"), cluster: str = "si
 
 
 def _pollux_on(preset: Preset, trace: str) -> bool:
-    """Pollux costs about 200 CPU-s a workload (its search, 100 generations every minute): presets choose where."""
+    """Pollux costs about 70 CPU-s a workload (its search, 100 generations every minute): presets choose where."""
     return preset.pollux_traces is None or trace in preset.pollux_traces
 
 

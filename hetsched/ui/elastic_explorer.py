@@ -6,7 +6,6 @@ of the JCT chart.
 
 from __future__ import annotations
 
-import threading
 import traceback
 
 import altair as alt
@@ -15,18 +14,16 @@ import pandas as pd
 from IPython.display import display
 
 from hetsched.errors import HetschedError
+from hetsched.ui.background import BackgroundRuns, Cancelled
 from hetsched.ui.names import display_name
 from hetsched.ui.plots import cdf_points
 
 _ERROR = "<span style='color:#b00020'>{}</span>"
 
 
-class Cancelled(Exception):
-    """Raised inside a run's progress callback when the user pressed Cancel."""
-
-
-class ElasticExplorer:
+class ElasticExplorer(BackgroundRuns):
     def __init__(self, workload: str = "helios-1", jobs: int = 40):
+        super().__init__()
         from hetsched.elastic.cluster import NAMED
         from hetsched.elastic.policies import ELASTIC_POLICIES
         from hetsched.elastic.workloads import workload_names
@@ -47,8 +44,6 @@ class ElasticExplorer:
         self.plots = W.Output()
         self.rows: list[dict] = []
         self.results: list[tuple[str, pd.DataFrame]] = []
-        self._thread: threading.Thread | None = None
-        self._cancel = threading.Event()
         self.run_button.on_click(lambda _: self.start())
         self.cancel_button.on_click(lambda _: self.cancel())
         self.reset_button.on_click(lambda _: self.reset())
@@ -61,9 +56,6 @@ class ElasticExplorer:
 
     def _ipython_display_(self):
         display(self.widget)
-
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
 
     def cluster_spec(self):
         from hetsched.elastic.apps import load_applications
@@ -85,7 +77,7 @@ class ElasticExplorer:
         elif not self.running():
             self.status.value = "Ready."
 
-    def start(self) -> threading.Thread | None:
+    def start(self):
         if self.running():
             self.status.value = "A run is already in progress: Run starts nothing until it ends (Cancel stops it)."
             return None
@@ -105,11 +97,8 @@ class ElasticExplorer:
             return None
         label = (f"{len(self.rows) + 1}: {display_name(self.policy.value)} · {self.workload.value} "
                  f"(first {len(jobs)} jobs) · {spec}" + (f" · seed {self.seed.value}" if options else ""))
-        self._cancel.clear()
-
         def progress(now, done, total):
-            if self._cancel.is_set():
-                raise Cancelled
+            self.check_cancel()
             self.progress.value = done / max(total, 1)
 
         def work():
@@ -134,9 +123,7 @@ class ElasticExplorer:
                 self._changed_after_run()
 
         self.cancel_button.disabled, self.run_button.disabled = False, True
-        self._thread = thread = threading.Thread(target=work, daemon=True)
-        thread.start()
-        return thread
+        return self.launch(work)
 
     def _changed_after_run(self) -> None:
         message = self.status.value
@@ -144,15 +131,8 @@ class ElasticExplorer:
         if "color:#b00020" not in self.status.value:
             self.status.value = message                 # "Done: ..." stays; a cluster error would replace it
 
-    def cancel(self) -> None:
-        if self.running():
-            self._cancel.set()
-            self.status.value = "Cancelling..."
-
     def reset(self) -> None:
-        self.cancel()
-        if self._thread is not None:
-            self._thread.join(timeout=60)
+        self.stop(timeout=60)
         self.rows, self.results = [], []
         self.summary.value, self.progress.value = "", 0.0
         self.plots.outputs = ()

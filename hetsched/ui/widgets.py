@@ -9,7 +9,6 @@ starts the stepping over.
 
 from __future__ import annotations
 
-import threading
 import traceback
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from IPython.display import display
 from hetsched.model.cluster import GAVEL_GCP_PRICES, ClusterSpec, Server
 from hetsched.errors import HetschedError
 from hetsched.sim.metrics import summary
+from hetsched.ui.background import BackgroundRuns, Cancelled
 from hetsched.ui.names import display_name
 from hetsched.ui.plots import cdf_points, save_figure
 from hetsched.core.registry import policy_for
@@ -35,10 +35,6 @@ from hetsched.traces.formats import FORMATS
 
 _ERROR = "<span style='color:#b00020'>{}</span>"
 TIME_BINS = 300                 # points per run in the time-series charts (aggregated, whatever the run length)
-
-
-class Cancelled(Exception):
-    """Raised inside a run's progress callback when the user pressed Cancel."""
 
 
 class ClusterBuilder:
@@ -213,7 +209,7 @@ def _readable(ids) -> str:
     return " + ".join(str(int(i)) for i in ids)
 
 
-class Explorer:
+class Explorer(BackgroundRuns):
     """The whole explorer: pickers, Run (background) / Cancel / Reset, overlay, export, step-one-round mode."""
 
     def __init__(self, cluster: dict[str, int] | None = None, export_dir: str | Path = "../outputs/explore"):
@@ -236,8 +232,7 @@ class Explorer:
         self.runs: list[tuple[str, Result]] = []
         self.rows: list[dict] = []                 # per run: label, generator, rules, and its summary numbers
         self._pressed_while_running = False
-        self._thread: threading.Thread | None = None
-        self._cancel = threading.Event()
+        super().__init__()
         self._stepper: RoundSimulation | None = None
         self.run_button.on_click(lambda _: self.start())
         self.cancel_button.on_click(lambda _: self.cancel())
@@ -276,10 +271,7 @@ class Explorer:
             self.round_view.clear_output()
             self.status.value = "Settings changed: stepping starts over."
 
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    def start(self) -> threading.Thread | None:
+    def start(self):
         """Simulate in a background thread; the summary and the charts change together when it finishes."""
         if self.running():
             self._pressed_while_running = True
@@ -296,12 +288,10 @@ class Explorer:
         label = (f"{len(self.runs) + 1 if self.overlay.value else 1}: {display_name(name)} · "
                  f"{'' if generator == 'trace' else generator + ' '}{self.workload.describe()} · rules {rules} · "
                  f"{self.cluster.describe(spec)}")
-        self._cancel.clear()
         self._pressed_while_running = False
 
         def progress(now, finished):
-            if self._cancel.is_set():
-                raise Cancelled
+            self.check_cancel()
             self.progress.value = finished / total
 
         def work():
@@ -334,21 +324,11 @@ class Explorer:
                 self.run_button.disabled = bool(self.policy.refused)      # this run is over
 
         self.cancel_button.disabled, self.run_button.disabled = False, True
-        self._thread = thread = threading.Thread(target=work, daemon=True)
-        thread.start()
-        return thread
-
-    def cancel(self) -> None:
-        """Stop the run in progress at its next progress report."""
-        if self.running():
-            self._cancel.set()
-            self.status.value = "Cancelling..."
+        return self.launch(work)
 
     def reset(self) -> None:
         """Forget every run and the stepping simulation."""
-        self.cancel()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        self.stop(timeout=30)
         self.runs, self.rows, self._stepper = [], [], None
         self.summary.value, self.progress.value = "", 0.0
         self.plots.outputs = self.round_view.outputs = ()
