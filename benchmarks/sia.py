@@ -13,13 +13,11 @@ import json
 import time
 
 import numpy as np
-import pandas as pd
 
 from hetsched.elastic.apps import load_applications
-from hetsched.elastic.cluster import ElasticCluster
 from hetsched.elastic.policies import make_elastic_policy
 from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
-from hetsched.elastic.workloads import load_workload
+from hetsched.experiments.elastic import scaled
 
 
 def main() -> None:
@@ -29,10 +27,7 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=1, help="cluster nodes and jobs x K (32: 2,048 GPUs)")
     parser.add_argument("--rounds", type=int, default=None, help="stop after this many rounds (default: all)")
     args = parser.parse_args()
-    base = ElasticCluster.parse("sia_hetero")
-    cluster = ElasticCluster({t: (n * args.scale, g) for t, (n, g) in base.types.items()})
-    frame = load_workload(args.workload)
-    frame = pd.concat([frame.assign(name=frame["name"] + f"-{k}") for k in range(args.scale)], ignore_index=True)
+    cluster, frame = scaled(args.scale, args.workload)
     policy, category, round_s = make_elastic_policy(args.policy, cluster)
     jobs = jobs_from_frame(frame, load_applications(), cluster, category, getattr(policy, "unaware", False))
     start = time.process_time()

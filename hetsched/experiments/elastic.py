@@ -29,13 +29,19 @@ class Preset:
     pollux_traces: tuple[str, ...] | None = None   # ... of these traces (None: all; Table 4's too)
     generations: int = 100                    # Pollux's generations a round (the artifact's 100)
     homogeneous: tuple[int, ...] = ()         # Philly workloads also run on 16 T4 nodes (Table 4), seed 0
+    scales: tuple[int, ...] = (1, 2)          # policy runtime: the 64-GPU cluster and its jobs x K ...
+    scale_rounds: int = 10                    # ... timed over this many rounds
 
 
 PRESETS = {"tiny": Preset({"helios": (1,), "philly": (1,)}, 24, (0,), 1, ("helios",), generations=5),  # it runs
            "quick": Preset({"helios": (1, 2, 3), "philly": (1, 2, 3)}, None, (0, 1, 2), 1, ("helios",),
-                           homogeneous=(1,)),
+                           homogeneous=(1,), scales=(1, 4, 16), scale_rounds=120),
            "paper": Preset({t: tuple(range(1, n + 1)) for t, n in TRACES.items()}, None, (0, 1, 2),
-                           homogeneous=tuple(range(1, TRACES["philly"] + 1)))}
+                           homogeneous=tuple(range(1, TRACES["philly"] + 1)), scales=(1, 2, 4, 8, 16, 32),
+                           scale_rounds=240)}
+#: The draft's policy runtime (s. 5.6, Helios, 64 GPUs): median ms a round; Sia at 2,048 GPUs about 1 s.
+PAPER_RUNTIME = pd.DataFrame({"policy": ["sia", "pollux", "gavel+tj", "sia"], "gpus": [64, 64, 64, 2048],
+                              "decide_median_ms": [96.0, 2200.0, 13.0, 1000.0]})
 SETTINGS = {"sia_hetero": "", "sia_homo": ", 16x4 T4"}       # how a figure names the paper's two clusters
 
 
@@ -104,10 +110,60 @@ def _pollux_on(preset: Preset, trace: str) -> bool:
     return preset.pollux_traces is None or trace in preset.pollux_traces
 
 
-def sweep_elastic(configs: list[ElasticRun], **options) -> pd.DataFrame:
+def scaled(scale: int, workload: str = "helios-1"):
+    """(cluster, workload table): the paper's 64-GPU cluster with its nodes x `scale`, and every job of the
+    workload `scale` times (as the artifact's scale_Kx workloads)."""
+    from hetsched.elastic.cluster import ElasticCluster
+    from hetsched.elastic.workloads import load_workload
+
+    base = ElasticCluster.parse("sia_hetero")
+    frame = load_workload(workload)
+    frame = pd.concat([frame.assign(name=frame["name"] + f"-{k}") for k in range(scale)], ignore_index=True)
+    return ElasticCluster({t: (n * scale, g) for t, (n, g) in base.types.items()}), frame
+
+
+@dataclass(frozen=True)
+class RuntimeRun:
+    policy: str
+    scale: int
+    rounds: int
+
+    def key(self) -> str:
+        from hetsched.experiments.sweep import code_fingerprint
+        payload = json.dumps({"elastic_runtime": 1, "code": code_fingerprint(), **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+def time_decide(run: RuntimeRun) -> dict:
+    """The decide stage's CPU time a round over the first `rounds` rounds of helios-1 x scale, counting the rounds
+    with at least one job to decide for."""
+    import numpy as np
+
+    from hetsched.elastic.apps import load_applications
+    from hetsched.elastic.policies import make_elastic_policy
+    from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+
+    cluster, frame = scaled(run.scale)
+    policy, category, round_s = make_elastic_policy(run.policy, cluster)
+    jobs = jobs_from_frame(frame, load_applications(), cluster, category, getattr(policy, "unaware", False))
+    result = simulate_elastic(jobs, cluster, policy, round_s, max_rounds=run.rounds)
+    decide = np.array(result.decide_s)[result.contention > 0]
+    return {"key": run.key(), **asdict(run), "gpus": cluster.total_gpus,
+            "max_active_jobs": int(result.contention.max()),
+            "decide_median_ms": float(np.median(decide)) * 1e3, "decide_p95_ms": float(np.quantile(decide, 0.95)) * 1e3}
+
+
+def runtime_runs(preset: str, policies=("sia", "gavel+tj")) -> list[RuntimeRun]:
+    p = PRESETS[preset]
+    return [RuntimeRun(policy, k, p.scale_rounds) for policy in policies for k in p.scales]
+
+
+def sweep_elastic(configs: list, **options) -> pd.DataFrame:
+    """ElasticRun or RuntimeRun configs through the sweep's cache and workers."""
     from hetsched.experiments.sweep import sweep
 
-    return sweep(configs, run=run_one, **options)
+    runner = time_decide if configs and isinstance(configs[0], RuntimeRun) else run_one
+    return sweep(configs, run=runner, **options)
 
 
 def paper_tables() -> pd.DataFrame:

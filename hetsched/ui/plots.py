@@ -167,7 +167,8 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
                             title="off the line"),
             tooltip=[alt.Tooltip(f"{color}:N"), alt.Tooltip(f"{x}:Q"), alt.Tooltip("state:N"),
                      alt.Tooltip("value:Q", format=",.3f")]))
-    subtitle = ["dashed: the artifact's stored numbers"] if len(ref) else []
+    said = "the artifact's stored numbers" if reference_label == "artifact" else f"the {reference_label}'s numbers"
+    subtitle = [f"dashed: {said}"] if len(ref) else []
     off = _differing(done, reference, x, y, color, differs[0]) if differs and reference is not None else done[:0]
     if len(off):
         layers.append(alt.Chart(off).mark_point(size=260, shape="circle", filled=False, color="black",
