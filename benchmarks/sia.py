@@ -14,9 +14,7 @@ import time
 
 import numpy as np
 
-from hetsched.elastic.apps import load_applications
-from hetsched.elastic.policies import make_elastic_policy
-from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+from hetsched.elastic.simulator import prepare, simulate_elastic
 from hetsched.experiments.elastic import scaled
 
 
@@ -28,8 +26,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None, help="stop after this many rounds (default: all)")
     args = parser.parse_args()
     cluster, frame = scaled(args.scale, args.workload)
-    policy, category, round_s = make_elastic_policy(args.policy, cluster)
-    jobs = jobs_from_frame(frame, load_applications(), cluster, category, getattr(policy, "unaware", False))
+    policy, jobs, round_s = prepare(args.policy, cluster, frame)
     start = time.process_time()
     result = simulate_elastic(jobs, cluster, policy, round_s, max_rounds=args.rounds)
     cpu = time.process_time() - start

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hetsched.errors import HetschedError
 
 # Per application (docs/rules.md#elastic-apps): epochs to finish, checkpoint-restore delay (s), the calibration
 # slowdown of simulated goodput, and the restart penalty Sia's decide assumes (s).

@@ -81,7 +81,7 @@ class PolluxPolicy:
         if not jobs:
             self._population = None
             return {}
-        J, V = len(jobs), len(self.vnodes)
+        J = len(jobs)
         fair = int(np.ceil(self.cluster.total_gpus / J))
         tables = np.stack([self.table(j, fair) for j in jobs])
         max_r = np.array([np.flatnonzero(t.any(axis=0)).max(initial=0) for t in tables])

@@ -121,14 +121,22 @@ def _simulate(jobs, cluster, policy, round_s, progress, max_rounds) -> ElasticRe
                          str(cluster), decide_s)
 
 
+def prepare(policy_name: str, cluster: ElasticCluster, frame: pd.DataFrame, round_s: float | None = None,
+            **options):
+    """(decide stage, jobs, round length) for a policy on a workload table: the jobs in the category the policy
+    runs them as, with one goodput model over every type where the policy is heterogeneity-unaware."""
+    from hetsched.elastic.policies import make_elastic_policy
+
+    policy, category, round_s = make_elastic_policy(policy_name, cluster, round_s, **options)
+    jobs = jobs_from_frame(frame, load_applications(), cluster, category, getattr(policy, "unaware", False))
+    return policy, jobs, round_s
+
+
 def run_workload(workload: str, policy_name: str = "sia", cluster: str = "sia_hetero", round_s: float | None = None,
                  progress=None, **options) -> ElasticResult:
     """One of the paper's workloads (e.g. 'helios-1') under a policy, on a named or written cluster."""
-    from hetsched.elastic.policies import make_elastic_policy
     from hetsched.elastic.workloads import load_workload
 
-    apps = load_applications()
-    spec = ElasticCluster.parse(cluster, {t for a in apps.values() for t in a.types})
-    policy, category, round_s = make_elastic_policy(policy_name, spec, round_s, **options)
-    jobs = jobs_from_frame(load_workload(workload), apps, spec, category, getattr(policy, "unaware", False))
+    spec = ElasticCluster.parse(cluster, {t for a in load_applications().values() for t in a.types})
+    policy, jobs, round_s = prepare(policy_name, spec, load_workload(workload), round_s, **options)
     return simulate_elastic(jobs, spec, policy, round_s, progress)

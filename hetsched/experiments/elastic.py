@@ -62,22 +62,17 @@ class ElasticRun:
 
 def run_one(run: ElasticRun) -> dict:
     """One workload under one policy: the artifact's summary metrics, the CPU time and the decide times."""
-    from hetsched.elastic.apps import load_applications
     from hetsched.elastic.cluster import ElasticCluster
-    from hetsched.elastic.policies import make_elastic_policy
-    from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+    from hetsched.elastic.simulator import prepare, simulate_elastic
     from hetsched.elastic.workloads import load_workload
 
-    apps = load_applications()
     spec = ElasticCluster.parse(run.cluster)
-    policy, category, round_s = make_elastic_policy(run.policy, spec,
-                                                    **({"seed": run.seed, "generations": run.generations}
-                                                       if run.policy == "pollux" else {}))
     frame = load_workload(run.workload)
     if run.max_jobs is not None:
         frame = frame.sort_values("submit_s", kind="stable").head(run.max_jobs)
     start = time.process_time()
-    jobs = jobs_from_frame(frame, apps, spec, category, getattr(policy, "unaware", False))
+    options = {"seed": run.seed, "generations": run.generations} if run.policy == "pollux" else {}
+    policy, jobs, round_s = prepare(run.policy, spec, frame, **options)
     result = simulate_elastic(jobs, spec, policy, round_s)
     decide = pd.Series(result.decide_s)
     return {"key": run.key(), **asdict(run), "trace": run.workload.split("-")[0], "jobs": len(result.jobs),
@@ -139,13 +134,10 @@ def time_decide(run: RuntimeRun) -> dict:
     with at least one job to decide for."""
     import numpy as np
 
-    from hetsched.elastic.apps import load_applications
-    from hetsched.elastic.policies import make_elastic_policy
-    from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+    from hetsched.elastic.simulator import prepare, simulate_elastic
 
     cluster, frame = scaled(run.scale)
-    policy, category, round_s = make_elastic_policy(run.policy, cluster)
-    jobs = jobs_from_frame(frame, load_applications(), cluster, category, getattr(policy, "unaware", False))
+    policy, jobs, round_s = prepare(run.policy, cluster, frame)
     result = simulate_elastic(jobs, cluster, policy, round_s, max_rounds=run.rounds)
     decide = np.array(result.decide_s)[result.contention > 0]
     return {"key": run.key(), **asdict(run), "gpus": cluster.total_gpus,

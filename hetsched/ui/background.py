@@ -4,6 +4,9 @@ report, waited for on reset."""
 from __future__ import annotations
 
 import threading
+import traceback
+
+ERROR = "<span style='color:#b00020'>{}</span>"
 
 
 class Cancelled(Exception):
@@ -12,6 +15,7 @@ class Cancelled(Exception):
 
 class BackgroundRuns:
     status: object                  # an ipywidgets.HTML the explorer shows its state in
+    cancel_button: object           # its Cancel button
 
     def __init__(self):
         self._thread: threading.Thread | None = None
@@ -37,8 +41,25 @@ class BackgroundRuns:
         if self._thread is not None:
             self._thread.join(timeout=timeout)
 
-    def launch(self, work) -> threading.Thread:
+    def launch(self, label: str, body, after) -> threading.Thread:
+        """Run `body()` in a thread, saying so in the status: "Done: <label>." and what `body` returns after it,
+        or that it was cancelled, or its error (shown, not lost in the thread); then `after()`, in any case."""
+        def work():
+            try:
+                self.status.value = f"Running {label} ..."
+                self.status.value = f"Done: {label}." + (body() or "")
+            except Cancelled:
+                self.status.value = "Cancelled; earlier runs are kept."
+            except Exception as exc:
+                self.status.value = ERROR.format(f"{type(exc).__name__}: {exc}")
+                traceback.print_exc()
+            finally:
+                self.cancel_button.disabled = True
+                self._thread = None
+                after()
+
         self._cancel.clear()
+        self.cancel_button.disabled = False
         self._thread = thread = threading.Thread(target=work, daemon=True)
         thread.start()
         return thread

@@ -6,20 +6,16 @@ of the JCT chart.
 
 from __future__ import annotations
 
-import traceback
-
 import altair as alt
 import ipywidgets as W
 import pandas as pd
 from IPython.display import display
 
 from hetsched.errors import HetschedError
-from hetsched.ui.background import BackgroundRuns, Cancelled
+from hetsched.ui.background import ERROR as _ERROR
+from hetsched.ui.background import BackgroundRuns
 from hetsched.ui.names import display_name
 from hetsched.ui.plots import cdf_points
-
-_ERROR = "<span style='color:#b00020'>{}</span>"
-
 
 class ElasticExplorer(BackgroundRuns):
     def __init__(self, workload: str = "helios-1", jobs: int = 40):
@@ -81,49 +77,35 @@ class ElasticExplorer(BackgroundRuns):
         if self.running():
             self.status.value = "A run is already in progress: Run starts nothing until it ends (Cancel stops it)."
             return None
-        from hetsched.elastic.apps import load_applications
-        from hetsched.elastic.policies import make_elastic_policy
-        from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+        from hetsched.elastic.simulator import prepare, simulate_elastic
         from hetsched.elastic.workloads import load_workload
 
         try:
             spec = self.cluster_spec()
             options = {"seed": self.seed.value} if self.policy.value == "pollux" else {}
-            policy, category, round_s = make_elastic_policy(self.policy.value, spec, **options)
             frame = load_workload(self.workload.value).sort_values("submit_s", kind="stable").head(self.jobs.value)
-            jobs = jobs_from_frame(frame, load_applications(), spec, category, getattr(policy, "unaware", False))
+            policy, jobs, round_s = prepare(self.policy.value, spec, frame, **options)
         except HetschedError as exc:
             self.status.value = _ERROR.format(exc)
             return None
         label = (f"{len(self.rows) + 1}: {display_name(self.policy.value)} · {self.workload.value} "
                  f"(first {len(jobs)} jobs) · {spec}" + (f" · seed {self.seed.value}" if options else ""))
+
         def progress(now, done, total):
             self.check_cancel()
             self.progress.value = done / max(total, 1)
 
-        def work():
-            try:
-                self.status.value = f"Running {label} ..."
-                result = simulate_elastic(jobs, spec, policy, round_s, progress)
-                self.progress.value = 1.0
-                self.rows.append({"run": label, **{k: round(v, 3) for k, v in result.metrics().items()}})
-                self.results.append((label, result.jobs))
-                self.summary.value = pd.DataFrame(self.rows).to_html(index=False)
-                self.plots.outputs = ()                 # from a thread: set outputs, not `with self.plots:`
-                self.plots.append_display_data(jct_chart(self.results))
-                self.status.value = f"Done: {label}."
-            except Cancelled:
-                self.status.value = "Cancelled; earlier runs are kept."
-            except Exception as exc:  # show the error in the UI instead of losing it in a thread
-                self.status.value = _ERROR.format(f"{type(exc).__name__}: {exc}")
-                traceback.print_exc()
-            finally:
-                self.cancel_button.disabled = True
-                self._thread = None
-                self._changed_after_run()
+        def body():
+            result = simulate_elastic(jobs, spec, policy, round_s, progress)
+            self.progress.value = 1.0
+            self.rows.append({"run": label, **{k: round(v, 3) for k, v in result.metrics().items()}})
+            self.results.append((label, result.jobs))
+            self.summary.value = pd.DataFrame(self.rows).to_html(index=False)
+            self.plots.outputs = ()                     # from a thread: set outputs, not `with self.plots:`
+            self.plots.append_display_data(jct_chart(self.results))
 
-        self.cancel_button.disabled, self.run_button.disabled = False, True
-        return self.launch(work)
+        self.run_button.disabled = True
+        return self.launch(label, body, self._changed_after_run)
 
     def _changed_after_run(self) -> None:
         message = self.status.value

@@ -9,7 +9,6 @@ starts the stepping over.
 
 from __future__ import annotations
 
-import traceback
 from pathlib import Path
 
 import altair as alt
@@ -21,7 +20,8 @@ from IPython.display import display
 from hetsched.model.cluster import GAVEL_GCP_PRICES, ClusterSpec, Server
 from hetsched.errors import HetschedError
 from hetsched.sim.metrics import summary
-from hetsched.ui.background import BackgroundRuns, Cancelled
+from hetsched.ui.background import ERROR as _ERROR
+from hetsched.ui.background import BackgroundRuns
 from hetsched.ui.names import display_name
 from hetsched.ui.plots import cdf_points, save_figure
 from hetsched.core.registry import policy_for
@@ -33,7 +33,6 @@ from hetsched.traces import GavelGenerator
 from hetsched.traces.generators.synergy import SynergyGenerator
 from hetsched.traces.formats import FORMATS
 
-_ERROR = "<span style='color:#b00020'>{}</span>"
 TIME_BINS = 300                 # points per run in the time-series charts (aggregated, whatever the run length)
 
 
@@ -294,37 +293,30 @@ class Explorer(BackgroundRuns):
             self.check_cancel()
             self.progress.value = finished / total
 
-        def work():
-            try:
-                self.status.value = f"Running {label} ..."
-                policy = policy_for(name, seed, system=rules)
-                result = simulate(jobs, spec, policy, table, self.policy.config(seed=seed), on_progress=progress)
-                self.progress.value = 1.0
-                runs = (self.runs if self.overlay.value else []) + [(label, result)]
-                row = summary(result)
-                chart = charts(runs)
-                self.plots.outputs = ()                 # from a thread: set outputs, not `with self.plots:`
-                self.plots.append_display_data(chart)
-                self.runs = runs
-                self.rows = (self.rows if self.overlay.value else []) + [{
-                    "run": label, "generator": generator, "rules": rules, "average JCT (h)": row["avg_jct_s"] / 3600,
-                    "makespan (h)": row["makespan_s"] / 3600, "utilization": row["utilization"],
-                    "jobs": row["num_jobs"]}]
-                self.summary.value = pd.DataFrame(self.rows).drop(columns=["generator", "rules"]).to_html(
-                    index=False, float_format=lambda v: f"{v:.2f}")
-                self.status.value = f"Done: {label}." + (" Run was pressed during it and started nothing: press it "
-                                                         "again." if self._pressed_while_running else "")
-            except Cancelled:
-                self.status.value = "Cancelled; earlier runs are kept."
-            except Exception as exc:  # show the error in the UI instead of losing it in a thread
-                self.status.value = _ERROR.format(f"{type(exc).__name__}: {exc}")
-                traceback.print_exc()
-            finally:
-                self.cancel_button.disabled = True
-                self.run_button.disabled = bool(self.policy.refused)      # this run is over
+        def body():
+            policy = policy_for(name, seed, system=rules)
+            result = simulate(jobs, spec, policy, table, self.policy.config(seed=seed), on_progress=progress)
+            self.progress.value = 1.0
+            runs = (self.runs if self.overlay.value else []) + [(label, result)]
+            row = summary(result)
+            chart = charts(runs)
+            self.plots.outputs = ()                 # from a thread: set outputs, not `with self.plots:`
+            self.plots.append_display_data(chart)
+            self.runs = runs
+            self.rows = (self.rows if self.overlay.value else []) + [{
+                "run": label, "generator": generator, "rules": rules, "average JCT (h)": row["avg_jct_s"] / 3600,
+                "makespan (h)": row["makespan_s"] / 3600, "utilization": row["utilization"],
+                "jobs": row["num_jobs"]}]
+            self.summary.value = pd.DataFrame(self.rows).drop(columns=["generator", "rules"]).to_html(
+                index=False, float_format=lambda v: f"{v:.2f}")
+            return (" Run was pressed during it and started nothing: press it again."
+                    if self._pressed_while_running else "")
 
-        self.cancel_button.disabled, self.run_button.disabled = False, True
-        return self.launch(work)
+        def after():                                    # this run is over
+            self.run_button.disabled = bool(self.policy.refused)
+
+        self.run_button.disabled = True
+        return self.launch(label, body, after)
 
     def reset(self) -> None:
         """Forget every run and the stepping simulation."""
