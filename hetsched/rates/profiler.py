@@ -166,7 +166,7 @@ def measure_isolated(spec: ProfileSpec, job_type: str) -> float:
     return _Trainer(job_type, _device(spec.device), spec.width, spec.threads).rate(spec.warmup, spec.steps)
 
 
-def _rank(rank: int, world: int, port: int, spec: ProfileSpec, job_type: str, results) -> None:
+def _rank(rank: int, world: int, rendezvous: str, spec: ProfileSpec, job_type: str, results) -> None:
     import datetime
 
     import torch
@@ -174,7 +174,7 @@ def _rank(rank: int, world: int, port: int, spec: ProfileSpec, job_type: str, re
 
     device = _device(spec.device, rank)
     backend = "nccl" if device.type == "cuda" and dist.is_nccl_available() else "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+    dist.init_process_group(backend, init_method=f"file://{rendezvous}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=120))
     try:
         trainer = _Trainer(job_type, device, spec.width, spec.threads, seed=rank)
@@ -186,14 +186,6 @@ def _rank(rank: int, world: int, port: int, spec: ProfileSpec, job_type: str, re
         results.put((rank, rate))
     finally:
         dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run_processes(target, args_per_process: list[tuple], timeout_s: float) -> list:
@@ -230,9 +222,14 @@ def _run_processes(target, args_per_process: list[tuple], timeout_s: float) -> l
 
 def measure_distributed(spec: ProfileSpec, job_type: str, scale_factor: int, timeout_s: float = 600.0) -> float:
     """The job's synchronised steps/s on `scale_factor` processes (rank 0's rate; every rank steps together)."""
-    port = _free_port()
-    rates = dict(_run_processes(_rank, [(r, scale_factor, port, spec, job_type) for r in range(scale_factor)],
-                                timeout_s))
+    import tempfile
+
+    # A file rendezvous, not a TCP port: a port picked free here can be taken by another process before rank 0
+    # binds it.
+    with tempfile.TemporaryDirectory(prefix="hetsched-profile-") as tmp:
+        rendezvous = str(Path(tmp) / "rendezvous")
+        rates = dict(_run_processes(_rank, [(r, scale_factor, rendezvous, spec, job_type)
+                                            for r in range(scale_factor)], timeout_s))
     return float(rates[0])
 
 

@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 import shutil
-import socket
+import http.client
 import subprocess
 import sys
 import time
@@ -29,12 +29,6 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = pytest.mark.browser
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url: str, timeout: float = 5.0):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.loads(r.read())
@@ -42,7 +36,7 @@ def _get(url: str, timeout: float = 5.0):
 
 @pytest.fixture
 def jupyter(tmp_path):
-    port, token = _free_port(), secrets.token_hex(16)
+    token = secrets.token_hex(16)
     settings = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"autoStartDefaultKernel": True}))
@@ -56,18 +50,24 @@ def jupyter(tmp_path):
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
     jupyter_bin = Path(sys.executable).with_name("jupyter")
     proc = subprocess.Popen([str(jupyter_bin), "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-                             f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}",
-                             "--ServerApp.disable_check_xsrf=False"],
+                             "--port=0", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+                             f"--ServerApp.root_dir={REPO}", "--ServerApp.disable_check_xsrf=False"],
                             env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "jupyter.log", "wb"),
                             start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    # The server binds a port of its own choosing and writes it to its runtime file: a port picked here and
+    # released before the server binds it can be taken by another xdist worker's server in between (CI once read
+    # a gRPC server's bytes as JupyterLab's status line).
+    base = None
     try:
         deadline = time.monotonic() + 90
         while True:
             try:
+                if base is None:
+                    info = json.loads(next((tmp_path / "rt").glob("jpserver-*.json")).read_text())
+                    base = f"http://127.0.0.1:{info['port']}"
                 _get(f"{base}/api/status?token={token}")
                 break
-            except OSError:
+            except (OSError, StopIteration, ValueError, KeyError, http.client.HTTPException):
                 if time.monotonic() > deadline or proc.poll() is not None:
                     pytest.fail("JupyterLab did not start:\n" + (tmp_path / "jupyter.log").read_text()[-3000:])
                 time.sleep(0.5)
