@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat as nbf
 
 from hetsched.experiments.continuous import FIG8_HORIZON
+from hetsched.ui.clean_save import KERNELSPEC, MARK
 
 HERE = Path(__file__).resolve().parent
 
@@ -64,7 +65,8 @@ def _write(nb, name: str) -> None:
     """Stable cell ids, so that rebuilding does not churn the committed files."""
     for i, cell in enumerate(nb.cells):
         cell.id = f"{name.replace('_', '-')}-{i}"
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["hetsched"] = dict(MARK)        # JupyterLab saves it as written here (hetsched/ui/clean_save.py)
     nbf.write(nb, HERE / f"{name}.ipynb")
 
 
