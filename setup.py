@@ -1,11 +1,15 @@
-"""The one thing pyproject.toml cannot say without setuptools' experimental table: the optional C extension.
+"""The one thing pyproject.toml cannot say without setuptools' experimental table: the optional C extensions.
 
-Gavel's round kernels in C (hetsched/core/_rounds.c). Optional, so that a machine without a C compiler installs the
-project and runs numba's kernels instead (hetsched/core/round_kernels.py). No fused multiply-adds: the same doubles
-as numba's loops.
+Gavel's round kernels (hetsched/core/_rounds.c) and Synergy's placement stage (hetsched/resources/_placement.c) in
+C. Optional, so that a machine without a C compiler installs the project and runs numba's kernels instead
+(hetsched/core/round_kernels.py, hetsched/resources/compiled_placement.py). No fused multiply-adds: the same
+doubles as numba's loops.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("hetsched.core._rounds", ["hetsched/core/_rounds.c"],
-                             extra_compile_args=["-O2", "-ffp-contract=off"], optional=True)])
+FLAGS = dict(extra_compile_args=["-O2", "-ffp-contract=off"], include_dirs=["hetsched/core"],
+             depends=["hetsched/core/_arrays.h"], optional=True)
+
+setup(ext_modules=[Extension("hetsched.core._rounds", ["hetsched/core/_rounds.c"], **FLAGS),
+                   Extension("hetsched.resources._placement", ["hetsched/resources/_placement.c"], **FLAGS)])

@@ -6,6 +6,7 @@ import pytest
 
 from hetsched import ClusterSpec
 from hetsched.core import kernels, ranking, round_kernels
+from hetsched.resources import compiled_placement
 from hetsched.model.cluster import GAVEL_GCP_PRICES
 from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
@@ -151,10 +152,12 @@ def test_the_c_loops_credit_and_account_shockwaves_rounds(monkeypatch):
     assert {k: fast[k] for k in keys} == {k: jitted[k] for k in keys}
 
 
-@pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
-def test_gavel_and_shockwave_runs_load_no_numba():
-    """In a fresh process, a LAS-perf run and a Shockwave run never load numba's compiled code (whose first load
-    imports numba's registries, among them numba.np.arraymath): every kernel of their rounds has a C loop."""
+@pytest.mark.skipif(not round_kernels.C_ENABLED or compiled_placement._c_place_round is None,
+                    reason="built without C, or HETSCHED_KERNELS=numba")
+def test_gavel_shockwave_and_synergy_runs_load_no_numba():
+    """In a fresh process, a LAS-perf run, a Shockwave run and a Synergy FIFO+tune run never load numba's compiled
+    code (whose first load imports numba's registries, among them numba.np.arraymath): every kernel of their rounds
+    and Synergy's placement stage have a C loop."""
     import subprocess
     import sys
 
@@ -169,6 +172,10 @@ def test_gavel_and_shockwave_runs_load_no_numba():
         "jobs = GavelGenerator(seed=1, mean_interarrival_s=900, throughputs=table).jobs(60)\n"
         "simulate(jobs, ClusterSpec.parse('4:4:4'), 'max_min_fairness_perf', table, record_timeline=False)\n"
         "run_one(W.configs('tiny', ['shockwave'])[0])\n"
+        "from hetsched.io.cluster_ini import synergy_cluster\n"
+        "from hetsched.traces import make_generator\n"
+        "synergy = make_generator('synergy', jobs_per_hour=9.0).jobs(300)\n"
+        "simulate(synergy, synergy_cluster(servers=2), 'FIFO+tune', None, record_timeline=False)\n"
         "print('numba.np.arraymath' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -1,4 +1,5 @@
-"""The compiled placement stage (hetsched/resources/placement_kernel.py) against the Python one, round by round."""
+"""The compiled placement stage (hetsched/resources/placement_kernel.py, and its C loop _placement.c) against the
+Python one, round by round; bad arguments are an error from C, never a crash."""
 
 import random
 
@@ -10,11 +11,16 @@ from hetsched.errors import SimulationError
 from hetsched.core import kernels
 from hetsched.io.cluster_ini import synergy_cluster
 from hetsched.resources.mechanism import PlacementStage
+from hetsched.resources import compiled_placement, placement_kernel
 from hetsched.resources.compiled_placement import CompiledPlacement
 from hetsched.resources.pool import ServerPool
 from hetsched.resources.profiles import load_sensitivity
 
-pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba kernels disabled")
+pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="compiled kernels disabled (HETSCHED_KERNELS=0)")
+C_LOOP = compiled_placement._c_place_round
+#: The two compiled loops: C's (where the project was built with it) and numba's.
+LOOPS = [pytest.param(C_LOOP, id="c", marks=pytest.mark.skipif(C_LOOP is None, reason="built without C")),
+         pytest.param(placement_kernel.place_round, id="numba")]
 
 UNLIKE = [Server("v100", 8, cpu_cores=24, dram_gb=500, storage_mbps=500),
           Server("v100", 4, cpu_cores=96, dram_gb=300, storage_mbps=300),
@@ -47,13 +53,15 @@ def compiled_state(stage: CompiledPlacement, scratch: ServerPool, run, fair, dem
             {s: pool.share[s] for s in run.tolist()}, {s: pool.where[s] for s in run.tolist()})
 
 
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("mechanism", ["tune", "greedy", "fair"])
 @pytest.mark.parametrize("servers", ["synergy", "unlike"])
 @pytest.mark.parametrize("multi_gpu", [False, True])
-def test_compiled_stage_equals_the_python_stage_every_round(mechanism, servers, multi_gpu):
+def test_compiled_stage_equals_the_python_stage_every_round(mechanism, servers, multi_gpu, loop, monkeypatch):
     """Random rounds (jobs leaving anywhere, joining at the end, sometimes reordered, slots reused): the placed
     jobs and their order, statuses, shares and servers, the demoted jobs, the spread jobs and every server's free
     resources and job list must be identical (floats bit for bit) to the Python stage's."""
+    monkeypatch.setattr(compiled_placement, "place_round", loop)
     shapes = synergy_cluster(servers=3).server_shapes() if servers == "synergy" else UNLIKE
     python_pool = ServerPool(shapes)
     classes = job_classes(python_pool.size, multi_gpu)
@@ -151,3 +159,35 @@ def test_leases_of_the_compiled_stage_equal_the_python_stages():
     assert len({lease[2] for rnd in leases[0] for lease in rnd}) > 1     # TUNE gave unlike shares
     gpus = [[lease[1] for lease in rnd] for rnd in leases[0]]
     assert any(g != sorted(g) for g in gpus)        # first fit passed over a server for some jobs
+
+
+@pytest.mark.skipif(C_LOOP is None, reason="built without C")
+def test_bad_arguments_are_an_error_from_c_never_a_crash(monkeypatch):
+    """An out-of-range slot, class or count, or an array of another dtype: C raises before it writes anything."""
+    monkeypatch.setattr(compiled_placement, "place_round", C_LOOP)
+    shapes = synergy_cluster(servers=1).server_shapes()
+    shares, adjust = np.array([[3.0, 62.5, 62.5]]), np.array([False])
+    ids, ones, zeros = np.arange(10, dtype=np.int64), np.ones(10, np.int64), np.zeros(10, np.int64)
+    cases = [(np.array([0, 10], np.int64), ones, zeros, IndexError, "slot in order"),
+             (np.array([0, -1], np.int64), ones, zeros, IndexError, "slot in order"),
+             (np.arange(10, dtype=np.int64), ones, zeros + 1, IndexError, "class is out of range"),
+             (np.arange(10, dtype=np.int64), zeros, zeros, IndexError, "at least one GPU"),
+             (np.arange(10, dtype=np.int32), ones, zeros, TypeError, "dtype"),
+             (np.arange(10, dtype=np.int64), ones.astype(float), zeros, TypeError, "dtype")]
+    for order, gpus, codes, error, message in cases:
+        stage = CompiledPlacement(ServerPool(shapes), "tune")
+        stage.run(np.arange(4, dtype=np.int64), ones, zeros, ids, shares, adjust)
+        before = (stage.fg.copy(), stage.fr.copy(), stage.ints.copy(), stage.on.copy())
+        with pytest.raises(error, match=message):
+            stage.run(order, gpus, codes, ids, shares, adjust)
+        after = (stage.fg, stage.fr, stage.ints, stage.on)
+        assert all(np.array_equal(x, y) for x, y in zip(before, after)), message       # nothing written
+    stage = CompiledPlacement(ServerPool(shapes), "tune")
+    with pytest.raises(IndexError, match="ints needs 8"):
+        C_LOOP(ids, ones, zeros, ids, shares, adjust, stage.fair, 2, np.zeros(3, np.int64), stage.fg, stage.fr,
+               stage.cap_g, stage.start, stage.on, stage.on_len, stage.wk, stage.wn, stage.wlen, stage.sh, stage.st,
+               stage.placed, stage.demoted, stage.prev, stage.t_i, stage.t_f, stage.saved)
+    with pytest.raises(ValueError, match="mechanism"):
+        C_LOOP(ids, ones, zeros, ids, shares, adjust, stage.fair, 7, stage.ints, stage.fg, stage.fr, stage.cap_g,
+               stage.start, stage.on, stage.on_len, stage.wk, stage.wn, stage.wlen, stage.sh, stage.st, stage.placed,
+               stage.demoted, stage.prev, stage.t_i, stage.t_f, stage.saved)
