@@ -102,6 +102,17 @@ def reference_table() -> pd.DataFrame:
     return pd.read_csv(data_dir() / "paper" / "synergy_reference.csv")
 
 
+def stored_points(policies) -> pd.DataFrame:
+    """The artifact's stored average JCTs on the load curve's axes (paper_rate, ordering, mechanism, avg_jct_h):
+    its 128-GPU runs at 9 jobs/h (the AE check and the reference run), for the policies a figure draws."""
+    ref = reference_table()
+    ref = ref[(ref["gpus"] == 128) & (ref["metric"] == "avg_jct_h") & ref["policy"].isin(list(policies))]
+    ordering, mechanism = ref["policy"].str.split("+", n=1).str[0], ref["policy"].str.split("+", n=1).str[1]
+    return pd.DataFrame({"paper_rate": ref["jobs_per_hour"].to_numpy(), "ordering": ordering.to_numpy(),
+                         "mechanism": mechanism.to_numpy(), "policy": ref["policy"].to_numpy(),
+                         "avg_jct_h": ref["value"].to_numpy()})
+
+
 def _metric(row, metric: str) -> float:
     jct = np.array(sorted((row["jcts"] or {}).values()), float) / 3600.0
     if metric == "avg_jct_h":

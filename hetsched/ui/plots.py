@@ -168,7 +168,8 @@ def lines(frame: pd.DataFrame, x: str, y: str, color: str, title: str, x_title: 
             tooltip=[alt.Tooltip(f"{color}:N"), alt.Tooltip(f"{x}:Q"), alt.Tooltip("state:N"),
                      alt.Tooltip("value:Q", format=",.3f")]))
     said = "the artifact's stored numbers" if reference_label == "artifact" else f"the {reference_label}'s numbers"
-    subtitle = [f"dashed: {said}"] if len(ref) else []
+    # Where dashes tell a `dash` column's values apart, the artifact's points are told by their open markers.
+    subtitle = [f"{'open markers' if dash else 'dashed'}: {said}"] if len(ref) else []
     off = _differing(done, reference, x, y, color, differs[0]) if differs and reference is not None else done[:0]
     if len(off):
         layers.append(alt.Chart(off).mark_point(size=260, shape="circle", filled=False, color="black",
