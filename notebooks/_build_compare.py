@@ -30,7 +30,7 @@ results.set_index(["stream", "label"])[[c for m in show for c in (m, f"{m}_ci")]
 CHART = '''panels = results.assign(stream=results["stream"] + ": " + results["stream"].map(S.STREAMS))
 chart = interval_dots(panels, "label", "avg_jct_h", "avg_jct_h_ci", "stream",
                       "Average JCT on one stream and cluster, mean and 95 % interval over seeds", "average JCT (h)",
-                      color="policy")
+                      color="policy", subtitle=S.separation_note(results, preset))
 publish(chart, out, preset, rows)'''
 
 GAINS = '''jct = gains[gains["metric"] == "avg_jct_h"].assign(

@@ -199,3 +199,15 @@ def test_elastic_policies_run_on_the_sia_stream_alone_and_others_are_refused_the
     sia = rows[(rows["stream"] == "sia") & ~rows["refused"]]
     assert (sia["avg_jct_h"] > 0).all() and (sia["num_jobs"] == S.PRESETS["tiny"].sia_jobs).all()
     assert sia["worst_rho"].isna().all()                   # no FTF for elastic jobs: not a made-up number
+
+
+def test_the_note_says_when_the_intervals_cannot_tell_policies_apart():
+    """Pairs are separated when their intervals do not touch; fewer than half separated: the preset says it."""
+    apart = S.table(_rows({"gavel": (10.0, 10.2), "themis": (20.0, 20.2), "allox": (30.0, 30.1)}))
+    assert S.separation(apart).to_dict("records") == [{"stream": "s", "pairs": 3, "separated": 3}]
+    assert S.separation_note(apart, "quick") == "the intervals separate 3 of 3 pairs of policies (s 3/3)"
+    one_apart = S.table(_rows({"gavel": (10.0, 10.2), "themis": (10.1, 10.3), "allox": (30.0, 30.1)}))
+    assert S.separation(one_apart)["separated"].tolist() == [2]
+    mixed = S.table(_rows({"gavel": (10.0, 14.0), "themis": (11.0, 15.0), "allox": (12.0, 13.0)}))
+    note = S.separation_note(mixed, "quick")
+    assert note.startswith("the intervals separate 0 of 3 pairs") and "quick preset cannot tell" in note

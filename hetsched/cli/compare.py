@@ -66,5 +66,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         for r in refused.itertuples():
             print(f"  {r.policy} on {r.stream}: {r.reason}")
     print("\n" + "\n".join(S.verdicts(summary, gains)))
+    note = S.separation_note(summary, args.preset)
+    if note:
+        print(f"Average JCT: {note}.")
     print(f"\nwrote {out}/rows.csv, summary.csv, gains.csv, refused.csv")
     return 0

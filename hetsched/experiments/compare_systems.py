@@ -25,6 +25,8 @@ from hetsched.core.pipeline import CompositionError
 from hetsched.experiments import choose
 from hetsched.experiments import compare_elastic as elastic
 from hetsched.experiments.compare_elastic import ELASTIC, is_elastic
+from hetsched.experiments.compare_reading import (gain_text, readable, separation, separation_note,  # noqa: F401
+                                                  value_ci)
 from hetsched.experiments.own_cluster import OPENB_GPU_MAP, shared_data_dir
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import GAVEL_GCP_PRICES, ClusterSpec
@@ -363,35 +365,6 @@ def verdicts(summary: pd.DataFrame, gain_rows: pd.DataFrame) -> list[str]:
         lines.append(f"{g['stream']}: {g['composition']} {word} average JCT by {abs(g['gain']):.0%} "
                      f"(± {g['gain_ci']:.0%}) against {g['parent']}.")
     return lines
-
-
-def readable(x: float, digits: int = 3) -> str:
-    """`x` to `digits` significant digits, written out as people write numbers (190, 100, 0.0123, 12,300, 10), never
-    in exponent form ("1e+02"); NaN and inf as they are."""
-    if not math.isfinite(x) or x == 0:
-        return f"{x:g}"
-    decimals = digits - 1 - math.floor(math.log10(abs(x)))
-    rounded = round(x, decimals)
-    if rounded and math.floor(math.log10(abs(rounded))) > math.floor(math.log10(abs(x))):    # 99.96 -> 100
-        decimals -= 1
-    text = f"{rounded:,.{max(decimals, 0)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def value_ci(row, m: str) -> str:
-    """A summary row's mean of `m` and its 95 % half-width, written out ("190 ± 100"); the mean alone when one
-    seed gives no interval."""
-    half = row[f"{m}_ci"]
-    return readable(row[m]) if math.isnan(half) else f"{readable(row[m])} ± {readable(half, 2)}"
-
-
-def gain_text(gain: float, half: float) -> str:
-    """A composition's gain for people: "+12.0 % ± 3.1 %", or "no significant difference" when the interval
-    spans zero (then the numbers in brackets)."""
-    if math.isnan(half):
-        return f"{gain:+.1%} (one seed: no interval)".replace("%", " %")
-    text = f"{gain:+.1%} ± {half:.1%}".replace("%", " %")
-    return text if abs(gain) > half else f"no significant difference ({text})"
 
 
 def compare(streams=tuple(STREAMS), preset: str = "quick", policies=POLICIES, seeds=None,

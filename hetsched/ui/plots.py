@@ -314,10 +314,10 @@ def seed_strip(frame: pd.DataFrame, title: str) -> alt.HConcatChart:
 
 
 def interval_dots(frame: pd.DataFrame, y: str, x: str, ci: str, facet: str, title: str, x_title: str,
-                  color: str | None = None, zero: float | None = None) -> alt.FacetChart:
+                  color: str | None = None, zero: float | None = None, subtitle: str = "") -> alt.FacetChart:
     """One panel per `facet` value: a dot at `x` for each `y` row and a bar of +/- `ci` (a 95 % interval);
     `zero` draws a rule (e.g. no gain). `color="policy"` draws each policy in its own colour (the rows name
-    them, so without a legend)."""
+    them, so without a legend). `subtitle`: a line under the title (wrapped)."""
     data = frame.assign(_lo=frame[x] - frame[ci].fillna(0), _hi=frame[x] + frame[ci].fillna(0))
     enc = {"color": alt.Color(f"{color}:N")} if color else {}
     if color == "policy":
@@ -331,4 +331,6 @@ def interval_dots(frame: pd.DataFrame, y: str, x: str, ci: str, facet: str, titl
     if zero is not None:
         layers.append(alt.Chart().mark_rule(color="#888", strokeDash=[4, 4]).encode(x=alt.datum(zero)))
     return alt.layer(*layers, data=data).properties(width=260).facet(
-        column=alt.Column(f"{facet}:N", title=None, sort=None), title=title).resolve_scale(x="independent")
+        column=alt.Column(f"{facet}:N", title=None, sort=None),
+        title=alt.TitleParams(title, subtitle=textwrap.wrap(subtitle, 110) or alt.Undefined)).resolve_scale(
+        x="independent")
