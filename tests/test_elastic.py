@@ -47,6 +47,28 @@ def test_the_fit_predicts_the_step_times_it_was_fitted_to():
     assert np.allclose(predicted, step, rtol=0.1)          # the priors (retrogress, gamma) bias it a little
 
 
+def test_a_repeated_fit_or_question_gives_the_first_answer_unshared(monkeypatch):
+    """The memos (goodput._FITS, _BEST) answer a repeat with what the computation gives, as copies (a fit) or
+    read-only arrays (a batch-size question): a caller cannot change the next caller's answer."""
+    configs = [(1, 1, 32), (1, 2, 64), (2, 8, 64)]
+    samples = _samples(TRUE, configs)
+    monkeypatch.setattr(goodput, "_FITS", {})
+    first = goodput.fit_params(*samples)
+    first[0] = -1.0
+    again = goodput.fit_params(*samples)
+    assert again[0] > 0 and len(goodput._FITS) == 1
+    np.testing.assert_array_equal(again, goodput._fit(*samples))
+    monkeypatch.setattr(goodput, "_BEST", {})
+    ask = (again, 1.0, 4.0, 128, 4096, [1, 1, 2], [1, 4, 8], (16, 256))
+    good, atomic, steps = goodput.best_goodput(*ask)
+    assert goodput.best_goodput(*ask)[0] is good and len(goodput._BEST) == 1
+    with pytest.raises(ValueError):
+        good[0] = 0.0
+    fresh = goodput._best_goodput(again, 1.0, 4.0, 128, 4096, np.array([1, 1, 2]), np.array([1, 4, 8]), 16, 256)
+    for got, want in zip((good, atomic, steps), fresh):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_one_batch_size_seen_splits_compute_evenly_and_fixes_unseen_links():
     nodes, replicas, atomic, step, sync = _samples(TRUE, [(1, 1, 64)])
     fitted = goodput.fit_params(nodes, replicas, atomic, step, sync)
