@@ -1,9 +1,9 @@
 """The one thing pyproject.toml cannot say without setuptools' experimental table: the optional C extensions.
 
 Gavel's round kernels (hetsched/core/_rounds.c) and Synergy's placement stage (hetsched/resources/_placement.c) in
-C. Optional, so that a machine without a C compiler installs the project and runs numba's kernels instead
-(hetsched/core/round_kernels.py, hetsched/resources/compiled_placement.py). No fused multiply-adds: the same
-doubles as numba's loops.
+C. Optional, so that a machine without a C compiler installs the project and runs the numpy path of the rounds and
+numba's placement loop instead (hetsched/core/round_kernels.py, hetsched/resources/compiled_placement.py). No fused
+multiply-adds: the same doubles as the reference loops.
 """
 
 from setuptools import Extension, setup

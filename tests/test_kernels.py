@@ -1,4 +1,5 @@
-"""The compiled round kernels (hetsched/core/kernels.py) give the numpy path's results bit for bit."""
+"""The round kernels (core/_rounds.c, and their reference loops in core/kernels.py) give the numpy path's results
+bit for bit; so do the numba kernels of the ranking, the type-order draws and the pairings."""
 
 import numpy as np
 import pandas as pd
@@ -13,15 +14,13 @@ from hetsched.traces import GavelGenerator
 
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba is not installed or HETSCHED_KERNELS=0")
 
-#: The three ways to run a kernel: core/_rounds.c's loop (where it was built), numba's, and its Python source.
+#: The two ways to run a round kernel: core/_rounds.c's loop (where it was built) and its reference loop.
 PATHS = [pytest.param("c", marks=pytest.mark.skipif(round_kernels._rounds is None, reason="built without C")),
-         "compiled", "python"]
+         "python"]
 
 
 def _path(name, path):
-    jitted = getattr(kernels, name)
-    return {"c": lambda: getattr(round_kernels._rounds, name), "compiled": lambda: jitted,
-            "python": lambda: jitted.py_func}[path]()
+    return getattr(round_kernels._rounds, name) if path == "c" else getattr(kernels, name)
 
 
 def _keys(rng, n):
@@ -55,11 +54,11 @@ def _walk_numpy(t, S, alloc, deficit, in_alloc, ok, need_priority, members, esca
     s._has_pairs = bool((members[:, 1] >= 0).any())
     s._all_single_gpu = bool((escale == 1).all())
     s.policy = type("P", (), {"fills_idle_gpus": not need_priority})()
-    enabled, kernels.ENABLED = kernels.ENABLED, False
+    enabled, round_kernels.ENABLED = round_kernels.ENABLED, False
     try:
         return s.select(list(order))
     finally:
-        kernels.ENABLED = enabled
+        round_kernels.ENABLED = enabled
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -110,50 +109,56 @@ def test_simulations_match_the_numpy_path(policy, gavel_table, monkeypatch):
     kw = {"prices": dict(GAVEL_GCP_PRICES), "window": (20, 120)}
     fast = _run(policy, gavel_table, **kw)
     monkeypatch.setattr(kernels, "ENABLED", False)
+    monkeypatch.setattr(round_kernels, "ENABLED", False)
     slow = _run(policy, gavel_table, **kw)
     pd.testing.assert_frame_equal(fast.jobs_frame(), slow.jobs_frame(), check_exact=True)
     assert (fast.num_rounds, fast.num_recomputes) == (slow.num_rounds, slow.num_recomputes)
     assert (fast.busy_gpu_seconds, fast.makespan_s) == (slow.busy_gpu_seconds, slow.makespan_s)
 
 
+def _through_the_reference_loops(monkeypatch) -> None:
+    """The core calls core/kernels.py's loops instead of C's (quiet_rounds takes its state as one object)."""
+    for name in ROUND_KERNELS:
+        monkeypatch.setattr(round_kernels, name, getattr(kernels, name))
+    monkeypatch.setattr(round_kernels, "quiet_rounds", lambda state: kernels.quiet_rounds(*state))
+
+
 ROUND_KERNELS = ("select_walk", "quiet_rounds", "run_tasks", "gpu_seconds", "account_tasks", "credit_tasks",
                  "mark_started", "codes_of", "las_program", "single_rows", "proportional_rates")
 
 
-@pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
+@pytest.mark.skipif(not round_kernels.ENABLED, reason="built without C, or HETSCHED_KERNELS=0")
 @pytest.mark.parametrize("policy", ["max_min_fairness_perf", "gavel_fifo", "finish_time_fairness_perf", "gandiva",
                                     "max_min_fairness_packed"])
-def test_the_c_loops_run_numbas_simulations(policy, gavel_table, monkeypatch):
-    """Whole runs through core/_rounds.c's loops and through numba's agree exactly (quiet rounds, shuffled type
-    orders, priced GPUs, multi-GPU jobs, space-sharing pairs)."""
+def test_the_c_loops_run_the_reference_loops_simulations(policy, gavel_table, monkeypatch):
+    """Whole runs through core/_rounds.c's loops and through their reference loops agree exactly (quiet rounds,
+    shuffled type orders, priced GPUs, multi-GPU jobs, space-sharing pairs)."""
     kw = {"prices": dict(GAVEL_GCP_PRICES), "window": (20, 120)}
     fast = _run(policy, gavel_table, **kw)
-    for name in ROUND_KERNELS:
-        monkeypatch.setattr(round_kernels, name, getattr(kernels, name))
+    _through_the_reference_loops(monkeypatch)
     jitted = _run(policy, gavel_table, **kw)
     pd.testing.assert_frame_equal(fast.jobs_frame(), jitted.jobs_frame(), check_exact=True)
     assert (fast.num_rounds, fast.num_recomputes, fast.busy_gpu_seconds, fast.makespan_s) == \
         (jitted.num_rounds, jitted.num_recomputes, jitted.busy_gpu_seconds, jitted.makespan_s)
 
 
-@pytest.mark.skipif(not round_kernels.C_ENABLED, reason="built without C, or HETSCHED_KERNELS=numba")
+@pytest.mark.skipif(not round_kernels.ENABLED, reason="built without C, or HETSCHED_KERNELS=0")
 def test_the_c_loops_credit_and_account_shockwaves_rounds(monkeypatch):
     """Shockwave's rounds (a decide stage, the preemption penalty: no quiet rounds) credit and account through the
-    C loops: the same run as through numba's."""
+    C loops: the same run as through the reference loops."""
     from hetsched.experiments import shockwave as W
     from hetsched.experiments.sweep import run_one
 
     (config,) = W.configs("tiny", ["shockwave"])
     fast = run_one(config)
-    for name in ROUND_KERNELS:
-        monkeypatch.setattr(round_kernels, name, getattr(kernels, name))
+    _through_the_reference_loops(monkeypatch)
     jitted = run_one(config)
     keys = ("avg_jct_s", "makespan_s", "utilization", "worst_ftf_rho", "num_rounds")
     assert {k: fast[k] for k in keys} == {k: jitted[k] for k in keys}
 
 
-@pytest.mark.skipif(not round_kernels.C_ENABLED or compiled_placement._c_place_round is None,
-                    reason="built without C, or HETSCHED_KERNELS=numba")
+@pytest.mark.skipif(not round_kernels.ENABLED or compiled_placement._c_place_round is None,
+                    reason="built without C, or HETSCHED_KERNELS=0")
 def test_gavel_shockwave_and_synergy_runs_load_no_numba():
     """In a fresh process, a LAS-perf run, a Shockwave run and a Synergy FIFO+tune run never load numba's compiled
     code (whose first load imports numba's registries, among them numba.np.arraymath): every kernel of their rounds
@@ -248,7 +253,7 @@ def test_quiet_rounds_keep_progress_reports_and_the_round_limit(interarrival, ga
         steps += 1
     reports = {}
     for enabled in (True, False):
-        monkeypatch.setattr(kernels, "ENABLED", enabled)
+        monkeypatch.setattr(round_kernels, "ENABLED", enabled)
         seen = reports[enabled] = []
         run = lambda **kw: simulate(jobs, ClusterSpec.parse("4:4:4"), "max_min_fairness_perf",  # noqa: E731
                                     gavel_table, record_timeline=False, **kw)

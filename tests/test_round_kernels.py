@@ -1,8 +1,8 @@
-"""Each of core/_rounds.c's round kernels against its reference, the Python source of core/kernels.py (numba's
-kernel runs that source), on randomized states drawn by hypothesis, bit for bit, inputs it writes included. The C
-loops are tested on their own, with or without numba (`test_these_tests_run_without_numba` runs this file with
-numba made unimportable). Bad input is a clear error from C, never a second, unchecked kernel (numba does no bounds
-checks: an out-of-range entry crashed the process there)."""
+"""Each of core/_rounds.c's round kernels against its reference loop in core/kernels.py, on randomized states drawn
+by hypothesis, bit for bit, inputs it writes included. The C loops are tested on their own, with or without numba
+(`test_these_tests_run_without_numba` runs this file with numba made unimportable). Bad input is a clear error from
+C, never a second, unchecked kernel (there is none: numba's copies of these loops, which did no bounds checks and
+crashed the process on an out-of-range entry that C refused, are gone)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,8 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 
 def reference(name: str):
-    """The kernel's Python source (numba's `py_func`; without numba, the function itself)."""
-    kernel = getattr(kernels, name)
-    return getattr(kernel, "py_func", kernel)
+    """The kernel's reference loop (core/kernels.py)."""
+    return getattr(kernels, name)
 
 
 def same(a, b) -> None:
@@ -147,21 +146,21 @@ def test_gpu_seconds(rows):
                                                                     "finish_time_fairness_perf"]),
        st.sampled_from(["1:1:1", "2:1:0", "4:0:2"]), st.integers(0, 6))
 def test_quiet_rounds_on_a_running_simulation(seed, num_jobs, policy, cluster, which):
-    """quiet_rounds' 31 arguments as the simulator passes them, captured at a drawn call of a drawn run (jobs,
-    seed, policy and cluster drawn), then given to C and to the reference: the same clock, rounds, completions,
-    busy GPU-seconds, and the same scheduler and result arrays written."""
+    """quiet_rounds' state (round_kernels.QuietRounds) as the simulator passes it, captured at a drawn call of a
+    drawn run (jobs, seed, policy and cluster drawn), then given to C and to the reference: the same clock, rounds,
+    completions, busy GPU-seconds, and the same scheduler and result arrays written."""
     from hetsched import ClusterSpec
     from hetsched.sim import simulator
     from hetsched.traces import GavelGenerator
 
     captured, original = [], round_kernels.quiet_rounds
 
-    def capture(*args):
+    def capture(state):
         if len(captured) == which:
-            captured.append(copy.deepcopy(args))
+            captured.append(copy.deepcopy(tuple(state)))
             raise _Captured
         captured.append(None)
-        return original(*args)
+        return original(state)
     jobs = GavelGenerator(seed=seed % 1000, mean_interarrival_s=600.0).jobs(num_jobs)
     round_kernels.quiet_rounds = capture
     try:
@@ -187,7 +186,7 @@ def test_bad_input_is_an_error_never_a_second_kernel():
         round_kernels.codes_of(np.arange(8, dtype=np.int64)[::2])
     members = np.array([[0, -1], [1, -1]], np.int64)
     acc = np.full((2, 4), np.nan)
-    if round_kernels.C_ENABLED:
+    if round_kernels.ENABLED:
         with pytest.raises(IndexError):                    # entry 5 of 2
             round_kernels.mark_started(np.array([5], np.int64), members, acc, 1.0)
         assert np.isnan(acc).all()
@@ -203,7 +202,7 @@ def test_an_out_of_range_entry_does_not_crash_the_process():
             "    try:\n        call()\n    except IndexError as exc:\n        print('refused:', exc)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, (out.returncode, out.stderr)
-    if round_kernels.C_ENABLED:
+    if round_kernels.ENABLED:
         assert out.stdout.count("refused:") == 2, out.stdout
 
 

@@ -233,7 +233,7 @@ class EntryTable:
     def rows_of_jobs(self, job_ids: np.ndarray) -> np.ndarray:
         """The row of each job's single entry (every active job has one)."""
         slots = self._slots_of_rows(job_ids)
-        if kernels.ENABLED:
+        if round_kernels.ENABLED:
             return round_kernels.single_rows(self.members, slots, len(self.job_of_slot))
         single = np.flatnonzero(self.members[:, 1] < 0)
         row_of_slot = np.full(len(self.job_of_slot), -1, np.int64)

@@ -1,9 +1,12 @@
-"""Compiled round kernels: Gavel's per-round select and micro-task stages.
+"""The round kernels' loops: Gavel's per-round select and micro-task stages, as the C kernels run them.
 
 A round of the Gavel core is a few dozen numpy operations on arrays of a few dozen entries, so its cost is call
-overhead, not arithmetic. These loops (numba, compiled once and cached next to this file) do the same arithmetic in
-the same order as the numpy code they stand in for, so the results are bit-identical; tests/test_kernels.py runs
-both paths. The numpy code stays the reference and the fallback: `HETSCHED_KERNELS=0` (or no numba) selects it.
+overhead, not arithmetic. The eleven round kernels below are written once here, as plain Python loops, and once in
+C (core/_rounds.c, line for line, called through core/round_kernels.py): the loops here are the reference each C
+kernel is tested against on randomized states (tests/test_round_kernels.py), and do the same arithmetic in the same
+order as the numpy code they stand in for, so every path gives the same bits (tests/test_kernels.py). A build
+without C runs the numpy code, as `HETSCHED_KERNELS=0` does. The helpers this module compiles with numba
+(`shuffled`, `finite`, `coo_to_csc`) serve other numba kernels and the shuffled type order.
 
 - `select_walk`: priorities (docs/rules.md#priorities) and the greedy per-type walk (docs/rules.md#select).
 - `run_tasks`: each entry's steps and finish time in a round (docs/rules.md#round).
@@ -20,7 +23,6 @@ from hetsched.core.jit import ENABLED, compiled as _compiled
 from hetsched.core.ranking import LAZY_RANK_ABOVE, _heap_of, _pop, _rank
 
 
-@_compiled
 def select_walk(t, S, alloc, deficit, in_alloc, ok, need_priority, members, escale, scale, capacity, order):
     """Entries and GPU types that run this round, in walk order (see `PrioritySelect.select`).
 
@@ -87,7 +89,6 @@ def select_walk(t, S, alloc, deficit, in_alloc, ok, need_priority, members, esca
     return out_e[:k], out_w[:k]
 
 
-@_compiled
 def run_tasks(entry, gpu_type, members, etput, remaining, now, round_s):
     """Steps `min(floor(rate x round), remaining)` and finish `now + steps / rate` of each member, as (k, 2)
     arrays (an empty second member: 0 steps, finish -inf), and each entry's end (the later finish)."""
@@ -109,7 +110,6 @@ def run_tasks(entry, gpu_type, members, etput, remaining, now, round_s):
     return steps, finish, ends
 
 
-@_compiled
 def credit_tasks(entry, gpu_type, members, steps, exec_time, t, S, remaining):
     """Time received per entry and type, per-type totals in plan order, each member's remaining steps; returns
     the slots of the jobs that completed (members in plan order)."""
@@ -130,7 +130,6 @@ def credit_tasks(entry, gpu_type, members, steps, exec_time, t, S, remaining):
     return done[:n]
 
 
-@_compiled
 def gpu_seconds(exec_time, scale):
     """A round's busy GPU-seconds, sum of exec_time x GPUs summed left to right (docs/rules.md#utilization)."""
     total = 0.0
@@ -139,7 +138,6 @@ def gpu_seconds(exec_time, scale):
     return total
 
 
-@_compiled
 def account_tasks(entry, gpu_type, members, steps, exec_time, scale, prices, priced, acc):
     """The result's per-job accounts: steps, GPU-seconds per type and (with prices) cost, a pair's paid once."""
     for i in range(len(entry)):
@@ -196,7 +194,6 @@ def coo_to_csc(data, row, col, indptr, indices, out):
     return True
 
 
-@_compiled
 def mark_started(entry, members, acc, now):
     """Jobs planned for the first time start at `now` (the result's start column is NaN until then)."""
     for i in range(len(entry)):
@@ -206,7 +203,6 @@ def mark_started(entry, members, acc, now):
                 acc[slot, 0] = now
 
 
-@_compiled
 def codes_of(values):
     """`np.unique(values, return_inverse=True)` of integers: the distinct values (ascending) and each one's code."""
     n = len(values)
@@ -223,7 +219,6 @@ def codes_of(values):
     return distinct[: k + 1], code
 
 
-@_compiled
 def proportional_rates(throughput, row):
     """`(throughput * row).sum(axis=1)` (policies/shares.py `proportional_throughput`), summed left to right as
     numpy sums fewer than 8 columns."""
@@ -237,7 +232,6 @@ def proportional_rates(throughput, row):
     return out
 
 
-@_compiled
 def las_program(throughput, priority_weight, scale_factor, prop, capacity, template, x_cols):
     """The per-job LAS program's ECOS data (policies/las.py `_allocate_per_job`): epigraph coefficients
     -(T_ij x w_i) x s_i with w_i = (1 / weight_i) x (1 / prop_i, or 0 where prop_i <= 0), capacity coefficients s_i,
@@ -307,7 +301,6 @@ def shuffled(order, mt):
     return out
 
 
-@_compiled
 def quiet_rounds(entry, gpu_type, steps, finish, ends, round_start, budget, members, etput, escale, scale, remaining,
                  t, S, alloc, deficit, in_alloc, ok, need_priority, capacity, order, mt, acc, prices, priced, round_s,
                  next_arrival, need_update, last_reset, min_reset, busy):
@@ -352,7 +345,6 @@ def quiet_rounds(entry, gpu_type, steps, finish, ends, round_start, budget, memb
     return now, round_start, rounds, done, done_finish, busy
 
 
-@_compiled
 def single_rows(members, slots, num_slots):
     """The row of each slot's single entry (entries.py `rows_of_jobs`)."""
     row_of_slot = np.full(num_slots, -1, np.int64)

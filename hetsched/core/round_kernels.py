@@ -1,45 +1,83 @@
-"""The compiled round kernels the core calls: core/_rounds.c's loops where the project was built with them, else
-numba's (core/kernels.py).
+"""The round kernels the core calls: core/_rounds.c's loops, one compiled implementation of each.
 
-Both are the same loops with the same floating-point operations in the same order, so a run's results do not
-depend on which one ran (tests/test_kernels.py runs the C, numba and numpy paths). The C loops spare a process
-numba's once-per-process loading, about 0.4 CPU-s (numba's registries, and SciPy's BLAS that it imports with
-the worker threads that library starts): a fifth of a paper-scale Gavel run. They take C-contiguous float64,
-int64 and bool arrays and check every index; anything else is a TypeError or IndexError (never a second,
-unchecked kernel). `HETSCHED_KERNELS=numba` runs numba's kernels instead, as does a build without C.
-Callers still ask `kernels.ENABLED` whether to run compiled loops at all (`HETSCHED_KERNELS=0`: numpy's).
+Each is the reference loop of core/kernels.py in C, with the same floating-point operations in the same order, so a
+run's results do not depend on whether they ran (tests/test_kernels.py runs the C and numpy paths,
+tests/test_round_kernels.py each kernel against its reference loop). C, not numba, because a process that loads
+numba's compiled code pays about 0.4 CPU-s once (numba's registries, SciPy's BLAS it imports with its worker
+threads): a fifth of a paper-scale Gavel run, and as much as a whole Synergy run. The kernels take C-contiguous
+float64, int64 and bool arrays and check every index; anything else is a TypeError or IndexError, never a second,
+unchecked kernel. Callers ask `ENABLED` whether to run them: False in a build without a C compiler and with
+`HETSCHED_KERNELS=0`, and then they run the numpy code, the reference the loops stand in for.
 """
 
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
-from hetsched.core import kernels
+import numpy as np
 
 try:
     from hetsched.core import _rounds
-except ImportError:                     # built without a C compiler: numba's kernels
+except ImportError:                     # built without a C compiler: the numpy path
     _rounds = None
 
-C_ENABLED = _rounds is not None and os.environ.get("HETSCHED_KERNELS", "1") not in ("0", "numba")
+ENABLED = _rounds is not None and os.environ.get("HETSCHED_KERNELS", "1") != "0"
 
 
-def _prefer_c(jitted):
-    """The C loop of numba kernel `jitted` where the project was built with it, else numba's. Arrays the C loop
-    does not take (another dtype or layout, an index out of range) are a TypeError or IndexError raised before it
-    writes anything, and are raised: never handed to a second kernel, which would not check them (numba does no
-    bounds checks: an out-of-range entry that C refused crashed the process there)."""
-    return getattr(_rounds, getattr(jitted, "py_func", jitted).__name__) if C_ENABLED else jitted
+
+class QuietRounds(NamedTuple):
+    """What `quiet_rounds` reads and writes: the round that ran, the scheduler's walk (`Scheduler.walk_state`),
+    the result's accounts (`Result.accounts`) and the simulator's clock and rules."""
+
+    entry: np.ndarray               # the running round's entries, GPU type columns, steps, finish and end times
+    gpu_type: np.ndarray
+    steps: np.ndarray
+    finish: np.ndarray
+    ends: np.ndarray
+    round_start: float
+    budget: int                     # further rounds allowed while nothing happens
+    members: np.ndarray             # the scheduler's entries, rates and the time each received (Scheduler.walk_state)
+    etput: np.ndarray
+    escale: np.ndarray
+    scale: np.ndarray
+    remaining: np.ndarray
+    t: np.ndarray
+    S: np.ndarray
+    alloc: np.ndarray
+    deficit: np.ndarray
+    in_alloc: np.ndarray
+    ok: np.ndarray
+    need_priority: bool
+    capacity: np.ndarray
+    order: np.ndarray
+    mt: np.ndarray                  # the shuffled type order's generator state (empty: no shuffle)
+    acc: np.ndarray                 # the result's per-job accounts and prices (Result.accounts)
+    prices: np.ndarray
+    priced: bool
+    round_s: float
+    next_arrival: float             # inf: none
+    need_update: bool               # the reset gate (docs/rules.md#reset)
+    last_reset: float
+    min_reset: float
+    busy: float                     # busy GPU-seconds so far
 
 
-select_walk = _prefer_c(kernels.select_walk)
-quiet_rounds = _prefer_c(kernels.quiet_rounds)
-run_tasks = _prefer_c(kernels.run_tasks)
-gpu_seconds = _prefer_c(kernels.gpu_seconds)
-account_tasks = _prefer_c(kernels.account_tasks)
-credit_tasks = _prefer_c(kernels.credit_tasks)
-mark_started = _prefer_c(kernels.mark_started)
-codes_of = _prefer_c(kernels.codes_of)
-las_program = _prefer_c(kernels.las_program)
-single_rows = _prefer_c(kernels.single_rows)
-proportional_rates = _prefer_c(kernels.proportional_rates)
+def quiet_rounds(state: QuietRounds):
+    """Credit the running round, then run up to `state.budget` more while nothing happens between them (the
+    reference loop: core/kernels.py `quiet_rounds`). Returns (clock, last round's start, extra rounds, completed
+    slots, their finish times, busy GPU-seconds)."""
+    return _rounds.quiet_rounds(*state)
+
+
+if _rounds is not None:
+    select_walk = _rounds.select_walk
+    run_tasks = _rounds.run_tasks
+    gpu_seconds = _rounds.gpu_seconds
+    account_tasks = _rounds.account_tasks
+    credit_tasks = _rounds.credit_tasks
+    mark_started = _rounds.mark_started
+    codes_of = _rounds.codes_of
+    las_program = _rounds.las_program
+    single_rows = _rounds.single_rows
+    proportional_rates = _rounds.proportional_rates

@@ -298,6 +298,10 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         self.need_update = False
         self.num_recomputes += 1
 
+    def reset_state(self) -> tuple[bool, float, float]:
+        """The reset gate (docs/rules.md#reset), in `round_kernels.QuietRounds`' order: pending, last, interval."""
+        return self.need_update, self.last_reset_time, self.min_reset_interval_s
+
     def maybe_recompute(self, now: float, force: bool = False) -> bool:
         """Recompute when a reset event is pending and the gate allows it (docs/rules.md#reset)."""
         if self.need_update and (force or now - self.last_reset_time >= self.min_reset_interval_s
@@ -365,7 +369,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
         if self.whole_rounds:                   # `entry` holds slots; steps and times were measured (the runtime)
             return self.decide.credit_measured(entry, steps[:, 0], exec_time)
-        if self.decide is None and kernels.ENABLED and (self.estimator is None or not self._has_pairs):
+        if self.decide is None and round_kernels.ENABLED and (self.estimator is None or not self._has_pairs):
             return round_kernels.credit_tasks(entry, gpu_type, self.members, steps, exec_time, self.t, self.S, self.remaining)
         if self.decide is not None:
             self.decide.measured(entry, gpu_type, exec_time)

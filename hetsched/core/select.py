@@ -7,6 +7,8 @@ import numpy as np
 
 from hetsched.core import kernels, round_kernels
 
+_NO_DRAWS = np.zeros(0, np.int64)            # a fixed type order draws nothing
+
 
 class PrioritySelect:
     """Mixin of `Scheduler`: which entries run on which GPU type this round, from the allocation."""
@@ -22,6 +24,14 @@ class PrioritySelect:
         pr[(self.alloc == 0) | self._blocked] = 0.0
         return pr
 
+    def walk_state(self) -> tuple:
+        """The arrays the compiled rounds read and write, in `round_kernels.QuietRounds`' order (members to mt): the
+        entries, their rates and the time each received, the walk's rule, capacities, the type order and the
+        shuffled order's generator state (empty when the order is fixed)."""
+        return (self.members, self.etput, self.escale, self.scale, self.remaining, self.t, self.S, self.alloc,
+                self.deficit, self.in_alloc, self.ok, not self.policy.fills_idle_gpus, self.capacity,
+                self.type_order_ids, _NO_DRAWS if self._mt is None else self._mt)
+
     def type_order_for_round(self) -> np.ndarray:
         if self._mt is not None:                   # the generator's state as numbers (kernels.shuffled)
             return kernels.shuffled(self.type_order_ids, self._mt)
@@ -33,7 +43,7 @@ class PrioritySelect:
 
     def select(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (docs/rules.md#select)."""
-        if kernels.ENABLED:                                    # the same walk, compiled (core/kernels.py)
+        if round_kernels.ENABLED:                              # the same walk, compiled (core/_rounds.c)
             return round_kernels.select_walk(self.t, self.S, self.alloc, self.deficit, self.in_alloc, self.ok,
                                        not self.policy.fills_idle_gpus, self.members, self.escale, self.scale,
                                        self.capacity, order)

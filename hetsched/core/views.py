@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core import kernels, round_kernels
+from hetsched.core import round_kernels
 from hetsched.policies.base import PolicyView
 
 
@@ -23,7 +23,7 @@ class PolicyViews:
         ids = self.job_of_slot[slots]
         rows = self.key_row[slots]
         keys, masks = self._pinned_keys(slots, rows) if self._pins else (rows, None)
-        distinct, code = round_kernels.codes_of(keys) if kernels.ENABLED else np.unique(keys, return_inverse=True)
+        distinct, code = round_kernels.codes_of(keys) if round_kernels.ENABLED else np.unique(keys, return_inverse=True)
         colocated = None
         if self.policy.packing and len(distinct):
             base = distinct if masks is None else distinct // len(masks) - 1      # each key's table row

@@ -100,7 +100,7 @@ class MaxMinFairness(VariantPolicy):
         m, n = v.throughput.shape
         prop = proportional_throughput(v)
         indices, indptr, data, x_cols = _cvxpy_layout(m, n)
-        if kernels.ENABLED:                                 # the same arithmetic, compiled (core/kernels.py)
+        if round_kernels.ENABLED:                           # the same arithmetic, compiled (core/_rounds.c)
             data, h, c = round_kernels.las_program(v.throughput, v.priority_weight, v.scale_factor, prop, v.capacity,
                                              data, x_cols)
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core import kernels, round_kernels
+from hetsched.core import round_kernels
 from hetsched.policies.base import Allocation, Policy, PolicyView
 
 
@@ -22,7 +22,7 @@ def proportional_fractions(view: PolicyView) -> np.ndarray:
 
 def proportional_throughput(view: PolicyView) -> np.ndarray:
     """prop_i = sum_j T_ij x_prop_ij, summed in column order (fixes ECOS's last digits, docs/rules.md#proportional)."""
-    if kernels.ENABLED and 0 < view.num_types < 8 and view.num_jobs:    # the same sums, compiled
+    if round_kernels.ENABLED and 0 < view.num_types < 8 and view.num_jobs:    # the same sums, compiled
         return round_kernels.proportional_rates(view.throughput, _proportional_row(view))
     return (view.throughput * _proportional_row(view)).sum(axis=1)
 

@@ -1,6 +1,6 @@
 """`PlacementStage` with first-fit placement, compiled (the loops are in `placement_kernel.py`, and in C in
 `_placement.c`, which runs where the project was built with it: the same doubles, without loading numba's compiled
-code, about 0.4 CPU-s once per process; `HETSCHED_KERNELS=numba` runs numba's): the arrays that hold its state,
+code, about 0.4 CPU-s once per process): the arrays that hold its state,
 sized so that a run cannot overflow them, and the placement read back for the runtime's leases. Arguments the C
 loop does not take are its TypeError or IndexError, never handed to numba's loop, which checks no index."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.round_kernels import C_ENABLED
 from hetsched.errors import SimulationError
 from hetsched.resources import placement_kernel
 from hetsched.resources.placement_kernel import BAD, DEMOTED, FREE, MECHANISMS, PLACED, PREV
@@ -19,7 +18,7 @@ try:
 except ImportError:                     # built without a C compiler: numba's loop
     _c_place_round = None
 
-place_round = _c_place_round if C_ENABLED and _c_place_round is not None else placement_kernel.place_round
+place_round = _c_place_round if _c_place_round is not None else placement_kernel.place_round
 
 
 def _grown(a: np.ndarray, rows: int, cols: int | None = None) -> np.ndarray:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from hetsched.core import kernels, round_kernels
+from hetsched.core import round_kernels
 from hetsched.errors import HetschedError, SimulationError
 from hetsched.model.jobs import Job
 
@@ -209,13 +209,18 @@ class ResultBuilder:
         row[:] = 0.0
         row[0] = np.nan
 
+    def accounts(self) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Per-slot accounts (start, steps, cost, seconds per type) and the GPU types' prices, in
+        `round_kernels.QuietRounds`' order, for the compiled rounds that write them."""
+        return self._acc, self._prices, self._priced
+
     def planned(self, plan: "RoundPlan") -> None:
         if not len(plan.entry):
             return
         self.rounds += plan.rounds
         if self.core_accounts:
             return
-        if kernels.ENABLED:
+        if round_kernels.ENABLED:
             round_kernels.mark_started(plan.entry, self.sched.members, self._acc, plan.now)
             return
         slots = self.sched.members[plan.entry].ravel()
@@ -231,7 +236,7 @@ class ResultBuilder:
         the wall time."""
         sched = self.sched
         exec_time = ends - start
-        if kernels.ENABLED and not (self.core_accounts or self.record_timeline):
+        if round_kernels.ENABLED and not (self.core_accounts or self.record_timeline):
             scale = sched.escale[plan.entry].astype(float)
             self.busy += round_kernels.gpu_seconds(exec_time if credited is None else credited, scale)
             round_kernels.account_tasks(plan.entry, plan.gpu_type, sched.members, steps, exec_time, scale,

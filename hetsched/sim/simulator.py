@@ -19,6 +19,7 @@ from hetsched.model.cluster import ClusterSpec
 from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (SimulationError re-exported)
 from hetsched.model.jobs import Job
 from hetsched.core import kernels, round_kernels
+from hetsched.core.round_kernels import QuietRounds
 from hetsched.core.pipeline import Pipeline, grid_start
 from hetsched.core.registry import build_scheduler, decide_of, pipeline_for, policy_for  # noqa: F401  (re-exported)
 from hetsched.sim.result import Result, ResultBuilder
@@ -26,7 +27,6 @@ from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig, auto_system
 from hetsched.model.throughputs import ThroughputTable, load_throughputs
 
 log = logging.getLogger(__name__)
-_NO_DRAWS = np.zeros(0, np.int64)            # quiet rounds of a fixed type order draw nothing
 
 
 class Arrivals:
@@ -136,7 +136,7 @@ class RoundSimulation:
         # acts between rounds (decide, CPU/memory placement, batch sizes, estimates, leases); a shuffled type order
         # is drawn in the kernel from the scheduler's generator state.
         sched = self.sched
-        self._quiet = kernels.ENABLED and self.rules.credit == "task" and not self.rules.fixed_rounds and not (
+        self._quiet = round_kernels.ENABLED and self.rules.credit == "task" and not self.rules.fixed_rounds and not (
             self.place or sched.placement_aware or self.out.record_timeline) and (
             not sched.shuffle or sched._mt is not None) and (
             self.tracker is None and sched.decide is None and sched.resources is None and sched.estimator is None)
@@ -181,7 +181,7 @@ class RoundSimulation:
     def _run_tasks(self, plan) -> None:
         """Each combination runs `min(floor(rate x round), remaining)` steps and ends at `now + steps / rate`."""
         sched, now = self.sched, self.now
-        if kernels.ENABLED and not self.rules.lease_start_s:         # compiled, the same arithmetic as below
+        if round_kernels.ENABLED and not self.rules.lease_start_s:   # compiled, the same arithmetic as below
             self._steps, self._finish, self._ends = round_kernels.run_tasks(
                 plan.entry, plan.gpu_type, sched.members, sched.etput, sched.remaining, now, self.config.round_s)
             return
@@ -235,14 +235,10 @@ class RoundSimulation:
     def _credit_quiet(self, plan) -> None:
         """`_credit_tasks` compiled, with up to `budget` further rounds while nothing happens between them."""
         sched, out, nxt = self.sched, self.out, self.arrivals.peek_time()
-        now, self.round_start, self.extra, done, finish, out.busy = round_kernels.quiet_rounds(
+        now, self.round_start, self.extra, done, finish, out.busy = round_kernels.quiet_rounds(QuietRounds(
             plan.entry, plan.gpu_type, self._steps, self._finish, self._ends, self.round_start, self.budget,
-            sched.members, sched.etput, sched.escale, sched.scale, sched.remaining, sched.t, sched.S, sched.alloc,
-            sched.deficit, sched.in_alloc, sched.ok, not sched.policy.fills_idle_gpus, sched.capacity,
-            sched.type_order_ids, _NO_DRAWS if sched._mt is None else sched._mt, out._acc,
-            out._prices, out._priced, self.config.round_s,
-            math.inf if nxt is None else nxt, sched.need_update, sched.last_reset_time, sched.min_reset_interval_s,
-            out.busy)
+            *sched.walk_state(), *out.accounts(), self.config.round_s, math.inf if nxt is None else nxt,
+            *sched.reset_state(), out.busy))
         self.now = float(now)
         out.rounds += self.extra
         for slot, end in zip(done.tolist(), finish.tolist()):
