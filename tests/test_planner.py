@@ -116,6 +116,34 @@ def test_rank_puts_high_priority_first():
     assert first[1] == 0 and first[3] == 0 and min(first[0], first[2]) == 2
 
 
+def test_solver_options_reach_highs_and_a_wrong_one_is_refused_at_once():
+    """`solver_options` (JSON: an object) are set on HiGHS for the planner's solves, and the shared instance goes
+    back to HiGHS's defaults for the next solve without them; an unknown option or a value of the wrong kind is a
+    SpecError when the configuration is made, as is a non-HiGHS solver with options."""
+    from hetsched.errors import SpecError
+    from hetsched.planner import milp
+
+    config = load_planner_config({"solver_options": {"presolve": "off", "mip_heuristic_run_feasibility_jump": False}})
+    assert config.solver_options == (("mip_heuristic_run_feasibility_jump", False), ("presolve", "off"))
+    inp = instance(1)
+    want = window_program(inp, capacity=8, **SOLVE)
+    got = window_program(inp, capacity=8, **SOLVE, options=config.solver_options)
+    h = milp._highs()
+    option = lambda name: h.getOptionValue(name)[1]                  # noqa: E731  ((status, value) in highspy)
+    assert option("presolve") == "off" and option("mip_heuristic_run_feasibility_jump") is False
+    again = window_program(inp, capacity=8, **SOLVE)
+    assert option("presolve") == "choose" and option("mip_heuristic_run_feasibility_jump") is True
+    assert option("output_flag") is False and option("threads") == 1
+    assert (want[0] == again[0]).all() and got[0] is not None
+    for bad in ({"nonsense": 1}, {"presolve": 3.5}):
+        with pytest.raises(SpecError, match="HiGHS has no option"):
+            load_planner_config({"solver_options": bad})
+    with pytest.raises(SpecError, match="HiGHS options"):
+        PlannerConfig(solver="scip", solver_options=(("presolve", "off"),))
+    with pytest.raises(SpecError, match="object of HiGHS option"):
+        load_planner_config({"solver_options": ["presolve", "off"]})
+
+
 def test_ftf_constraint_infeasible_when_target_passed():
     inp = instance(1)
     inp.ftf_slack_s = np.full(len(inp.gpus), -1.0)

@@ -39,6 +39,9 @@ class PlannerConfig:
     # Finish-time ratios of "times" since the planner's origin (the artifact's) or of "durations" since each job's
     # arrival (Themis's), which do not fade as a stream ages (docs/rules.md#ftf-ratio).
     ftf_ratio: str = "times"
+    # Further HiGHS options, (name, value) pairs (JSON: {"solver_options": {name: value}}): to measure how the
+    # plans depend on the solver's search (benchmarks/planner_robustness.py). Empty: HiGHS's defaults.
+    solver_options: tuple = ()
 
     def __post_init__(self) -> None:
         if not (isinstance(self.future_rounds, int) and self.future_rounds >= 1):
@@ -58,13 +61,25 @@ class PlannerConfig:
             raise SpecError(f"planner: ftf_ratio must be times or durations, got {self.ftf_ratio!r}")
         if self.solver not in ("highs", "scip"):
             raise SpecError(f"planner: solver must be highs or scip, got {self.solver!r}")
+        if self.solver_options and self.solver != "highs":
+            raise SpecError("planner: solver_options are HiGHS options; this planner solves with "
+                            f"{self.solver!r}")
+        if not all(isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], str)
+                   and isinstance(o[1], (bool, int, float, str)) for o in self.solver_options):
+            raise SpecError(f"planner: solver_options are (name, value) pairs of HiGHS options, got "
+                            f"{self.solver_options!r}")
+        if self.solver_options:                 # a wrong name or value stops the run now, not at its first solve
+            from hetsched.planner.milp import set_options
+            from hetsched.solvers import new_highs
+
+            set_options(new_highs(), self.solver_options)
 
 
 #: The artifact's JSON keys -> PlannerConfig fields (gpu_ram and solver_num_threads are accepted and unused), and
-#: hetsched's own `ftf_ratio`.
+#: hetsched's own `ftf_ratio` and `solver_options`.
 _JSON_KEYS = {"future_rounds": "future_rounds", "k": "k", "lambda": "lam", "rhomax": "rhomax",
               "log_approximation_bases": "log_bases", "solver_rel_gap": "gap", "solver_timeout": "time_limit_s",
-              "ftf_ratio": "ftf_ratio"}
+              "ftf_ratio": "ftf_ratio", "solver_options": "solver_options"}
 _IGNORED = {"gpu_ram", "solver_num_threads", "solver_preference", "gram", "n_epoch_vars_max"}
 
 #: The artifact's five configurations (configurations/*.json in uw-mad-dash/shockwave @ 8a44f4a).
@@ -109,6 +124,10 @@ def load_planner_config(source: str | Path | dict | None = None, **overrides) ->
             elif name == "future_rounds":
                 if not isinstance(value, int) or isinstance(value, bool):
                     raise SpecError(f"{where}: {key} must be an integer, got {value!r}")
+            elif name == "solver_options":
+                if not isinstance(value, dict):
+                    raise SpecError(f"{where}: {key} must be an object of HiGHS option names and values")
+                value = tuple(sorted(value.items()))
             elif name == "ftf_ratio":
                 if value not in ("times", "durations"):
                     raise SpecError(f"{where}: {key} must be \"times\" or \"durations\", got {value!r}")

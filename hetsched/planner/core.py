@@ -194,7 +194,8 @@ class Planner(DecideStage):
         cfg, R, gpus = self.cfg, self.cfg.future_rounds, inputs.gpus
         if sched.n == 1:
             y = rank_program(n, gpus, priority, capacity=self.gpus, rounds=R, gap=cfg.gap,
-                             time_limit_s=cfg.time_limit_s, solver=cfg.solver, seed=cfg.solver_seed)
+                             time_limit_s=cfg.time_limit_s, solver=cfg.solver, seed=cfg.solver_seed,
+                             options=cfg.solver_options)
             typed = np.where(y, 0, -1)
         else:
             typed = typed_rounds(n, gpus, priority, inputs.speed, sched.capacity.astype(np.int64), R)
@@ -253,7 +254,7 @@ class Planner(DecideStage):
         program = artifact_window_program if cfg.formulation == "artifact" and sched.n == 1 else window_program
         solve = dict(capacity=sched.capacity if sched.n > 1 else self.gpus, rounds=R, round_s=delta, k=cfg.k,
                      bases=cfg.log_bases, log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s,
-                     solver=cfg.solver, seed=cfg.solver_seed)
+                     solver=cfg.solver, seed=cfg.solver_seed, options=cfg.solver_options)
         # Ratios of times since the origin, or of durations since each job's arrival (docs/rules.md#ftf-ratio).
         since = np.array([pj.submit_s - self.origin for pj in jobs]) if cfg.ftf_ratio == "durations" else 0.0
         slack = share * (cfg.rhomax * (fair - since) - (self.offset + delta * (self.round_ptr + R) - since))

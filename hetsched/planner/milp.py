@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hetsched.errors import SolverError
+from hetsched.errors import SolverError, SpecError
 from hetsched.solvers import clock
 
 log = logging.getLogger(__name__)
@@ -52,16 +52,37 @@ def _highs():
     return h
 
 
+def set_options(h, options: tuple) -> None:
+    """Set (name, value) HiGHS options on the thread's shared instance (`_highs`); an unknown name or a value of
+    the wrong kind is a SpecError. After a solve with options, the next one starts from HiGHS's defaults again
+    (with this project's silence and one thread); without any, nothing is touched."""
+    import highspy
+
+    if not options and not getattr(_LOCAL, "custom", False):
+        return
+    h.resetOptions()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    if h is getattr(_LOCAL, "highs", None):
+        _LOCAL.custom = bool(options)
+    for name, value in options:
+        if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
+            raise SpecError(f"planner: HiGHS has no option {name!r} taking {value!r} (solver_options)")
+
+
 def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.ndarray, col_lo: np.ndarray,
                col_hi: np.ndarray, integer: np.ndarray, *, gap: float, time_limit_s: float,
-               start: np.ndarray | None = None, solver: str = "highs", seed: int = 0) -> MilpResult:
+               start: np.ndarray | None = None, solver: str = "highs", seed: int = 0,
+               options: tuple = ()) -> MilpResult:
     """minimise c'x  s.t.  row_lo <= A x <= row_hi, col_lo <= x <= col_hi, x[integer] integral. `seed` is the
-    solver's random seed: different seeds may return different solutions within the gap."""
+    solver's random seed: different seeds may return different solutions within the gap. `options`: further
+    (name, value) HiGHS options (`PlannerConfig.solver_options`), set after the ones above."""
     if solver == "scip":
         return _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s, seed)
     import highspy
 
     h = _highs()
+    set_options(h, options)
     h.setOptionValue("mip_rel_gap", float(gap))
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("random_seed", int(seed))
@@ -157,7 +178,7 @@ def _csr(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, num_rows: int, nu
 
 def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, k: float,
                    bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
-                   solver: str = "highs", start: np.ndarray | None = None, seed: int = 0
+                   solver: str = "highs", start: np.ndarray | None = None, seed: int = 0, options: tuple = ()
                    ) -> tuple[np.ndarray | None, str]:
     """Rounds n[j, w] per job and GPU type that maximise sum_j prio_j U_j / (N R) - k max_j Rem_j; None when
     infeasible. `capacity` is the GPUs per type (a number for one type).
@@ -222,7 +243,7 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     integer = np.zeros(cols, bool)
     integer[:NW] = True
     res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=gap,
-                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed)
+                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
     if not res.ok:
         return None, res.status
     n = np.rint(res.x[:NW]).astype(np.int64).reshape(N, W)
@@ -295,7 +316,8 @@ def greedy_rounds(n: np.ndarray, gpus: np.ndarray, order: np.ndarray, capacity: 
 
 
 def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capacity: int, rounds: int,
-                 gap: float, time_limit_s: float, solver: str = "highs", seed: int = 0) -> np.ndarray:
+                 gap: float, time_limit_s: float, solver: str = "highs", seed: int = 0,
+                 options: tuple = ()) -> np.ndarray:
     """(N, R) rounds per job: keep n_j rounds each, minimise sum_j prio_j mean(round index of j)."""
     N = len(n)
     live = np.flatnonzero(n > 0)
@@ -314,7 +336,7 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
     c = ((priority[live] / n[live])[:, None] * np.arange(1, R + 1)[None, :]).ravel()
     start = greedy[live].ravel().astype(float) if (greedy.sum(axis=1) == n).all() else None
     res = solve_milp(c, A, lo, hi, np.zeros(L * R), np.ones(L * R), np.ones(L * R, bool), gap=gap,
-                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed)
+                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
     if not res.ok:
         # The counts do not pack: keep as many planned GPU-rounds as fit (at most n_j per job), earlier rounds
         # to higher-priority jobs as a tie-break far below one GPU-round.
@@ -322,7 +344,8 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
         order_cost = c / max(c.max(), 1e-12) * 1e-3
         c_fit = -np.repeat(gpus[live].astype(float), R) + order_cost
         res = solve_milp(c_fit, A, np.r_[np.zeros(L), lo[L:]], hi, np.zeros(L * R), np.ones(L * R),
-                         np.ones(L * R, bool), gap=gap, time_limit_s=time_limit_s, solver=solver, seed=seed)
+                         np.ones(L * R, bool), gap=gap, time_limit_s=time_limit_s, solver=solver, seed=seed,
+                         options=options)
         if not res.ok:
             return greedy
     y = np.zeros((N, R), bool)
@@ -332,7 +355,8 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
 
 def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,
                             bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
-                            solver: str = "highs", start=None, seed: int = 0) -> tuple[np.ndarray | None, str]:
+                            solver: str = "highs", start=None, seed: int = 0,
+                            options: tuple = ()) -> tuple[np.ndarray | None, str]:
     """The artifact's own model (docs/rules.md#planner-programs): x[j, r] binaries per round and an SOS2 lambda
     formulation of the log. Same optimum as `window_program`, far larger; kept to measure what the reformulation
     changes."""
@@ -394,7 +418,7 @@ def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, ro
     integer[:N * R] = True
     integer[Z_:Z_ + N * B] = True
     res = solve_milp(c, A, np.concatenate(lo), np.concatenate(hi), col_lo, col_hi, integer, gap=gap,
-                     time_limit_s=time_limit_s, solver=solver, seed=seed)
+                     time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
     if not res.ok:
         return None, res.status
     return np.rint(res.x[:N * R]).reshape(N, R).sum(axis=1).astype(np.int64), res.status
