@@ -236,3 +236,30 @@ def test_a_worker_killed_after_the_results_are_in_is_not_reported(caplog):
         close_quietly(SlowToExit())
     assert [r.getMessage() for r in caplog.records] == ["a real error still shows"]
     assert nanny.level == before
+
+
+def _worker_environ(_):
+    import os
+
+    return {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+
+
+def test_sweep_workers_keep_glibcs_memory_thresholds():
+    """Dask's nannies set MALLOC_TRIM_THRESHOLD_=65536, which cost a Pollux run 50 CPU-s of system time (local_dask
+    `worker_environ`); the sweep's workers run without it and keep Dask's one thread per BLAS/OpenMP pool; the
+    process's Dask configuration is as it was."""
+    import dask
+    from dask.distributed import Client
+
+    from hetsched.experiments.local_dask import close_quietly, local_cluster
+
+    before = dask.config.get("distributed.nanny.pre-spawn-environ")
+    cluster = local_cluster(1)
+    try:
+        with Client(cluster) as client:
+            seen = client.submit(_worker_environ, 0, pure=False).result(timeout=120)
+    finally:
+        close_quietly(cluster)
+    assert seen == {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    assert dask.config.get("distributed.nanny.pre-spawn-environ") == before
+    assert before.get("MALLOC_TRIM_THRESHOLD_") is not None      # Dask's default, which this test would miss
