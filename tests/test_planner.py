@@ -121,7 +121,7 @@ def test_solver_options_reach_highs_and_a_wrong_one_is_refused_at_once():
     back to HiGHS's defaults for the next solve without them; an unknown option or a value of the wrong kind is a
     SpecError when the configuration is made, as is a non-HiGHS solver with options."""
     from hetsched.errors import SpecError
-    from hetsched.planner import milp
+    from hetsched.planner import solve as milp
 
     config = load_planner_config({"solver_options": {"presolve": "off", "mip_heuristic_run_feasibility_jump": False}})
     assert config.solver_options == (("mip_heuristic_run_feasibility_jump", False), ("presolve", "off"))

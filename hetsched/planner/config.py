@@ -69,7 +69,7 @@ class PlannerConfig:
             raise SpecError(f"planner: solver_options are (name, value) pairs of HiGHS options, got "
                             f"{self.solver_options!r}")
         if self.solver_options:                 # a wrong name or value stops the run now, not at its first solve
-            from hetsched.planner.milp import set_options
+            from hetsched.planner.solve import set_options
             from hetsched.solvers import new_highs
 
             set_options(new_highs(), self.solver_options)
