@@ -25,7 +25,6 @@ except ImportError:                     # built without a C compiler: the numpy 
 ENABLED = _rounds is not None and os.environ.get("HETSCHED_KERNELS", "1") != "0"
 
 
-
 class QuietRounds(NamedTuple):
     """What `quiet_rounds` reads and writes: the round that ran, the scheduler's walk (`Scheduler.walk_state`),
     the result's accounts (`Result.accounts`) and the simulator's clock and rules."""

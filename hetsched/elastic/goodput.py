@@ -77,14 +77,23 @@ def best_goodput(params, grad_sqr, grad_var, init_batch_size, max_batch_size, no
     key = (params.shape, params.tobytes(), float(grad_sqr), float(grad_var), float(init_batch_size),
            float(max_batch_size), nodes.tobytes(), replicas.tobytes(), np.asarray(lo, float).tobytes(),
            np.asarray(hi, float).tobytes())
-    found = _BEST.get(key)
+    return _memo(_BEST, key, lambda: _read_only(
+        _best_goodput(params, grad_sqr, grad_var, init_batch_size, max_batch_size, nodes, replicas, lo, hi)))
+
+
+def _read_only(arrays: tuple) -> tuple:
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
+def _memo(store: dict, key: tuple, compute):
+    """`store[key]`, computed once (the store is emptied when it holds MEMO_MAX answers)."""
+    found = store.get(key)
     if found is None:
-        found = _best_goodput(params, grad_sqr, grad_var, init_batch_size, max_batch_size, nodes, replicas, lo, hi)
-        for a in found:
-            a.flags.writeable = False
-        if len(_BEST) >= MEMO_MAX:
-            _BEST.clear()
-        _BEST[key] = found
+        if len(store) >= MEMO_MAX:
+            store.clear()
+        found = store[key] = compute()
     return found
 
 
@@ -168,13 +177,7 @@ def fit_params(nodes, replicas, atomic_bsz, step_s, sync_s) -> np.ndarray:
     fixing the parameters the samples cannot inform (docs/rules.md#goodput)."""
     samples = [np.ascontiguousarray(a, dtype=float) for a in (nodes, replicas, atomic_bsz, step_s, sync_s)]
     key = (len(samples[0]), *(a.tobytes() for a in samples))
-    params = _FITS.get(key)
-    if params is None:
-        params = _fit(*samples)
-        if len(_FITS) >= MEMO_MAX:
-            _FITS.clear()
-        _FITS[key] = params
-    return params.copy()
+    return _memo(_FITS, key, lambda: _fit(*samples)).copy()
 
 
 def _fit(nodes, replicas, atomic_bsz, step_s, sync_s) -> np.ndarray:
