@@ -50,7 +50,7 @@ LEASE_TOKENS_KEPT = 4          # per job: a process of an older lease may still 
 #: the pipeline can (docs/rules.md#runtime-batch-sizes; only jobs submitted adaptive ever switch); server rounds
 #: plan one round at a time (the wall clock does not skip ahead).
 RUNTIME_SETTINGS = {"allocation": {"min_reset_interval_s": 0.0, "dynamic_adaptation": True},
-                    "planner": {"dynamic_adaptation": True}, "ordering": {"macro_rounds": False}}
+                    "planner": {"dynamic_adaptation": True}, "ordering": {"macro_rounds": False}, "elastic": {}}
 
 
 class RuntimeState(WorkerCalls, LeaseCalls, Endings, BatchSizes, FixedCosts, RestartMemory):
@@ -68,8 +68,10 @@ class RuntimeState(WorkerCalls, LeaseCalls, Endings, BatchSizes, FixedCosts, Res
             decide = policy_for(policy, seed, **planner_params(kind, shockwave_config))
         self.pipeline = pipeline_for(decide, SimulationConfig(round_s=round_s, seed=seed, **RUNTIME_SETTINGS[kind]))
         check_runtime(self.pipeline)
-        self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
         self.catalog = job_catalog(self.pipeline, throughputs)     # the job types submissions are checked against
+        if kind == "elastic":          # elastic jobs: the measured applications and their GPU types are the table
+            throughputs = self.catalog
+        self.store, self.policy_name, self.round_s, self.table = store, policy, round_s, throughputs
         self.seed, self.worker_timeout_s, self.max_attempts = seed, worker_timeout_s, max_attempts
         self.slowdowns = slowdowns or {}
         self.entity_weights = dict(entity_weights or {})

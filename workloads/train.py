@@ -59,6 +59,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--global-batch", type=int, default=0,
+                        help="an elastic job's total batch: each rank of its lease takes an equal share of it")
     parser.add_argument("--num-steps", type=int, default=int(os.environ.get("HETSCHED_TOTAL_STEPS", 100)))
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--width", type=int, default=16)
@@ -93,6 +95,9 @@ def main(argv=None) -> int:
         return int(state["steps"])
 
     rank = int(os.environ.get("HETSCHED_RANK", "0"))
+    world = int(os.environ.get("HETSCHED_WORLD_SIZE", "1"))
+    if args.global_batch:      # an elastic job: the lease's world size (it changes between leases) splits the batch
+        args.batch_size = -(-args.global_batch // world)
 
     def rebatch(batch_size: int):
         """Batches at `batch_size`, scaled as the first one is to the CPU (--max-batch caps the first)."""
@@ -101,7 +106,7 @@ def main(argv=None) -> int:
     it = LeaseIterator(rebatch(args.batch_size), total_steps=args.num_steps, save=save if ckpt else None,
                        restore=restore, checkpoint_every=20, batch_size=args.batch_size, rebatch=rebatch)
     print(f"resuming from step {it.steps}; {threads} threads on {len(os.sched_getaffinity(0))} cores, "
-          f"data cache {cache_bytes / 1024**3:g} GB", flush=True)
+          f"data cache {cache_bytes / 1024**3:g} GB; batch {args.batch_size} on each of {world} ranks", flush=True)
     net = model
     if it.world_size > 1:
         net = distributed(model, it)

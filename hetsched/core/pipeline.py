@@ -16,7 +16,7 @@ from typing import Literal
 
 from hetsched.errors import HetschedError
 
-DecideKind = Literal["allocation", "planner", "ordering"]
+DecideKind = Literal["allocation", "planner", "ordering", "elastic"]
 SelectKind = Literal["priority", "planned", "gpu_fill"]
 PlaceKind = Literal["gpus", "fair", "greedy", "tune", "opt"]
 Credit = Literal["task", "round"]
@@ -72,6 +72,8 @@ class Decide:
         if self.kind == "planner" and rules.ideal:
             raise CompositionError(str(self), str(rules), "the planner decides whole rounds",
                                    tries=(Try(p.name, ideal=False), Try("gavel", ideal=True)))
+        if self.kind == "elastic":
+            self._check_elastic(p)
         if self.kind != "ordering":
             return
         ordering = f"{self} (Synergy's server rounds)" if rules.credit == "round" else str(self)
@@ -90,6 +92,18 @@ class Decide:
                                        "CPU/memory speedup and has no such rule", "These act with Gavel's "
                                        "allocations and Shockwave's planner",
                                        (gavel_analog(p), Try(p.name, "gavel", ideal=False if rules.ideal else None)))
+
+    def _check_elastic(self, p: "Pipeline") -> None:
+        """An elastic stage (docs/rules.md#elastic-runtime) places and credits whole rounds of measured progress,
+        and chooses each job's batch size itself."""
+        for bad, stage, why in ((p.rules.ideal, p.rules, "it decides whole rounds"),
+                                (p.rules.credit != "round", p.rules, "every allocation lasts one round"),
+                                (p.rules.preemption_penalty_s > 0, p.rules, "a move pays its application's restore "
+                                 "time, not a penalty"),
+                                (p.rates.batch_size, p.rates, "its goodput model chooses each job's batch size"),
+                                (p.place.cpu_memory, p.place, "it places GPUs on nodes, not CPU and memory")):
+            if bad:
+                raise CompositionError(str(self), str(stage), why, "Elastic jobs run with their own rules")
 
     def reads(self, p: "Pipeline") -> frozenset[str]:
         """Settings this stage reads (docs/rules.md#settings): an allocation its recompute gate and the trace-replay
@@ -168,7 +182,7 @@ class Place:
         placement reads the profiles' CPU:GPU ratio (and sets each job's rate itself)."""
         if self.cpu_memory:
             return frozenset({"profiles_ratio"})
-        return frozenset() if p.rules.ideal else frozenset({"placement_aware"})
+        return frozenset() if p.rules.ideal or p.decide.kind == "elastic" else frozenset({"placement_aware"})
 
 
 @dataclass(frozen=True)
@@ -254,7 +268,7 @@ class RoundRules:
         if self.lease_start_s < 0 or not math.isfinite(self.lease_start_s):
             raise CompositionError(str(self), "a lease start outside [0, inf)", "it is a delay in seconds",
                                    "Give the runtime's measured mean (`hetsched calibrate`), or 0")
-        if self.credit == "round" and p.decide.kind != "ordering":
+        if self.credit == "round" and p.decide.kind not in ("ordering", "elastic"):
             raise CompositionError(str(p.decide), str(self), "per-round credit is Synergy's server rounds, which run "
                                    "an ordering", "Gavel's rules take Synergy's round length with --round 300",
                                    (Try(p.name, "gavel"), Try("FIFO+tune")))
@@ -268,7 +282,7 @@ class RoundRules:
         reads = {"round_s", "fixed_rounds"}
         if p.place.kind != "opt":
             reads.add("lease_start_s")
-        if self.credit == "round":
+        if self.credit == "round" and p.decide.kind == "ordering":
             reads |= {"macro_rounds", "round_origin_s"}
         elif self.fixed_rounds:
             reads.add("round_origin_s")

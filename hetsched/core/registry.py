@@ -18,13 +18,14 @@ from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, GAVEL_ANALOG, READ_BY
                                     Place, Rates, RoundRules, Select, Try)
 from hetsched.planner.core import ShockwavePolicy
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
+from hetsched.elastic.policies import ElasticDecide, elastic_name
 from hetsched.policies import catalog  # noqa: F401  (registers every allocation policy)
 from hetsched.policies.base import ALIASES, POLICIES, Policy, resolve_policy_name
 from hetsched.policies.ordering import ORDERINGS, ResourcePolicy, parse_resource_policy
 
 #: The round length each decide family's artifact uses when a run does not set one (docs/rules.md#round).
 DEFAULT_ROUND_S = {"allocation": 360.0, "ordering": 300.0, "planner": 120.0}
-SELECT_FOR = {"allocation": "priority", "planner": "planned", "ordering": "gpu_fill"}
+SELECT_FOR = {"allocation": "priority", "planner": "planned", "ordering": "gpu_fill", "elastic": "planned"}
 #: Policy parameters an artifact's driver passes (Shockwave runs AlloX with alpha = 0.2), and the per-job
 #: problem its LP baselines solve at any number of jobs (docs/rules.md#per-job-solves).
 _PER_JOB = {"aggregate": False}
@@ -42,7 +43,12 @@ def make_policy(name: str, **params) -> Policy:
     """A new decide-stage object by name, e.g. `make_policy("max_min_fairness_perf")`, `make_policy("FIFO+tune")`;
     a composed name (`gavel+tune`) keeps its placement in the object's name, which `pipeline_for` reads.
     `partitions=k` (k > 1) solves the allocation as k partitions (POP, policies/pop.py; `partition_seed` picks
-    another split)."""
+    another split). An elastic system's name (sia, pollux, gavel+tj) is its decide-stage value."""
+    elastic = elastic_name(name)
+    if elastic is not None:
+        if params:
+            raise HetschedError(f"{elastic} takes no parameters here (got {', '.join(sorted(params))})")
+        return ElasticDecide(elastic)
     name = resolve_policy_name(name)
     partitions, split_seed = params.pop("partitions", 1), params.pop("partition_seed", 0)
     if partitions != 1 or isinstance(partitions, bool):
@@ -83,6 +89,8 @@ def policy_names() -> list[str]:
 def policy_for(name: str, seed: int, system: str | None = None, **params) -> Policy:
     """A fresh decide-stage object; seeded policies (FIFO, Gandiva, Shockwave's MILP solver) get the run's seed,
     and an artifact's policies its driver's parameters."""
+    if elastic_name(name) is not None:
+        return make_policy(name, **params)
     name = resolve_policy_name(name)
     head = name.split("+")[0]
     seeded = head.removeprefix("gavel_").split("_")[0] in ("fifo", "shockwave") or head == "gandiva"
@@ -103,6 +111,8 @@ def planner_params(kind: str, shockwave_config: str | None) -> dict:
 
 # ---- stages of a policy object ---------------------------------------------------------------------------
 def decide_of(policy) -> Decide:
+    if isinstance(policy, ElasticDecide):
+        return Decide("elastic", policy)
     if isinstance(policy, ShockwavePolicy):
         return Decide("planner", policy)
     if isinstance(policy, ResourcePolicy):
@@ -111,6 +121,8 @@ def decide_of(policy) -> Decide:
 
 
 def place_of(policy) -> Place:
+    if isinstance(policy, ElasticDecide):
+        return Place()
     if isinstance(policy, ResourcePolicy):
         return Place(policy.mechanism, policy.placement)
     head, *mods = policy.name.split("+")
@@ -125,8 +137,8 @@ def pipeline_for(policy, config, cluster=None, *, suggest: bool = True) -> Pipel
         policy = policy_for(policy, config.seed, system=config.system)
     decide = decide_of(policy)
     rules = RoundRules(
-        round_s=float(config.round_s if config.round_s is not None else DEFAULT_ROUND_S[decide.kind]),
-        credit=config.credit or ("round" if decide.kind == "ordering" else "task"),
+        round_s=float(config.round_s if config.round_s is not None else default_round_s(decide)),
+        credit=config.credit or ("round" if decide.kind in ("ordering", "elastic") else "task"),
         min_reset_interval_s=config.min_reset_interval_s, preemption_penalty_s=config.preemption_penalty_s,
         lease_start_s=config.lease_start_s, fixed_rounds=config.fixed_rounds,
         over_deadline=config.over_deadline, replay_reset=config.replay_reset, grid_origin_s=config.round_origin_s,
@@ -186,7 +198,7 @@ def given_settings(config, kind: str) -> dict[str, object]:
         value = getattr(config, name)
         unset = [SimulationConfig.__dataclass_fields__[name].default, preset.get(name)]
         if name == "round_s":
-            unset.append(DEFAULT_ROUND_S[kind])
+            unset.append(DEFAULT_ROUND_S.get(kind))
         if not any(value == u for u in unset):
             given[name] = value
     return given
@@ -207,9 +219,15 @@ def validate(p: Pipeline, cluster=None) -> None:
     p.check(cluster)
 
 
+def default_round_s(decide: Decide) -> float:
+    """The round length of the decide stage's artifact (an elastic system's own)."""
+    return decide.policy.default_round_s if decide.kind == "elastic" else DEFAULT_ROUND_S[decide.kind]
+
+
 def whole_rounds(pipeline: Pipeline) -> bool:
-    """Synergy's server rounds: an ordering credited per round (a `RoundStage`)."""
-    return pipeline.decide.kind == "ordering" and pipeline.rules.credit == "round"
+    """A `RoundStage`: Synergy's server rounds (an ordering credited per round) or an elastic system's rounds."""
+    kind = pipeline.decide.kind
+    return kind == "elastic" or (kind == "ordering" and pipeline.rules.credit == "round")
 
 
 def check_runtime(pipeline: Pipeline) -> None:
@@ -225,6 +243,10 @@ def job_catalog(pipeline: Pipeline, table):
     """What submitted jobs are checked against: the throughput table, or the profiles under server rounds."""
     if not whole_rounds(pipeline):
         return table
+    if pipeline.decide.kind == "elastic":
+        from hetsched.elastic.apps import load_applications
+        from hetsched.elastic.rounds import ApplicationKeys
+        return ApplicationKeys(load_applications())
     from hetsched.resources.profiles import ProfileJobKeys, load_sensitivity
     return ProfileJobKeys(load_sensitivity(pipeline.rates.profiles_ratio or 3))
 
@@ -234,6 +256,10 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
     """The scheduler that runs `pipeline` on `cluster` (the simulator's and the runtime's)."""
     d, rates, rules = pipeline.decide, pipeline.rates, pipeline.rules
     from hetsched.core.scheduler import Scheduler
+    if d.kind == "elastic":
+        from hetsched.elastic.rounds import ElasticRounds
+        rounds = ElasticRounds(cluster, d.policy.name, rules.round_s, seed=seed)
+        return Scheduler(cluster, d.policy, table, round_s=rules.round_s, seed=seed, decide=rounds, gpu_types=gpu_types)
     if whole_rounds(pipeline):
         from hetsched.resources import load_sensitivity, profiles_ratio_for
         from hetsched.resources.server_rounds import ServerRounds

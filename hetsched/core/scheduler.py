@@ -203,10 +203,10 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
                                 "CPU and memory demands come from its job type's profile (docs/rules.md#profiles). "
                                 "Leave those fields empty")
         if self.whole_rounds:                   # the stage keeps the job's demands and rates by slot
-            self._pin_mask(job, (self.decide.gpu_type,))    # its pool's type (the runtime's columns are the table's)
+            self._pin_mask(job, self.decide.pool_types)    # its pool's types (the runtime's columns are the table's)
             s = self._take_slot(job)
             self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
-            self.scale[s] = job.scale_factor
+            self.scale[s], self.key_row[s] = job.scale_factor, -1        # no table row: the stage has the rates
             try:
                 self.decide.job_added(job)
             except HetschedError:

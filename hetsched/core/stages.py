@@ -1,6 +1,6 @@
 """The interfaces the one `Scheduler` calls on a decide stage that picks rounds itself (docs/architecture.md#stages):
 `DecideStage` (Shockwave's planner, an ordering under Gavel's rules: each round's entries) and `RoundStage`
-(Synergy's server rounds: whole rounds, placed on servers and credited). The hooks default to doing nothing."""
+(Synergy's server rounds, an elastic system's rounds: whole rounds, placed on servers and credited). The hooks default to doing nothing."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class RoundStage(DecideStage):
     identical rounds (`plan.rounds`)."""
 
     whole_rounds: ClassVar[bool] = True
-    gpu_type: str                       # its servers' one GPU type (pinned jobs are checked against it)
+    pool_types: tuple[str, ...]         # its servers' GPU types (pinned jobs are checked against them)
 
     def select(self, now: float) -> "tuple[np.ndarray, np.ndarray, bool]":
         raise HetschedError("a whole-round stage plans rounds (`plan`), it does not select entries")

@@ -98,6 +98,26 @@ class ElasticJob:
                     return
             self.choose_batch()                     # re-optimised with what this interval taught the model
 
+    def run_measured(self, seconds: float, done_fraction: float) -> None:
+        """A round on the runtime (docs/rules.md#elastic-runtime): the job ran `seconds` under its allocation and has
+        done `done_fraction` of its steps, as its processes reported. Its restore is over once it has run; its epoch
+        follows the measured progress; its model learns the traces' step time for its placement (a GPU type on
+        the runtime is a label), and its batch is chosen again with what it learnt."""
+        if self.alloc is None or seconds <= 0:
+            return
+        self.gpu_seconds += seconds * self.alloc.gpus
+        self.rescale_left = 0.0
+        app, placement = self.app, self.alloc.placement
+        self.epoch = min(app.max_epochs - 1, int(min(max(done_fraction, 0.0), 1.0) * app.max_epochs))
+        step_s, sync_s = app.types[self.alloc.gpu_type].step_time(placement, self.atomic_bsz)
+        self._observe(len(placement), self.alloc.gpus, step_s, sync_s, app.grad_stats(self.batch_size, self.epoch))
+        self.choose_batch()
+
+    @property
+    def batch_size(self) -> int:
+        """The total batch of the current allocation (0 when suspended)."""
+        return self.alloc.gpus * self.atomic_bsz * (self.accum_steps + 1) if self.alloc is not None else 0
+
     def _observe(self, nodes: int, replicas: int, step_s: float, sync_s: float, grad) -> None:
         if grad != self.grad:
             self.grad = grad

@@ -100,6 +100,10 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         grow_arrays(self, self.SLOT_ARRAYS, size)
 
     @property
+    def pool_types(self) -> tuple[str, ...]:
+        return (self.gpu_type,)
+
+    @property
     def jobs(self) -> dict[int, Job]:
         return self.sched.jobs
 

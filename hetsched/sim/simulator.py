@@ -53,6 +53,18 @@ class Arrivals:
         return out
 
 
+def refuse_elastic(policy) -> None:
+    """Elastic systems credit measured progress (the runtime's); their simulation runs on the measured traces, where
+    a job's progress is epochs, not the iterations of a `Job` (docs/rules.md#elastic-runtime)."""
+    from hetsched.elastic.policies import ElasticDecide, elastic_name
+
+    decide = policy.decide.policy if isinstance(policy, Pipeline) else policy
+    name = elastic_name(decide) if isinstance(decide, str) else getattr(decide, "name", None)
+    if (isinstance(decide, str) and name) or isinstance(decide, ElasticDecide):
+        raise HetschedError(f"{name} schedules elastic jobs: simulate them with `hetsched elastic` (simulate_elastic, "
+                            "on Sia's traces), or run them on the runtime")
+
+
 def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | object | str,
              throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
              on_progress: Callable[[float, int], None] | None = None, **overrides) -> Result:
@@ -99,6 +111,7 @@ class RoundSimulation:
     def __init__(self, jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | object | str,
                  throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
                  **overrides):
+        refuse_elastic(policy)
         if config is None and not isinstance(policy, Pipeline):     # the rules `--rules auto` picks
             config = SimulationConfig.for_system(
                 auto_system(decide_of(policy_for(policy, 0) if isinstance(policy, str) else policy).kind, jobs))

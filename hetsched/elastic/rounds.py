@@ -1,0 +1,213 @@
+"""Elastic jobs on the one `Scheduler` (docs/rules.md#elastic-runtime): Sia, Pollux or Gavel+TJ as a whole-round
+stage. Each round the elastic decide stage picks a (GPU type, GPU count) per job, the elastic placement puts it on
+nodes (docs/rules.md#elastic-place) and this stage names its GPUs; a job whose allocation changed gets new GPUs and
+restarts from its checkpoint with the new world size. Progress is what the runtime measured: the iterations each
+job reported (the scheduler's `remaining`), from which its epoch, and so its gradient statistics, follow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetsched.core.stages import RoundStage
+from hetsched.elastic.apps import Application, load_applications
+from hetsched.elastic.cluster import ElasticCluster, place
+from hetsched.elastic.jobs import Allocation, ElasticJob
+from hetsched.elastic.policies import make_elastic_policy
+from hetsched.errors import HetschedError
+
+
+class ApplicationKeys:
+    """The job types elastic runs accept: the measured applications, at any GPU count, on the GPU types they were
+    measured on (what `ThroughputTable` answers for the other pipelines: `in`, `job_types`, `gpu_types`, `name`,
+    `lacks`)."""
+
+    name = "elastic applications"
+
+    def __init__(self, apps: dict[str, Application]):
+        self.apps, self.job_types = apps, sorted(apps)
+        self.gpu_types = tuple(sorted({t for a in apps.values() for t in a.types}))
+
+    def __contains__(self, key) -> bool:
+        return key.job_type in self.apps
+
+    def lacks(self, job_type: str, scale_factor: int) -> str:
+        return f"job type {job_type!r} is not a measured application; elastic jobs run {', '.join(self.job_types)}"
+
+
+class ElasticRounds(RoundStage):
+    """An elastic decide stage (`name`: sia, pollux, gavel+tj) over the scheduler's servers, grouped as nodes per
+    GPU type; jobs keep their GPU ids while their allocation stands (their leases are extended)."""
+
+    def __init__(self, cluster, name: str, round_s: float, seed: int = 0, apps: dict | None = None):
+        self.name, self.round_s, self.seed = name, float(round_s), seed
+        self.apps = apps if apps is not None else load_applications()
+        self.elastic: dict[int, ElasticJob] = {}          # job id -> its elastic state, in arrival order
+        self.total: dict[int, float] = {}                 # job id -> its steps in all
+        self.named: dict[int, tuple[Allocation, tuple[int, ...]]] = {}   # job id -> (allocation, its GPU ids)
+        self._layout(cluster)
+
+    # ---- the cluster --------------------------------------------------------------------------------
+    def _layout(self, cluster) -> None:
+        """Nodes per GPU type in the cluster's server order, each with its first GPU id (GPUs are numbered server by
+        server, as the runtime numbers its workers' GPUs); one node per type where the cluster names no servers."""
+        nodes: dict[str, list[tuple[int, int]]] = {}
+        servers = [(s.gpu_type, s.num_gpus) for s in cluster.servers] or list(cluster.as_dict().items())
+        first = 0
+        for gpu_type, gpus in servers:
+            nodes.setdefault(gpu_type, []).append((first, gpus))
+            first += gpus
+        measured = ApplicationKeys(self.apps).gpu_types
+        unmeasured = sorted(t for t in nodes if t not in measured)
+        if unmeasured:
+            raise HetschedError(f"elastic jobs: no measurements on GPU type(s) {', '.join(unmeasured)}; measured: "
+                                f"{', '.join(measured)}")
+        uneven = sorted(t for t, group in nodes.items() if len({g for _, g in group}) > 1)
+        if uneven:
+            raise HetschedError(f"elastic jobs: the {', '.join(uneven)} servers differ in GPU count; an elastic "
+                                "cluster has identical nodes per GPU type (e.g. 6x4@t4+3x8@rtx)")
+        self.nodes = nodes
+        self.ecluster = ElasticCluster({t: (len(group), group[0][1]) for t, group in nodes.items()})
+        options = {"seed": self.seed} if self.name == "pollux" else {}
+        self.policy, self.category, _ = make_elastic_policy(self.name, self.ecluster, self.round_s, **options)
+
+    def cluster_changed(self) -> None:
+        """Workers joined or left: the new nodes; a job keeps its allocation where all its GPUs are still there."""
+        gpus_before = dict(self.named)
+        self._layout(self.sched.cluster)
+        where = {g: (t, i) for t, group in self.nodes.items() for i, (first, n) in enumerate(group)
+                 for g in range(first, first + n)}
+        self.named = {}
+        for job_id, (alloc, gpus) in gpus_before.items():
+            job = self.elastic.get(job_id)
+            places = [where.get(g) for g in gpus]
+            if job is None or job.alloc != alloc:
+                continue
+            if all(p is not None and p[0] == alloc.gpu_type for p in places):
+                counts: dict[int, int] = {}
+                for _, node in places:
+                    counts[node] = counts.get(node, 0) + 1
+                job.alloc = Allocation(alloc.gpu_type, tuple(sorted(counts.items())))
+                self.named[job_id] = (job.alloc, gpus)
+            else:
+                job.reallocate(None)          # its GPUs left: placed again at the next plan
+
+    # ---- jobs ---------------------------------------------------------------------------------------
+    @property
+    def pool_types(self) -> tuple[str, ...]:
+        return tuple(self.nodes)
+
+    def job_added(self, job) -> None:
+        app = self.apps.get(job.job_type)
+        if app is None:
+            raise HetschedError(f"job {job.job_id}: {ApplicationKeys(self.apps).lacks(job.job_type, 1)}")
+        lacking = [t for t in self.nodes if t not in app.types]
+        if lacking:
+            raise HetschedError(f"job {job.job_id}: {app.name} has no measurements on {', '.join(lacking)}, which this "
+                                f"cluster has; it has {', '.join(sorted(app.types))}")
+        if job.pinned_gpu_types:
+            raise HetschedError(f"job {job.job_id}: pinned to {job.pinned_gpu_types}, and {self.name} chooses each "
+                                "job's GPU type itself; submit it without a pin")
+        batch = min(max(app.init_batch_size * job.scale_factor, app.init_batch_size), app.max_batch_size)
+        self.elastic[job.job_id] = ElasticJob(str(job.job_id), app, job.arrival_time_s, job.scale_factor, batch,
+                                              self.category, getattr(self.policy, "unaware", False))
+        self.total[job.job_id] = float(job.total_steps)
+
+    def job_removed(self, job_id: int) -> None:
+        self.elastic.pop(job_id, None)
+        self.total.pop(job_id, None)
+        self.named.pop(job_id, None)
+
+    # ---- rounds -------------------------------------------------------------------------------------
+    def next_round_time(self, t: float) -> float:
+        return t
+
+    def plan(self, now: float, next_arrival_s: float | None):
+        """One round: the decide stage's (type, count) per job, placed on nodes; a changed allocation restarts."""
+        from hetsched.core.scheduler import RoundPlan
+
+        jobs = list(self.elastic.values())
+        wanted = self.policy.decide(jobs, now)
+        allocs = place(self.ecluster, {j.name: j.alloc for j in jobs}, wanted)
+        for job in jobs:
+            new = allocs.get(job.name)
+            if new != job.alloc:
+                job.reallocate(new)
+        running = [(job_id, job) for job_id, job in self.elastic.items() if job.alloc is not None]
+        columns = {t: i for i, t in enumerate(self.sched.gpu_types)}
+        slot = self.sched.slot
+        return RoundPlan(now, np.array([slot[j] for j, _ in running], np.int64),
+                         np.array([columns[job.alloc.gpu_type] for _, job in running], np.int64), True,
+                         end=now + self.round_s)
+
+    def assign(self, plan) -> None:
+        """Each running job's GPU ids: the ones it holds while its allocation stands, else free GPUs of the nodes
+        its allocation names (jobs that keep theirs first)."""
+        from hetsched.core.scheduler import Assignment
+
+        jobs = [int(self.sched.job_of_slot[s]) for s in plan.entry.tolist()]
+        kept = {j: self.named[j][1] for j in jobs if j in self.named and self.named[j][0] == self.elastic[j].alloc}
+        taken = {g for gpus in kept.values() for g in gpus}
+        self.named = {j: (self.elastic[j].alloc, gpus) for j, gpus in kept.items()}
+        for j in jobs:
+            if j in kept:
+                continue
+            alloc, gpus = self.elastic[j].alloc, []
+            for node, count in alloc.nodes:
+                first, size = self.nodes[alloc.gpu_type][node]
+                free = [g for g in range(first, first + size) if g not in taken][:count]
+                if len(free) < count:
+                    raise HetschedError(f"elastic placement: node {node} of {alloc.gpu_type} has fewer than {count} "
+                                        "free GPUs (a placement defect)")
+                gpus += free
+                taken.update(free)
+            self.named[j] = (alloc, tuple(gpus))
+        plan.assignments = [Assignment(s, (j,), w, self.named[j][1], (1.0,), len(self.named[j][1]))
+                            for s, w, j in zip(plan.entry.tolist(), plan.gpu_type.tolist(), jobs)]
+
+    def batch_size(self, job_id: int) -> int:
+        """The total batch the decide stage's model chose for the job's current allocation (0: suspended)."""
+        return self.elastic[job_id].batch_size
+
+    def gpus(self, job_id: int) -> int:
+        job = self.elastic[job_id]
+        return job.alloc.gpus if job.alloc is not None else 0
+
+    def credit_measured(self, slots: np.ndarray, steps: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+        remaining, done = self.sched.remaining, []
+        for s, ran, secs in zip(slots.tolist(), np.asarray(steps, float).tolist(), np.asarray(seconds).tolist()):
+            remaining[s] -= ran
+            job_id = int(self.sched.job_of_slot[s])
+            self.elastic[job_id].run_measured(secs, 1.0 - remaining[s] / self.total[job_id])
+            if remaining[s] <= 0:
+                done.append(s)
+        return np.array(done, np.int64)
+
+    def credit_plan(self, plan) -> np.ndarray:
+        raise HetschedError(f"{self.name} credits the progress the runtime measures; simulate elastic jobs with "
+                            "`hetsched elastic` (their progress comes from the measured traces)")
+
+    # ---- a restarted runtime ------------------------------------------------------------------------
+    def histories(self, credited: list[int]) -> list[tuple[int, dict]]:
+        """What a job's model learnt (its measured configurations per GPU type, its restarts): a restarted runtime
+        gives it back, so that the decide stage does not profile the job from one GPU again."""
+        out = []
+        for job_id in credited:
+            job = self.elastic.get(job_id)
+            if job is not None:
+                out.append((job_id, {"restarts": job.restarts, "grad": list(job.grad), "profiles": {
+                    t: [[*k, *v] for k, v in seen.items()] for t, seen in job.profiles.items()}}))
+        return out
+
+    def restore(self, job_id: int, history: dict) -> None:
+        job = self.elastic.get(job_id)
+        if job is None:
+            return
+        job.restarts = history.get("restarts")
+        grad = tuple(history.get("grad", (0.0, 0.0)))
+        for gpu_type, rows in history.get("profiles", {}).items():
+            job.alloc = Allocation(gpu_type, ())              # `_observe` learns into the allocation's model
+            for nodes, replicas, atomic, step_s, sync_s in rows:
+                job.atomic_bsz = int(atomic)
+                job._observe(int(nodes), int(replicas), float(step_s), float(sync_s), grad)
+        job.alloc, job.atomic_bsz = None, 0

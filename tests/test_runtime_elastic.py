@@ -1,0 +1,146 @@
+"""Elastic jobs on the runtime (docs/rules.md#elastic-runtime): Sia decides each round's GPU type and count per job
+through the one `Scheduler`, the job's GPUs are named for its lease, and a job whose count changes restarts from its
+checkpoint with the new world size."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from machine import scaled
+
+from hetsched import ClusterSpec, Job
+from hetsched.errors import HetschedError
+from hetsched.model.throughputs import load_throughputs
+from hetsched.runtime.launch import launch_local_cluster
+from hetsched.runtime.state import RuntimeState
+from hetsched.runtime.store import Store
+from hetsched.runtime.stubs import pb2
+from hetsched.runtime.validate import InvalidInput
+from hetsched.sim.simulator import simulate
+
+TABLE = load_throughputs("gavel_simulation")
+
+
+def _state(tmp_path, policy="sia"):
+    return RuntimeState(Store(tmp_path / "s.sqlite"), policy, 60.0, TABLE)
+
+
+def _submit(state, job_id, app="cifar10", steps=1000, **extra):
+    return state.submit(pb2.SubmitJobRequest(job_id=job_id, job_type=app, scale_factor=1, total_steps=steps,
+                                             priority_weight=1, command="emulated", **extra))
+
+
+def _round(state, steps=100):
+    """Plan a round, then let every lease run half of it and report `steps` more; returns the leases handed out
+    as (job, rank, world size, worker, local GPU)."""
+    state.round(state.now() + 60)
+    handed = sorted((m.job_id, m.rank, m.world_size, w, tuple(m.local_gpus)) for w, info in state.workers.items()
+                    for m in info.to_start)
+    for info in state.workers.values():
+        info.to_start = []
+    for job_id, lease in state.leases.items():
+        lease.started_at = state.now() - 30
+        state.live_steps[job_id] = state.live_steps.get(job_id, 0) + steps
+    state.epoch -= 60                                     # a round passes on the scheduler's clock
+    return handed
+
+
+def test_a_lone_adaptive_job_grows_on_new_gpus_and_keeps_them_while_its_allocation_stands(tmp_path):
+    state = _state(tmp_path)
+    for name in "ab":
+        state.register("t4", 4, name)
+    _submit(state, 0)
+    sizes = []
+    for _ in range(4):
+        handed = _round(state)
+        if handed:
+            sizes.append(handed[0][2])
+            gpus = [(w, g) for _, _, _, w, g in handed]
+            assert len(gpus) == len(set(gpus)) == handed[0][2]            # one GPU per rank, none twice
+            assert [r for _, r, _, _, _ in handed] == list(range(len(handed)))
+        else:                                                               # unchanged: the lease goes on
+            assert len(state.leases[0].parts) == sizes[-1]
+    assert sizes[:3] == [1, 2, 4], sizes          # Sia's bootstrap: one GPU, then at most twice what it has run
+    job = state.core.decide.elastic[0]
+    assert job.restarts >= 2 and {replicas for _, replicas, _ in job.profiles["t4"]} >= {1, 2, 4}
+    assert state.core.remaining[state.core.slot[0]] == 1000 - 100 * 3      # credited as the next round is planned
+
+
+def test_elastic_refusals_name_what_would_work(tmp_path):
+    state = _state(tmp_path)
+    with pytest.raises(InvalidInput, match=r"'k80' is not in .*'elastic applications'; allowed: .*'t4'"):
+        state.register("k80", 2, "old")
+    state.register("t4", 4, "a")
+    with pytest.raises(InvalidInput, match="differ in GPU count"):
+        state.register("t4", 2, "b")
+    with pytest.raises(InvalidInput, match="cifar10"):                     # the applications it does run
+        _submit(state, 1, app="ResNet-18 (batch size 32)")
+    _submit(state, 2, pinned_gpu_types="t4")
+    state.register("rtx", 8, "c")
+    _submit(state, 3, app="gpt_pmp")                                       # measured on a100 and rtx only
+    state.round(state.now() + 60)
+    failed = {r.job_id: r.log_tail for r in state.store.jobs(("failed",))}
+    assert "chooses each job's GPU type itself" in failed[2]
+    assert "no measurements on t4" in failed[3]
+    with pytest.raises(HetschedError, match="hetsched elastic"):
+        simulate([Job(0, 0.0, "res18", 1, 10)], ClusterSpec.load("v100=2"), "Sia")
+
+
+def test_a_restarted_runtime_gives_each_job_back_what_its_model_learnt(tmp_path):
+    state = _state(tmp_path)
+    state.register("t4", 4, "a")
+    _submit(state, 0)
+    for _ in range(3):
+        _round(state)
+    state.round(state.now() + 60)                        # credits the third round and stores what it taught
+    learnt = state.core.decide.elastic[0]
+    assert len(learnt.profiles["t4"]) >= 2
+
+    again = _state(tmp_path)
+    again.register("t4", 4, "a")
+    again.round(again.now() + 60)
+    job = again.core.decide.elastic[0]
+    assert job.profiles == learnt.profiles
+    assert job.restarts == learnt.restarts + 1              # placed again after the scheduler's restart: one more
+    assert job.params["t4"].tolist() == learnt.params["t4"].tolist()
+
+
+def test_an_adaptive_job_changes_gpu_count_twice_on_emulated_workers_and_every_step_is_accounted(tmp_path):
+    """Two emulated 4-GPU workers under Sia: a lone job starts on one GPU and grows as its model learns; each
+    change is a new lease of a new world size that starts from the durable steps of the last one."""
+    with launch_local_cluster("t4=8", tmp_path, policy="sia", round_s=1.0, emulate=True, gpus_per_worker=4) as c:
+        c.submit([Job(0, 0.0, "cifar10", 1, 1500, command="emulated")])
+        final = c.wait(scaled(120))
+    row = final.iloc[0]
+    assert (row.state, row.steps_done, row.durable_steps, row.attempts) == ("completed", 1500, 1500, 0), row
+    log = (tmp_path / "scheduler.log").read_text()
+    sizes = [int(n) for n in re.findall(r"lease job=0 .*ranks=(\d+)", log)]
+    changes = sum(a != b for a, b in zip(sizes, sizes[1:]))
+    assert sizes[0] == 1 and changes >= 2, sizes
+    # Every lease after the first resumed from what the one before it had made durable, never from scratch.
+    restarts = re.findall(r"restart job=0 ", log)
+    assert len(restarts) >= 2 and "failed" not in final["state"].tolist()
+
+
+@pytest.mark.parametrize("policy", ["pollux", "gavel+tj", "Sia"])
+def test_each_elastic_system_leases_disjoint_gpus_on_mixed_types(tmp_path, policy):
+    """Four jobs on a 4-GPU t4 server and an 8-GPU rtx server: every round, every job runs, no GPU is leased twice,
+    and a lease's GPUs are all of the type its allocation names."""
+    state = _state(tmp_path, policy)
+    state.register("t4", 4, "a")
+    state.register("rtx", 8, "b")
+    for j, app in enumerate(["cifar10", "bert", "imagenet", "ncf"]):
+        state.submit(pb2.SubmitJobRequest(job_id=j, job_type=app, scale_factor=2, total_steps=1000, priority_weight=1,
+                                          command="emulated"))
+    kinds = {w: info.gpu_type for w, info in state.workers.items()}
+    for _ in range(4):
+        _round(state)
+        leases = state.leases
+        assert sorted(leases) == [0, 1, 2, 3]
+        held = [part for lease in leases.values() for part in lease.parts]
+        assert len(held) == len(set(held))
+        assert all(kinds[w] == lease.gpu_type for lease in leases.values() for w, _ in lease.parts)
+    if policy == "gavel+tj":                               # rigid: the trace's GPU count, always
+        assert {len(lease.parts) for lease in state.leases.values()} == {2}
