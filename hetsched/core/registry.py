@@ -18,7 +18,7 @@ from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, GAVEL_ANALOG, READ_BY
                                     Place, Rates, RoundRules, Select, Try)
 from hetsched.planner.core import ShockwavePolicy
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
-from hetsched.elastic.policies import ElasticDecide, elastic_name
+from hetsched.elastic.names import ElasticDecide, elastic_name
 from hetsched.policies import catalog  # noqa: F401  (registers every allocation policy)
 from hetsched.policies.base import ALIASES, POLICIES, Policy, resolve_policy_name
 from hetsched.policies.ordering import ORDERINGS, ResourcePolicy, parse_resource_policy

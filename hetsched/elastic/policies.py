@@ -2,40 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from hetsched.elastic.cluster import ElasticCluster
 from hetsched.elastic.jobs import ADAPTIVE, RIGID
+from hetsched.elastic.names import ELASTIC_POLICIES  # noqa: F401  (where the CLI and the explorer read it)
 from hetsched.errors import HetschedError
-
-ELASTIC_POLICIES = {"sia": "Sia (SOSP'23): goodput ILP over GPU type x count, adaptive jobs, 60-s rounds",
-                    "pollux": "Pollux (OSDI'21) as Sia's artifact runs it: type-unaware genetic search, 60-s rounds",
-                    "gavel+tj": "Gavel max-sum-throughput with TunedJobs (rigid), 360-s rounds, as Sia's artifact"}
-
-
-#: The round length each elastic system's artifact runs with (docs/rules.md#elastic-loop).
-ELASTIC_ROUND_S = {"sia": 60.0, "pollux": 60.0, "gavel+tj": 360.0}
-
-
-def elastic_name(name: str) -> str | None:
-    """The elastic policy a name means (any case; `gavel_tj` is `gavel+tj`), or None."""
-    key = name.strip().lower().replace("gavel_tj", "gavel+tj")
-    return key if key in ELASTIC_POLICIES else None
-
-
-@dataclass
-class ElasticDecide:
-    """The registry's decide-stage value for an elastic policy: the stage itself (`rounds.ElasticRounds`) is built
-    on the run's cluster. Gavel's type-order shuffle (`heterogeneity_aware` False) is not theirs: the stage places."""
-
-    name: str
-    packing = False
-    uses_entities = False
-    heterogeneity_aware = True
-
-    @property
-    def default_round_s(self) -> float:
-        return ELASTIC_ROUND_S[self.name]
 
 
 def make_elastic_policy(name: str, cluster: ElasticCluster, round_s: float | None = None, **options):

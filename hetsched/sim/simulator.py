@@ -56,7 +56,7 @@ class Arrivals:
 def refuse_elastic(policy) -> None:
     """Elastic systems credit measured progress (the runtime's); their simulation runs on the measured traces, where
     a job's progress is epochs, not the iterations of a `Job` (docs/rules.md#elastic-runtime)."""
-    from hetsched.elastic.policies import ElasticDecide, elastic_name
+    from hetsched.elastic.names import ElasticDecide, elastic_name
 
     decide = policy.decide.policy if isinstance(policy, Pipeline) else policy
     name = elastic_name(decide) if isinstance(decide, str) else getattr(decide, "name", None)

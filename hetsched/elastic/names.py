@@ -1,0 +1,35 @@
+"""The elastic systems' names and the registry's value for them: no import beyond the standard library, so that
+the registry, which every run imports, pays nothing for elastic jobs until one runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ELASTIC_POLICIES = {"sia": "Sia (SOSP'23): goodput ILP over GPU type x count, adaptive jobs, 60-s rounds",
+                    "pollux": "Pollux (OSDI'21) as Sia's artifact runs it: type-unaware genetic search, 60-s rounds",
+                    "gavel+tj": "Gavel max-sum-throughput with TunedJobs (rigid), 360-s rounds, as Sia's artifact"}
+
+
+#: The round length each elastic system's artifact runs with (docs/rules.md#elastic-loop).
+ELASTIC_ROUND_S = {"sia": 60.0, "pollux": 60.0, "gavel+tj": 360.0}
+
+
+def elastic_name(name: str) -> str | None:
+    """The elastic policy a name means (any case; `gavel_tj` is `gavel+tj`), or None."""
+    key = name.strip().lower().replace("gavel_tj", "gavel+tj")
+    return key if key in ELASTIC_POLICIES else None
+
+
+@dataclass
+class ElasticDecide:
+    """The registry's decide-stage value for an elastic policy: the stage itself (`rounds.ElasticRounds`) is built
+    on the run's cluster. Gavel's type-order shuffle (`heterogeneity_aware` False) is not theirs: the stage places."""
+
+    name: str
+    packing = False
+    uses_entities = False
+    heterogeneity_aware = True
+
+    @property
+    def default_round_s(self) -> float:
+        return ELASTIC_ROUND_S[self.name]
