@@ -18,7 +18,7 @@ LABELS = {"avg_jct_h": "avg JCT (h)", "p99_jct_h": "p99 JCT (h)", "makespan_h": 
 
 def add_elastic_parser(sub) -> None:
     from hetsched.elastic.cluster import NAMED
-    from hetsched.elastic.policies import ELASTIC_POLICIES
+    from hetsched.elastic.names import ELASTIC_POLICIES
 
     el = sub.add_parser("elastic", formatter_class=DefaultsHelp,
                         help="simulate elastic jobs (GPU count, type and batch size that change) under Sia, "

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from hetsched.elastic.cluster import ElasticCluster
 from hetsched.elastic.jobs import ADAPTIVE, RIGID
-from hetsched.elastic.names import ELASTIC_POLICIES  # noqa: F401  (where the CLI and the explorer read it)
+from hetsched.elastic.names import ELASTIC_POLICIES, ELASTIC_ROUND_S, elastic_name
 from hetsched.errors import HetschedError
 
 
 def make_elastic_policy(name: str, cluster: ElasticCluster, round_s: float | None = None, **options):
     """(decide stage, job category, round length) for a policy name, any case."""
-    key = name.strip().lower()
+    key = elastic_name(name)
+    if key is None:
+        raise HetschedError(f"elastic policy {name!r}: use one of {', '.join(ELASTIC_POLICIES)}")
+    round_s = round_s or ELASTIC_ROUND_S[key]
     if key == "sia":
         from hetsched.elastic.sia import SiaPolicy
 
@@ -18,19 +21,16 @@ def make_elastic_policy(name: str, cluster: ElasticCluster, round_s: float | Non
         _check(key, options, allowed)
         policy = SiaPolicy(cluster, **options)
         policy.name = "sia"
-        return policy, ADAPTIVE, round_s or 60.0
-    if key in ("gavel+tj", "gavel_tj"):
+        return policy, ADAPTIVE, round_s
+    if key == "gavel+tj":
         from hetsched.elastic.gavel_tj import GavelTunedJobs
 
         _check(key, options, set())
-        round_s = round_s or 360.0
         return GavelTunedJobs(cluster, round_s=round_s), RIGID, round_s
-    if key == "pollux":
-        from hetsched.elastic.pollux import PolluxPolicy
+    from hetsched.elastic.pollux import PolluxPolicy
 
-        _check(key, options, {"seed", "p", "pop_size", "generations"})
-        return PolluxPolicy(cluster, **options), ADAPTIVE, round_s or 60.0
-    raise HetschedError(f"elastic policy {name!r}: use one of {', '.join(ELASTIC_POLICIES)}")
+    _check(key, options, {"seed", "p", "pop_size", "generations"})
+    return PolluxPolicy(cluster, **options), ADAPTIVE, round_s
 
 
 def _check(name: str, options: dict, allowed: set) -> None:

@@ -7,6 +7,8 @@ job reported (the scheduler's `remaining`), from which its epoch, and so its gra
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from hetsched.core.stages import RoundStage
@@ -42,6 +44,7 @@ class ElasticRounds(RoundStage):
     def __init__(self, cluster, name: str, round_s: float, seed: int = 0, apps: dict | None = None):
         self.name, self.round_s, self.seed = name, float(round_s), seed
         self.apps = apps if apps is not None else load_applications()
+        self.keys = ApplicationKeys(self.apps)
         self.elastic: dict[int, ElasticJob] = {}          # job id -> its elastic state, in arrival order
         self.total: dict[int, float] = {}                 # job id -> its steps in all
         self.named: dict[int, tuple[Allocation, tuple[int, ...]]] = {}   # job id -> (allocation, its GPU ids)
@@ -57,11 +60,10 @@ class ElasticRounds(RoundStage):
         for gpu_type, gpus in servers:
             nodes.setdefault(gpu_type, []).append((first, gpus))
             first += gpus
-        measured = ApplicationKeys(self.apps).gpu_types
-        unmeasured = sorted(t for t in nodes if t not in measured)
+        unmeasured = sorted(t for t in nodes if t not in self.keys.gpu_types)
         if unmeasured:
             raise HetschedError(f"elastic jobs: no measurements on GPU type(s) {', '.join(unmeasured)}; measured: "
-                                f"{', '.join(measured)}")
+                                f"{', '.join(self.keys.gpu_types)}")
         uneven = sorted(t for t, group in nodes.items() if len({g for _, g in group}) > 1)
         if uneven:
             raise HetschedError(f"elastic jobs: the {', '.join(uneven)} servers differ in GPU count; an elastic "
@@ -73,21 +75,17 @@ class ElasticRounds(RoundStage):
 
     def cluster_changed(self) -> None:
         """Workers joined or left: the new nodes; a job keeps its allocation where all its GPUs are still there."""
-        gpus_before = dict(self.named)
+        before, self.named = self.named, {}
         self._layout(self.sched.cluster)
         where = {g: (t, i) for t, group in self.nodes.items() for i, (first, n) in enumerate(group)
                  for g in range(first, first + n)}
-        self.named = {}
-        for job_id, (alloc, gpus) in gpus_before.items():
+        for job_id, (alloc, gpus) in before.items():
             job = self.elastic.get(job_id)
             places = [where.get(g) for g in gpus]
             if job is None or job.alloc != alloc:
                 continue
             if all(p is not None and p[0] == alloc.gpu_type for p in places):
-                counts: dict[int, int] = {}
-                for _, node in places:
-                    counts[node] = counts.get(node, 0) + 1
-                job.alloc = Allocation(alloc.gpu_type, tuple(sorted(counts.items())))
+                job.alloc = Allocation(alloc.gpu_type, tuple(sorted(Counter(node for _, node in places).items())))
                 self.named[job_id] = (job.alloc, gpus)
             else:
                 job.reallocate(None)          # its GPUs left: placed again at the next plan
@@ -100,7 +98,7 @@ class ElasticRounds(RoundStage):
     def job_added(self, job) -> None:
         app = self.apps.get(job.job_type)
         if app is None:
-            raise HetschedError(f"job {job.job_id}: {ApplicationKeys(self.apps).lacks(job.job_type, 1)}")
+            raise HetschedError(f"job {job.job_id}: {self.keys.lacks(job.job_type, 1)}")
         lacking = [t for t in self.nodes if t not in app.types]
         if lacking:
             raise HetschedError(f"job {job.job_id}: {app.name} has no measurements on {', '.join(lacking)}, which this "
@@ -164,14 +162,6 @@ class ElasticRounds(RoundStage):
             self.named[j] = (alloc, tuple(gpus))
         plan.assignments = [Assignment(s, (j,), w, self.named[j][1], (1.0,), len(self.named[j][1]))
                             for s, w, j in zip(plan.entry.tolist(), plan.gpu_type.tolist(), jobs)]
-
-    def batch_size(self, job_id: int) -> int:
-        """The total batch the decide stage's model chose for the job's current allocation (0: suspended)."""
-        return self.elastic[job_id].batch_size
-
-    def gpus(self, job_id: int) -> int:
-        job = self.elastic[job_id]
-        return job.alloc.gpus if job.alloc is not None else 0
 
     def credit_measured(self, slots: np.ndarray, steps: np.ndarray, seconds: np.ndarray) -> np.ndarray:
         remaining, done = self.sched.remaining, []

@@ -59,8 +59,11 @@ def refuse_elastic(policy) -> None:
     from hetsched.elastic.names import ElasticDecide, elastic_name
 
     decide = policy.decide.policy if isinstance(policy, Pipeline) else policy
-    name = elastic_name(decide) if isinstance(decide, str) else getattr(decide, "name", None)
-    if (isinstance(decide, str) and name) or isinstance(decide, ElasticDecide):
+    if isinstance(decide, str):
+        name = elastic_name(decide)
+    else:
+        name = decide.name if isinstance(decide, ElasticDecide) else None
+    if name:
         raise HetschedError(f"{name} schedules elastic jobs: simulate them with `hetsched elastic` (simulate_elastic, "
                             "on Sia's traces), or run them on the runtime")
 

@@ -21,7 +21,7 @@ class ElasticExplorer(BackgroundRuns):
     def __init__(self, workload: str = "helios-1", jobs: int = 40):
         super().__init__()
         from hetsched.elastic.cluster import NAMED
-        from hetsched.elastic.policies import ELASTIC_POLICIES
+        from hetsched.elastic.names import ELASTIC_POLICIES
         from hetsched.elastic.workloads import workload_names
 
         self.policy = W.Dropdown(options=[(display_name(p), p) for p in ELASTIC_POLICIES], value="sia",
