@@ -84,7 +84,7 @@ def test_elastic_refusals_name_what_would_work(tmp_path):
     failed = {r.job_id: r.log_tail for r in state.store.jobs(("failed",))}
     assert "chooses each job's GPU type itself" in failed[2]
     assert "no measurements on t4" in failed[3]
-    with pytest.raises(HetschedError, match="hetsched elastic"):
+    with pytest.raises(HetschedError, match="'res18' is not a measured application; elastic jobs run bert"):
         simulate([Job(0, 0.0, "res18", 1, 10)], ClusterSpec.load("v100=2"), "Sia")
 
 
@@ -144,3 +144,22 @@ def test_each_elastic_system_leases_disjoint_gpus_on_mixed_types(tmp_path, polic
         assert all(kinds[w] == lease.gpu_type for lease in leases.values() for w, _ in lease.parts)
     if policy == "gavel+tj":                               # rigid: the trace's GPU count, always
         assert {len(lease.parts) for lease in state.leases.values()} == {2}
+
+
+def test_elastic_jobs_given_to_simulate_run_in_the_one_loop_as_a_workload_table_does():
+    """`simulate()` with jobs of the applications (`cifar10 (batch size 128)`: the trace's batch) and an elastic
+    name runs the same stage in the same loop as `hetsched elastic` on the workload table: each job's JCT and
+    GPU-hours, to the bit (Gavel+TJ on helios-1, 160 jobs on the paper's 64-GPU cluster)."""
+    from hetsched.elastic.simulator import run_workload
+    from hetsched.elastic.workloads import load_workload
+
+    frame = load_workload("helios-1").sort_values("submit_s", kind="stable").reset_index(drop=True)
+    jobs = [Job(i, float(r.submit_s), f"{r.app} (batch size {r.batch_size})", int(r.num_replicas), 1.0)
+            for i, r in enumerate(frame.itertuples())]
+    result = simulate(jobs, ClusterSpec.load("6x4/8/64@t4+3x8/16/128@rtx+2x8/16/128@a100"), "gavel+tj")
+    table = run_workload("helios-1", "gavel+tj").jobs.set_index("name")
+    assert len(result.jobs) == len(table) == 160
+    for i, name in enumerate(frame["name"]):
+        rec = result.jobs[i]
+        assert rec.jct_s == table.at[name, "jct_s"]
+        assert sum(rec.gpu_seconds.values()) / 3600 == pytest.approx(table.at[name, "gpu_hours"], rel=1e-12)

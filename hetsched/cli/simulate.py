@@ -76,13 +76,16 @@ def run_simulate(args: argparse.Namespace) -> int:
     from hetsched.model.cluster import ClusterSpec
     from hetsched.sim.metrics import summary, with_hours
     from hetsched.core.registry import decide_of, pipeline_for, planner_params
-    from hetsched.sim.simulator import SimulationConfig, policy_for, refuse_elastic, simulate
+    from hetsched.elastic.names import elastic_name
+    from hetsched.sim.simulator import SimulationConfig, policy_for, simulate
     from hetsched.model.throughputs import load_throughputs
 
     from hetsched.io.gpu_map import apply_gpu_map, check_gpu_types, parse_gpu_map
     from hetsched.solvers import clock
 
-    refuse_elastic(args.policy)
+    if elastic_name(args.policy):      # elastic jobs come from Sia's workload tables, not Gavel's or Synergy's streams
+        raise HetschedError(f"{elastic_name(args.policy)} schedules elastic jobs: simulate them on Sia's workloads with "
+                            "`hetsched elastic`, or give simulate() jobs of its applications (docs/rules.md R86)")
     if args.jobs_out:               # before the run, not after it: a folder that cannot be made loses nothing
         Path(args.jobs_out).parent.mkdir(parents=True, exist_ok=True)
     mark = clock.reading()

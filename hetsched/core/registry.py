@@ -258,7 +258,7 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
     from hetsched.core.scheduler import Scheduler
     if d.kind == "elastic":
         from hetsched.elastic.rounds import ElasticRounds
-        rounds = ElasticRounds(cluster, d.policy.name, rules.round_s, seed=seed)
+        rounds = ElasticRounds(cluster, d.policy.name, rules.round_s, seed=seed, prepared=d.policy.prepared)
         return Scheduler(cluster, d.policy, table, round_s=rules.round_s, seed=seed, decide=rounds, gpu_types=gpu_types)
     if whole_rounds(pipeline):
         from hetsched.resources import load_sensitivity, profiles_ratio_for

@@ -92,12 +92,12 @@ class SimulationConfig:
 OWN_SYSTEM = {"allocation": "gavel", "ordering": "synergy", "planner": "shockwave"}   # whose decide stage it is
 
 
-def auto_system(decide_kind: str, jobs=None) -> str:
+def auto_system(decide_kind: str, jobs=None) -> str | None:
     """The artifact rules a run gets when none are named (`hetsched simulate --rules auto`, `simulate()` without a
     config): Shockwave's for a job list with batch-size adaptation, which other rules refuse; else those of the
-    artifact whose decide stage it is (docs/rules.md#auto-rules)."""
+    artifact whose decide stage it is (docs/rules.md#auto-rules); none for an elastic system (its own rules)."""
     adaptive = isinstance(jobs, (list, tuple)) and any(j.mode.value != "static" for j in jobs)
-    return "shockwave" if adaptive else OWN_SYSTEM[decide_kind]
+    return "shockwave" if adaptive else OWN_SYSTEM.get(decide_kind)
 
 
 def whole_numbers(values, length: int) -> bool:

@@ -87,6 +87,11 @@ class RoundStage(DecideStage):
         """Credit a finished plan; the slots of the jobs that completed."""
         raise NotImplementedError
 
+    def finish_s(self, slot: int, end: float) -> float:
+        """When the job in `slot`, completed by the plan ending at `end`, finished (its end, unless the stage
+        knows better)."""
+        return end
+
     def assign(self, plan: "RoundPlan") -> None:
         """Fill `plan.assignments`: each job's GPU ids and per-GPU CPU/memory share (the runtime's leases)."""
         raise HetschedError(f"{type(self).__name__} cannot name servers for leases")

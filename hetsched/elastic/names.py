@@ -3,7 +3,7 @@ the registry, which every run imports, pays nothing for elastic jobs until one r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 ELASTIC_POLICIES = {"sia": "Sia (SOSP'23): goodput ILP over GPU type x count, adaptive jobs, 60-s rounds",
                     "pollux": "Pollux (OSDI'21) as Sia's artifact runs it: type-unaware genetic search, 60-s rounds",
@@ -26,6 +26,9 @@ class ElasticDecide:
     on the run's cluster. Gavel's type-order shuffle (`heterogeneity_aware` False) is not theirs: the stage places."""
 
     name: str
+    #: A run's own (decide-stage object, {job id: ElasticJob}) from a workload table (`simulate_elastic`); None: the
+    #: stage makes its decide stage by name and its jobs from the `Job`s it is given.
+    prepared: tuple | None = field(default=None, compare=False, repr=False)
     packing = False
     uses_entities = False
     heterogeneity_aware = True

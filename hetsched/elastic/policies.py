@@ -19,9 +19,7 @@ def make_elastic_policy(name: str, cluster: ElasticCluster, round_s: float | Non
 
         allowed = {"p", "lam", "mip_gap"}
         _check(key, options, allowed)
-        policy = SiaPolicy(cluster, **options)
-        policy.name = "sia"
-        return policy, ADAPTIVE, round_s
+        return SiaPolicy(cluster, **options), ADAPTIVE, round_s
     if key == "gavel+tj":
         from hetsched.elastic.gavel_tj import GavelTunedJobs
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+import math
+import time
+
 import numpy as np
 
 from hetsched.core.stages import RoundStage
@@ -17,6 +20,7 @@ from hetsched.elastic.cluster import ElasticCluster, place
 from hetsched.elastic.jobs import Allocation, ElasticJob
 from hetsched.elastic.policies import make_elastic_policy
 from hetsched.errors import HetschedError
+from hetsched.model.catalog import split_job_type
 
 
 class ApplicationKeys:
@@ -31,7 +35,7 @@ class ApplicationKeys:
         self.gpu_types = tuple(sorted({t for a in apps.values() for t in a.types}))
 
     def __contains__(self, key) -> bool:
-        return key.job_type in self.apps
+        return split_job_type(key.job_type)[0] in self.apps
 
     def lacks(self, job_type: str, scale_factor: int) -> str:
         return f"job type {job_type!r} is not a measured application; elastic jobs run {', '.join(self.job_types)}"
@@ -41,14 +45,29 @@ class ElasticRounds(RoundStage):
     """An elastic decide stage (`name`: sia, pollux, gavel+tj) over the scheduler's servers, grouped as nodes per
     GPU type; jobs keep their GPU ids while their allocation stands (their leases are extended)."""
 
-    def __init__(self, cluster, name: str, round_s: float, seed: int = 0, apps: dict | None = None):
+    def __init__(self, cluster, name: str, round_s: float, seed: int = 0, apps: dict | None = None,
+                 prepared: tuple | None = None):
         self.name, self.round_s, self.seed = name, float(round_s), seed
         self.apps = apps if apps is not None else load_applications()
         self.keys = ApplicationKeys(self.apps)
         self.elastic: dict[int, ElasticJob] = {}          # job id -> its elastic state, in arrival order
         self.total: dict[int, float] = {}                 # job id -> its steps in all
         self.named: dict[int, tuple[Allocation, tuple[int, ...]]] = {}   # job id -> (allocation, its GPU ids)
+        # The simulator's accounts: per slot, the first start and the GPU-seconds per type; all GPU-seconds; the
+        # jobs arrived and unfinished at each round's decision and the decision's CPU seconds (docs/rules.md R84).
+        self.started: dict[int, float] = {}
+        self.gpu_s: dict[int, dict[str, float]] = {}
+        self.busy_gpu_s, self.stats = 0.0, None
+        self.contention: list[int] = []
+        self.decide_s: list[float] = []
+        self._decided_at = 0.0
+        self.finished: list[ElasticJob] = []              # in the order they completed
         self._layout(cluster)
+        self.given: dict[int, ElasticJob] = {}
+        if prepared is not None:                          # a workload table's decide stage and jobs (R82)
+            self.policy, self.given = prepared[0], dict(prepared[1])
+        else:
+            self._new_policy()
 
     # ---- the cluster --------------------------------------------------------------------------------
     def _layout(self, cluster) -> None:
@@ -70,6 +89,8 @@ class ElasticRounds(RoundStage):
                                 "cluster has identical nodes per GPU type (e.g. 6x4@t4+3x8@rtx)")
         self.nodes = nodes
         self.ecluster = ElasticCluster({t: (len(group), group[0][1]) for t, group in nodes.items()})
+
+    def _new_policy(self) -> None:
         options = {"seed": self.seed} if self.name == "pollux" else {}
         self.policy, self.category, _ = make_elastic_policy(self.name, self.ecluster, self.round_s, **options)
 
@@ -77,6 +98,7 @@ class ElasticRounds(RoundStage):
         """Workers joined or left: the new nodes; a job keeps its allocation where all its GPUs are still there."""
         before, self.named = self.named, {}
         self._layout(self.sched.cluster)
+        self._new_policy()
         where = {g: (t, i) for t, group in self.nodes.items() for i, (first, n) in enumerate(group)
                  for g in range(first, first + n)}
         for job_id, (alloc, gpus) in before.items():
@@ -96,7 +118,15 @@ class ElasticRounds(RoundStage):
         return tuple(self.nodes)
 
     def job_added(self, job) -> None:
-        app = self.apps.get(job.job_type)
+        s = self.sched.slot[job.job_id]
+        self.gpu_s[s] = {}
+        self.started.pop(s, None)
+        self.total[job.job_id] = float(job.total_steps)
+        given = self.given.pop(job.job_id, None)
+        if given is not None:                           # checked row by row when its table was read
+            self.elastic[job.job_id] = given
+            return
+        app = self.apps.get(job.model)
         if app is None:
             raise HetschedError(f"job {job.job_id}: {self.keys.lacks(job.job_type, 1)}")
         lacking = [t for t in self.nodes if t not in app.types]
@@ -106,10 +136,9 @@ class ElasticRounds(RoundStage):
         if job.pinned_gpu_types:
             raise HetschedError(f"job {job.job_id}: pinned to {job.pinned_gpu_types}, and {self.name} chooses each "
                                 "job's GPU type itself; submit it without a pin")
-        batch = min(max(app.init_batch_size * job.scale_factor, app.init_batch_size), app.max_batch_size)
+        batch = job.batch_size or min(app.init_batch_size * job.scale_factor, app.max_batch_size)
         self.elastic[job.job_id] = ElasticJob(str(job.job_id), app, job.arrival_time_s, job.scale_factor, batch,
                                               self.category, getattr(self.policy, "unaware", False))
-        self.total[job.job_id] = float(job.total_steps)
 
     def job_removed(self, job_id: int) -> None:
         self.elastic.pop(job_id, None)
@@ -118,14 +147,21 @@ class ElasticRounds(RoundStage):
 
     # ---- rounds -------------------------------------------------------------------------------------
     def next_round_time(self, t: float) -> float:
-        return t
+        """The first decision at or after `t`: rounds keep a grid from 0, the first decision one round in (R82)."""
+        return max(1.0, math.ceil(t / self.round_s)) * self.round_s
 
     def plan(self, now: float, next_arrival_s: float | None):
         """One round: the decide stage's (type, count) per job, placed on nodes; a changed allocation restarts."""
         from hetsched.core.scheduler import RoundPlan
 
         jobs = list(self.elastic.values())
+        skipped = round((now - self._decided_at) / self.round_s) - 1     # idle rounds the loop did not visit
+        self.contention += [0] * max(skipped, 0) + [len(jobs)]
+        self.decide_s += [float("nan")] * max(skipped, 0)                    # no decision there: none timed
+        self._decided_at = now
+        start = time.process_time()
         wanted = self.policy.decide(jobs, now)
+        self.decide_s.append(time.process_time() - start)
         allocs = place(self.ecluster, {j.name: j.alloc for j in jobs}, wanted)
         for job in jobs:
             new = allocs.get(job.name)
@@ -136,7 +172,7 @@ class ElasticRounds(RoundStage):
         slot = self.sched.slot
         return RoundPlan(now, np.array([slot[j] for j, _ in running], np.int64),
                          np.array([columns[job.alloc.gpu_type] for _, job in running], np.int64), True,
-                         end=now + self.round_s)
+                         steps=np.zeros(len(running)), end=now + self.round_s)   # progress is epochs (R77)
 
     def assign(self, plan) -> None:
         """Each running job's GPU ids: the ones it holds while its allocation stands, else free GPUs of the nodes
@@ -174,8 +210,32 @@ class ElasticRounds(RoundStage):
         return np.array(done, np.int64)
 
     def credit_plan(self, plan) -> np.ndarray:
-        raise HetschedError(f"{self.name} credits the progress the runtime measures; simulate elastic jobs with "
-                            "`hetsched elastic` (their progress comes from the measured traces)")
+        """The simulator's round (R82): every job runs the round under its allocation, its progress the measured
+        traces' (restore first); the slots of the jobs that completed in it."""
+        done, slot = [], self.sched.slot
+        for job_id, job in self.elastic.items():
+            if job.alloc is None:
+                continue
+            s, seconds = slot[job_id], self.round_s * job.alloc.gpus
+            self.started.setdefault(s, plan.now)
+            self.gpu_s[s][job.alloc.gpu_type] = self.gpu_s[s].get(job.alloc.gpu_type, 0.0) + seconds
+            self.busy_gpu_s += seconds
+            job.step(self.round_s, plan.now)
+            if job.completion_s is not None:
+                job.alloc = None
+                self.sched.remaining[s] = 0.0
+                self.finished.append(job)
+                done.append(s)
+        return np.array(done, np.int64)
+
+    def finish_s(self, slot: int, end: float) -> float:
+        """A job completes inside the round, on the second its last epoch ends (R77)."""
+        return float(self.elastic[int(self.sched.job_of_slot[slot])].completion_s)
+
+    def account(self, slot: int) -> tuple[float, float, float, dict[str, float]]:
+        """(first start, epochs done, cost (no prices), GPU-seconds per type) of the job in `slot`."""
+        job = self.elastic[int(self.sched.job_of_slot[slot])]
+        return self.started.get(slot, float("nan")), float(job.epoch), 0.0, dict(self.gpu_s[slot])
 
     # ---- a restarted runtime ------------------------------------------------------------------------
     def histories(self, credited: list[int]) -> list[tuple[int, dict]]:

@@ -42,6 +42,7 @@ class SiaPolicy:
     lam: float = 1.1
     mip_gap: float = 1e-4
     time_limit: float = 60.0
+    name: str = "sia"
 
     def __post_init__(self):
         self.configs = configurations(self.cluster)

@@ -1,6 +1,7 @@
-"""The elastic round loop (docs/rules.md#elastic-loop): every round, run each job for the round under its
+"""Elastic runs on a workload table (docs/rules.md#elastic-loop): every round, run each job for the round under its
 allocation, admit the jobs that have arrived, ask the decide stage for (GPU type, GPU count) per job, place them on
-nodes, and restart each job whose allocation changed.
+nodes, and restart each job whose allocation changed. The loop is the simulator's one loop (`RoundSimulation`); the
+elastic stage is `rounds.ElasticRounds`; this module reads the tables and reports the artifact's metrics.
 """
 
 from __future__ import annotations
@@ -11,9 +12,15 @@ import numpy as np
 import pandas as pd
 
 from hetsched.elastic.apps import Application, load_applications
-from hetsched.elastic.cluster import ElasticCluster, place
+from hetsched.elastic.cluster import ElasticCluster
 from hetsched.elastic.jobs import ADAPTIVE, CATEGORIES, ElasticJob
+from hetsched.core.run_config import SimulationConfig
+from hetsched.elastic.names import ElasticDecide
+from hetsched.elastic.rounds import ApplicationKeys
 from hetsched.errors import HetschedError
+from hetsched.model.cluster import ClusterSpec, Server
+from hetsched.model.jobs import Job
+from hetsched.sim.simulator import RoundSimulation
 
 MAX_ROUNDS = 2_000_000
 
@@ -75,50 +82,32 @@ def simulate_elastic(jobs: list[ElasticJob], cluster: ElasticCluster, policy, ro
 
 
 def _simulate(jobs, cluster, policy, round_s, progress, max_rounds) -> ElasticResult:
-    import time
-
+    """The one simulator loop (`RoundSimulation`) with the elastic stage (`rounds.ElasticRounds`) given this run's
+    decide stage and jobs: each job a `Job` of its application and tuned GPU count, arriving at its submit time."""
     pending = sorted(jobs, key=lambda j: j.submit_s)
-    active: list[ElasticJob] = []
-    done: list[ElasticJob] = []
-    contention, decide_s = [], []
-    now, nxt = 0.0, 0
+    spec = ClusterSpec.from_servers([Server(t, per_node, None, None) for t, (nodes, per_node) in cluster.types.items()
+                                     for _ in range(nodes)])
+    decide = ElasticDecide(policy.name, prepared=(policy, dict(enumerate(pending))))
+    arrivals = [Job(i, j.submit_s, j.app.name, j.target_replicas, 1.0) for i, j in enumerate(pending)]
+    sim = RoundSimulation(arrivals, spec, decide, ApplicationKeys({j.app.name: j.app for j in pending}),
+                          SimulationConfig(round_s=round_s, record_timeline=False))
+    stage = sim.sched.decide
     for count in range(MAX_ROUNDS):
-        if (nxt == len(pending) and not active) or count == max_rounds:
+        if count == max_rounds or not sim.step():
             break
-        for job in active:
-            job.step(round_s, now)
-        now += round_s
-        finished = [j for j in active if j.completion_s is not None]
-        if finished:
-            done += finished
-            active = [j for j in active if j.completion_s is None]
-            for job in finished:
-                job.alloc = None
-        while nxt < len(pending) and pending[nxt].submit_s <= now:
-            active.append(pending[nxt])
-            nxt += 1
-        contention.append(len(active))
-        start = time.process_time()
-        wanted = policy.decide(active, now)
-        decide_s.append(time.process_time() - start)
-        allocs = place(cluster, {j.name: j.alloc for j in active}, wanted)
-        for job in active:
-            new = allocs.get(job.name)
-            if new != job.alloc:
-                job.reallocate(new)
         if progress is not None:
-            progress(now, len(done), len(pending))
+            progress(sim.now, len(stage.finished), len(pending))
     else:
         raise HetschedError(f"elastic simulation did not finish in {MAX_ROUNDS} rounds "
-                            f"({len(done)} of {len(pending)} jobs done)")
+                            f"({len(stage.finished)} of {len(pending)} jobs done)")
+    done = stage.finished
     frame = pd.DataFrame({"name": [j.name for j in done], "app": [j.app.name for j in done],
                           "submit_s": [j.submit_s for j in done], "completion_s": [j.completion_s for j in done],
                           "gpu_hours": [j.gpu_seconds / 3600 for j in done],
                           "restarts": [j.restarts or 0 for j in done]})
     frame["jct_s"] = frame["completion_s"] - frame["submit_s"]
     frame = frame.sort_values("submit_s", kind="stable").reset_index(drop=True)
-    return ElasticResult(frame, np.array(contention), round_s, getattr(policy, "name", type(policy).__name__),
-                         str(cluster), decide_s)
+    return ElasticResult(frame, np.array(stage.contention), round_s, policy.name, str(cluster), stage.decide_s)
 
 
 def prepare(policy_name: str, cluster: ElasticCluster, frame: pd.DataFrame, round_s: float | None = None,

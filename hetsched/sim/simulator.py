@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import replace
 from typing import Callable, Iterable, Iterator
 
@@ -51,21 +52,6 @@ class Arrivals:
             out.append(self._next)
             self._next = next(self._it, None)
         return out
-
-
-def refuse_elastic(policy) -> None:
-    """Elastic systems credit measured progress (the runtime's); their simulation runs on the measured traces, where
-    a job's progress is epochs, not the iterations of a `Job` (docs/rules.md#elastic-runtime)."""
-    from hetsched.elastic.names import ElasticDecide, elastic_name
-
-    decide = policy.decide.policy if isinstance(policy, Pipeline) else policy
-    if isinstance(decide, str):
-        name = elastic_name(decide)
-    else:
-        name = decide.name if isinstance(decide, ElasticDecide) else None
-    if name:
-        raise HetschedError(f"{name} schedules elastic jobs: simulate them with `hetsched elastic` (simulate_elastic, "
-                            "on Sia's traces), or run them on the runtime")
 
 
 def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | object | str,
@@ -114,13 +100,14 @@ class RoundSimulation:
     def __init__(self, jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | object | str,
                  throughputs: ThroughputTable | str | None = None, config: SimulationConfig | None = None,
                  **overrides):
-        refuse_elastic(policy)
         if config is None and not isinstance(policy, Pipeline):     # the rules `--rules auto` picks
-            config = SimulationConfig.for_system(
-                auto_system(decide_of(policy_for(policy, 0) if isinstance(policy, str) else policy).kind, jobs))
+            system = auto_system(decide_of(policy_for(policy, 0) if isinstance(policy, str) else policy).kind, jobs)
+            config = SimulationConfig.for_system(system) if system else SimulationConfig()
         config = replace(config or SimulationConfig(), **overrides)
-        table = throughputs if isinstance(throughputs, ThroughputTable) else load_throughputs(
-            throughputs or "gavel_simulation")
+        # A name or path is read (once per process); a table object, or what answers for one (the elastic stage's
+        # applications, `rounds.ApplicationKeys`), is taken as it is.
+        table = load_throughputs(throughputs or "gavel_simulation") if throughputs is None or isinstance(
+            throughputs, (str, os.PathLike)) else throughputs
         if isinstance(policy, str):
             policy = policy_for(policy, config.seed, system=config.system)
         pipeline = policy if isinstance(policy, Pipeline) else pipeline_for(policy, config, cluster)
@@ -289,7 +276,7 @@ class RoundSimulation:
                 self._retire(slot, end)
             return
         for slot in done.tolist():
-            self._retire(slot, now)
+            self._retire(slot, self.sched.decide.finish_s(slot, now))
 
     def _retire(self, slot: int, finish: float) -> None:
         """A job completed at `finish`: record it and free its slot."""
