@@ -63,6 +63,7 @@ class ElasticRun:
 def run_one(run: ElasticRun) -> dict:
     """One workload under one policy: the artifact's summary metrics, the CPU time and the decide times."""
     from hetsched.elastic.cluster import ElasticCluster
+    from hetsched.elastic.fairness import finish_time_fairness, summary as fairness_summary
     from hetsched.elastic.simulator import prepare, simulate_elastic
     from hetsched.elastic.workloads import load_workload
 
@@ -74,9 +75,11 @@ def run_one(run: ElasticRun) -> dict:
     options = {"seed": run.seed, "generations": run.generations} if run.policy == "pollux" else {}
     policy, jobs, round_s = prepare(run.policy, spec, frame, **options)
     result = simulate_elastic(jobs, spec, policy, round_s)
+    cpu_s = time.process_time() - start
     decide = pd.Series(result.decide_s)
+    rho = finish_time_fairness(result, jobs, spec)["rho"]
     return {"key": run.key(), **asdict(run), "trace": run.workload.split("-")[0], "jobs": len(result.jobs),
-            **result.metrics(), "cpu_s": time.process_time() - start,
+            **result.metrics(), **fairness_summary(rho), "cpu_s": cpu_s,
             "decide_median_ms": float(decide.median() * 1e3), "decide_p95_ms": float(decide.quantile(0.95) * 1e3)}
 
 
@@ -159,9 +162,24 @@ def sweep_elastic(configs: list, **options) -> pd.DataFrame:
 
 
 def paper_tables() -> pd.DataFrame:
+    return pd.read_csv(_paper_dir() / "sia_tables.csv")
+
+
+def fairness_table(results: pd.DataFrame, trace: str = "helios", cluster: str = "sia_hetero") -> pd.DataFrame:
+    """The draft's Fig. 8 (docs/rules.md#elastic-ftf): per policy, the worst rho over the trace's workloads and the
+    mean fraction of jobs with rho > 1, beside the draft's."""
+    runs = results[(results["trace"] == trace) & (results["cluster"] == cluster)]
+    group = runs.groupby("policy", sort=False)
+    ours = pd.DataFrame({"workloads": group["workload"].nunique(), "runs": group.size(),
+                         "ftf_worst": group["ftf_worst"].max(), "ftf_unfair": group["ftf_unfair"].mean()})
+    paper = pd.read_csv(_paper_dir() / "sia_ftf.csv").set_index("policy")[["ftf_worst", "ftf_unfair"]]
+    return ours.join(paper.add_suffix("_paper")).reset_index()
+
+
+def _paper_dir() -> Path:
     from hetsched.model.throughputs import data_dir
 
-    return pd.read_csv(data_dir() / "paper" / "sia_tables.csv")
+    return data_dir() / "paper"
 
 
 def summary(results: pd.DataFrame) -> pd.DataFrame:
