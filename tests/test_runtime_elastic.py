@@ -86,6 +86,8 @@ def test_elastic_refusals_name_what_would_work(tmp_path):
     assert "no measurements on t4" in failed[3]
     with pytest.raises(HetschedError, match="'res18' is not a measured application; elastic jobs run bert"):
         simulate([Job(0, 0.0, "res18", 1, 10)], ClusterSpec.load("v100=2"), "Sia")
+    with pytest.raises(HetschedError, match=r"batch size 99999 is outside cifar10's profiled range \[\d+, \d+\]"):
+        simulate([Job(0, 0.0, "cifar10 (batch size 99999)", 1, 10)], ClusterSpec.load("v100=2"), "Sia")
 
 
 def test_a_restarted_runtime_gives_each_job_back_what_its_model_learnt(tmp_path):

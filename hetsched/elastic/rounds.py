@@ -17,7 +17,7 @@ import numpy as np
 from hetsched.core.stages import RoundStage
 from hetsched.elastic.apps import Application, load_applications
 from hetsched.elastic.cluster import ElasticCluster, place
-from hetsched.elastic.jobs import Allocation, ElasticJob
+from hetsched.elastic.jobs import ADAPTIVE, Allocation, ElasticJob
 from hetsched.elastic.policies import make_elastic_policy
 from hetsched.errors import HetschedError
 from hetsched.model.catalog import split_job_type
@@ -66,6 +66,7 @@ class ElasticRounds(RoundStage):
         self.given: dict[int, ElasticJob] = {}
         if prepared is not None:                          # a workload table's decide stage and jobs (R82)
             self.policy, self.given = prepared[0], dict(prepared[1])
+            self.category = next(iter(self.given.values())).category if self.given else ADAPTIVE
         else:
             self._new_policy()
 
@@ -95,7 +96,8 @@ class ElasticRounds(RoundStage):
         self.policy, self.category, _ = make_elastic_policy(self.name, self.ecluster, self.round_s, **options)
 
     def cluster_changed(self) -> None:
-        """Workers joined or left: the new nodes; a job keeps its allocation where all its GPUs are still there."""
+        """Workers joined or left: the new nodes and a decide stage built on them (Pollux's search starts afresh); a
+        job keeps its allocation where all its GPUs are still there."""
         before, self.named = self.named, {}
         self._layout(self.sched.cluster)
         self._new_policy()
@@ -137,6 +139,9 @@ class ElasticRounds(RoundStage):
             raise HetschedError(f"job {job.job_id}: pinned to {job.pinned_gpu_types}, and {self.name} chooses each "
                                 "job's GPU type itself; submit it without a pin")
         batch = job.batch_size or min(app.init_batch_size * job.scale_factor, app.max_batch_size)
+        if not app.init_batch_size <= batch <= app.max_batch_size:
+            raise HetschedError(f"job {job.job_id}: batch size {batch} is outside {app.name}'s profiled range "
+                                f"[{app.init_batch_size}, {app.max_batch_size}]")
         self.elastic[job.job_id] = ElasticJob(str(job.job_id), app, job.arrival_time_s, job.scale_factor, batch,
                                               self.category, getattr(self.policy, "unaware", False))
 
