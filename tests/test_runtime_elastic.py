@@ -77,6 +77,8 @@ def test_elastic_refusals_name_what_would_work(tmp_path):
         state.register("t4", 2, "b")
     with pytest.raises(InvalidInput, match="cifar10"):                     # the applications it does run
         _submit(state, 1, app="ResNet-18 (batch size 32)")
+    with pytest.raises(InvalidInput, match=r"batch size 99999 is outside cifar10's profiled range"):
+        _submit(state, 4, app="cifar10 (batch size 99999)")                # refused at submission, not later
     _submit(state, 2, pinned_gpu_types="t4")
     state.register("rtx", 8, "c")
     _submit(state, 3, app="gpt_pmp")                                       # measured on a100 and rtx only

@@ -34,11 +34,22 @@ class ApplicationKeys:
         self.apps, self.job_types = apps, sorted(apps)
         self.gpu_types = tuple(sorted({t for a in apps.values() for t in a.types}))
 
+    def why_not(self, job_type: str) -> str | None:
+        """Why `job_type` (an application, optionally `app (batch size B)`) cannot run; None when it can."""
+        app_name, batch = split_job_type(job_type)
+        app = self.apps.get(app_name)
+        if app is None:
+            return f"job type {job_type!r} is not a measured application; elastic jobs run {', '.join(self.job_types)}"
+        if batch is not None and not app.init_batch_size <= batch <= app.max_batch_size:
+            return (f"batch size {batch} is outside {app.name}'s profiled range [{app.init_batch_size}, "
+                    f"{app.max_batch_size}]")
+        return None
+
     def __contains__(self, key) -> bool:
-        return split_job_type(key.job_type)[0] in self.apps
+        return self.why_not(key.job_type) is None
 
     def lacks(self, job_type: str, scale_factor: int) -> str:
-        return f"job type {job_type!r} is not a measured application; elastic jobs run {', '.join(self.job_types)}"
+        return self.why_not(job_type) or f"job type {job_type!r} runs"
 
 
 class ElasticRounds(RoundStage):
@@ -128,9 +139,10 @@ class ElasticRounds(RoundStage):
         if given is not None:                           # checked row by row when its table was read
             self.elastic[job.job_id] = given
             return
-        app = self.apps.get(job.model)
-        if app is None:
-            raise HetschedError(f"job {job.job_id}: {self.keys.lacks(job.job_type, 1)}")
+        why = self.keys.why_not(job.job_type)
+        if why is not None:
+            raise HetschedError(f"job {job.job_id}: {why}")
+        app = self.apps[job.model]
         lacking = [t for t in self.nodes if t not in app.types]
         if lacking:
             raise HetschedError(f"job {job.job_id}: {app.name} has no measurements on {', '.join(lacking)}, which this "
@@ -139,9 +151,6 @@ class ElasticRounds(RoundStage):
             raise HetschedError(f"job {job.job_id}: pinned to {job.pinned_gpu_types}, and {self.name} chooses each "
                                 "job's GPU type itself; submit it without a pin")
         batch = job.batch_size or min(app.init_batch_size * job.scale_factor, app.max_batch_size)
-        if not app.init_batch_size <= batch <= app.max_batch_size:
-            raise HetschedError(f"job {job.job_id}: batch size {batch} is outside {app.name}'s profiled range "
-                                f"[{app.init_batch_size}, {app.max_batch_size}]")
         self.elastic[job.job_id] = ElasticJob(str(job.job_id), app, job.arrival_time_s, job.scale_factor, batch,
                                               self.category, getattr(self.policy, "unaware", False))
 
