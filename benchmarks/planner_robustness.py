@@ -5,6 +5,7 @@ stream's seed is the solver's). Prints one JSON line per run and a table of medi
 
     python benchmarks/planner_robustness.py                       # both traces, 3 settings x 5 seeds
     python benchmarks/planner_robustness.py --traces canonical --seeds 3
+    python benchmarks/planner_robustness.py --fairness nsw        # the second stage (docs/rules.md#planner-fairness)
 
 The settings are `PlannerConfig.solver_options`; the plans' contract is the artifact's numbers within the fidelity
 tests' tolerances, and fairness that does not move with the solver's path.
@@ -23,7 +24,6 @@ from hetsched.core.run_config import SimulationConfig
 from hetsched.experiments import compare_systems as S
 from hetsched.experiments import shockwave as W
 from hetsched.model.cluster import ClusterSpec
-from hetsched.model.throughputs import load_throughputs
 from hetsched.planner.core import ShockwavePolicy
 from hetsched.sim.metrics import summary
 from hetsched.sim.simulator import simulate
@@ -33,10 +33,10 @@ SETTINGS = {"default": (), "no feasibility jump": (("mip_heuristic_run_feasibili
             "no presolve": (("presolve", "off"),)}
 
 
-def canonical(options: tuple, seed: int) -> dict:
+def canonical(options: tuple, seed: int, fairness: str = "solver") -> dict:
     setup = W.SETUPS["canonical"]
     jobs = read_trace(W.trace_path(setup))
-    policy = ShockwavePolicy(setup.planner, seed=seed, solver_options=options)
+    policy = ShockwavePolicy(setup.planner, seed=seed, solver_options=options, fairness=fairness)
     result = simulate(jobs, ClusterSpec.parse(f"v100={setup.gpus}"), policy, setup.throughputs,
                       SimulationConfig.for_system("shockwave"), record_timeline=False)
     row = summary(result)
@@ -44,12 +44,12 @@ def canonical(options: tuple, seed: int) -> dict:
             "avg_jct_h": row["avg_jct_s"] / 3600}
 
 
-def compare_quick(options: tuple, seed: int) -> dict:
+def compare_quick(options: tuple, seed: int, fairness: str = "solver") -> dict:
     case = S.Case("gavel", "shockwave", seed, "quick")
     jobs, cluster, table, rules = S.workload(case)
     config = SimulationConfig.for_system(rules)
-    result = simulate(jobs, cluster, ShockwavePolicy(None, seed=seed, solver_options=options), table, config,
-                      record_timeline=True, max_rounds=2_000_000)
+    policy = ShockwavePolicy(None, seed=seed, solver_options=options, fairness=fairness)
+    result = simulate(jobs, cluster, policy, table, config, record_timeline=True, max_rounds=2_000_000)
     m = S.metrics(result, cluster, table, config.round_s)
     return {k: m[k] for k in ("worst_rho", "unfair_fraction", "avg_jct_h")}
 
@@ -62,6 +62,8 @@ def main() -> None:
     parser.add_argument("--traces", nargs="+", default=list(TRACES), choices=list(TRACES))
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--seeds", type=int, default=5, help="solver seeds 0..N-1")
+    parser.add_argument("--fairness", choices=("solver", "nsw"), default="solver",
+                        help="which plan within the gap a priority window keeps (docs/rules.md#planner-fairness)")
     args = parser.parse_args()
     rows = []
     for trace in args.traces:
@@ -69,7 +71,8 @@ def main() -> None:
             for setting in args.settings:          # settings alternate within a seed: the same machine state
                 start = time.process_time()
                 row = {"trace": trace, "setting": setting, "seed": seed,
-                       **TRACES[trace](SETTINGS[setting], seed), "cpu_s": round(time.process_time() - start, 2)}
+                       **TRACES[trace](SETTINGS[setting], seed, args.fairness),
+                       "cpu_s": round(time.process_time() - start, 2)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     frame = pd.DataFrame(rows)

@@ -417,3 +417,39 @@ def test_ratios_of_durations_do_not_fade_as_the_stream_ages():
     assert load_planner_config({"ftf_ratio": "durations", "k": 10.0}).ftf_ratio == "durations"
     with pytest.raises(SpecError, match="ftf_ratio"):
         load_planner_config({"ftf_ratio": "since"})
+
+
+def nsw(inp: WindowInputs, n: np.ndarray, rounds: int, round_s: float) -> float:
+    """sum_j U_j at round counts n (each job's planned epochs as large as n allows)."""
+    P = np.minimum(round_s * n / inp.mean_epoch_s, inp.epochs - inp.progress)
+    return float(np.interp((inp.progress + P) / inp.epochs, BASES, np.log(np.maximum(BASES, 1e-6))).sum())
+
+
+def test_the_nsw_stage_keeps_the_welfare_within_the_gap_and_raises_the_sum_of_utilities():
+    """docs/rules.md#planner-fairness: with priorities of 1 and 1e6 and a gap of 1e-3, the second stage's plan is no
+    worse than the exact optimum on the planner's objective beyond the gap, never lower on sum_j U_j than the plan
+    the solver stopped at, and higher on some instances (where the gap hid a priority-1 job's rounds)."""
+    raised = 0
+    for seed in range(6):
+        inp = instance(seed, N=30)
+        solve = {**SOLVE, "gap": 1e-3}
+        first, _ = window_program(inp, capacity=12, **solve)
+        inp.nsw_within_gap = True
+        second, status = window_program(inp, capacity=12, **solve)
+        inp.nsw_within_gap = False
+        exact, _ = window_program(inp, capacity=12, **SOLVE)
+        best = objective(inp, exact, 6, 120.0, 1e-3)
+        assert status in ("optimal", "feasible")
+        assert objective(inp, second, 6, 120.0, 1e-3) >= best - 1e-3 * abs(best)
+        assert nsw(inp, second, 6, 120.0) >= nsw(inp, first, 6, 120.0) - 1e-6
+        assert (inp.gpus @ second <= 12 * 6).all()
+        raised += nsw(inp, second, 6, 120.0) > nsw(inp, first, 6, 120.0) + 0.1
+    assert raised >= 2
+
+
+def test_the_nsw_stage_is_a_planner_setting_refused_where_it_cannot_act():
+    assert load_planner_config({"fairness": "nsw"}).fairness == "nsw"
+    with pytest.raises(Exception, match="fairness"):
+        load_planner_config({"fairness": "max-min"})
+    with pytest.raises(Exception, match="aggregate"):
+        PlannerConfig(fairness="nsw", formulation="artifact")

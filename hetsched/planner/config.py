@@ -42,6 +42,9 @@ class PlannerConfig:
     # Further HiGHS options, (name, value) pairs (JSON: {"solver_options": {name: value}}): to measure how the
     # plans depend on the solver's search (benchmarks/planner_robustness.py). Empty: HiGHS's defaults.
     solver_options: tuple = ()
+    # Which of the plans within the gap a priority window keeps (docs/rules.md#planner-fairness): "solver", the one
+    # HiGHS stops at (the artifact's); "nsw", a second stage's, with the largest unweighted sum of log utilities.
+    fairness: str = "solver"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.future_rounds, int) and self.future_rounds >= 1):
@@ -59,6 +62,11 @@ class PlannerConfig:
             raise SpecError(f"planner: solver_seed must be an integer in [0, 2^31), got {self.solver_seed!r}")
         if self.ftf_ratio not in ("times", "durations"):
             raise SpecError(f"planner: ftf_ratio must be times or durations, got {self.ftf_ratio!r}")
+        if self.fairness not in ("solver", "nsw"):
+            raise SpecError(f"planner: fairness must be solver or nsw, got {self.fairness!r}")
+        if self.fairness == "nsw" and self.formulation != "aggregate":
+            raise SpecError("planner: fairness nsw needs the aggregate formulation (the artifact's has no second "
+                            "stage)")
         if self.solver not in ("highs", "scip"):
             raise SpecError(f"planner: solver must be highs or scip, got {self.solver!r}")
         if self.solver_options and self.solver != "highs":
@@ -76,10 +84,10 @@ class PlannerConfig:
 
 
 #: The artifact's JSON keys -> PlannerConfig fields (gpu_ram and solver_num_threads are accepted and unused), and
-#: hetsched's own `ftf_ratio` and `solver_options`.
+#: hetsched's own `ftf_ratio`, `solver_options` and `fairness`.
 _JSON_KEYS = {"future_rounds": "future_rounds", "k": "k", "lambda": "lam", "rhomax": "rhomax",
               "log_approximation_bases": "log_bases", "solver_rel_gap": "gap", "solver_timeout": "time_limit_s",
-              "ftf_ratio": "ftf_ratio", "solver_options": "solver_options"}
+              "ftf_ratio": "ftf_ratio", "solver_options": "solver_options", "fairness": "fairness"}
 _IGNORED = {"gpu_ram", "solver_num_threads", "solver_preference", "gram", "n_epoch_vars_max"}
 
 #: The artifact's five configurations (configurations/*.json in uw-mad-dash/shockwave @ 8a44f4a).
@@ -131,6 +139,9 @@ def load_planner_config(source: str | Path | dict | None = None, **overrides) ->
             elif name == "ftf_ratio":
                 if value not in ("times", "durations"):
                     raise SpecError(f"{where}: {key} must be \"times\" or \"durations\", got {value!r}")
+            elif name == "fairness":
+                if value not in ("solver", "nsw"):
+                    raise SpecError(f"{where}: {key} must be \"solver\" or \"nsw\", got {value!r}")
             elif not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise SpecError(f"{where}: {key} must be a number, got {value!r}")
             values[name] = value

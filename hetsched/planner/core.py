@@ -280,6 +280,7 @@ class Planner(DecideStage):
             with np.errstate(over="ignore"):
                 priority = np.where(behind, np.minimum(rho ** exponent, cfg.priority_cap), 1.0)
             inputs.priority = priority
+            inputs.nsw_within_gap = cfg.fairness == "nsw"
             n, status = (quick, "uncontended") if quick is not None else program(inputs, **solve)
         if n is None:
             log.warning("shockwave: window program %s at round %d; planning by remaining time", status, self.round_ptr)

@@ -35,6 +35,7 @@ class WindowInputs:
     priority: np.ndarray       # weights on the log utility (1 without the relaxation)
     ftf_slack_s: np.ndarray | None = None   # FTF attempt: Rem_j <= share * (rhomax FT-bar_j - t_next)
     speed: np.ndarray | None = None         # (N, W) rate on each GPU type relative to the profile's; None: one type
+    nsw_within_gap: bool = False            # a second stage: the plan within the gap with the largest sum_j U_j (R32b)
 
 
 def _csr(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, num_rows: int, num_cols: int) -> sp.csr_matrix:
@@ -116,8 +117,27 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
     if not res.ok:
         return None, res.status
-    n = np.rint(res.x[:NW]).astype(np.int64).reshape(N, W)
+    x = res.x
+    if inp.nsw_within_gap:
+        x = nsw_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, np.arange(U_, U_ + N), gap=gap,
+                           time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
+    n = np.rint(x[:NW]).astype(np.int64).reshape(N, W)
     return (n[:, 0] if inp.speed is None else n), res.status
+
+
+def nsw_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, utility: np.ndarray, **solve) -> np.ndarray:
+    """The second, lexicographic stage (docs/rules.md#planner-fairness): among the plans whose objective c'x is
+    within the gap of the first stage's bound (and no worse than its incumbent), the one with the largest unweighted
+    sum of the jobs' log utilities, so that no job's rounds are left to where the solver stopped. Returns the first
+    stage's x if the second finds nothing."""
+    limit = max(res.objective, res.bound + solve["gap"] * abs(res.bound))
+    nz = np.flatnonzero(c)
+    welfare = sp.csr_matrix((c[nz], (np.zeros(len(nz), np.int64), nz)), shape=(1, len(c)))
+    c2 = np.zeros(len(c))
+    c2[utility] = -1.0
+    res2 = solve_milp(c2, sp.vstack([A, welfare], format="csr"), np.r_[row_lo, -np.inf], np.r_[row_hi, limit],
+                      col_lo, col_hi, integer, start=res.x, **solve)
+    return res2.x if res2.ok else res.x
 
 
 def fair_finish_reachable(inp: WindowInputs, rounds: int, round_s: float, ftf_slack_s: np.ndarray) -> bool | None:

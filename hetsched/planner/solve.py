@@ -18,6 +18,8 @@ class MilpResult:
     x: np.ndarray | None
     status: str               # "optimal", "feasible" (time limit or gap with an incumbent), "infeasible", "error"
     seconds: float = 0.0
+    objective: float = float("nan")     # c'x of the returned x
+    bound: float = float("nan")         # the solver's proven lower bound on the optimum (its dual bound)
 
     @property
     def ok(self) -> bool:
@@ -96,13 +98,16 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
     status = h.getModelStatus()
     ms = highspy.HighsModelStatus
     seconds = h.getRunTime()
-    if status == ms.kOptimal:
-        return MilpResult(np.asarray(h.getSolution().col_value), "optimal", seconds)
     if status == ms.kInfeasible:
         return MilpResult(None, "infeasible", seconds)
     info = h.getInfo()
+    bound = info.mip_dual_bound if len(ints) else info.objective_function_value
+    if status == ms.kOptimal:
+        return MilpResult(np.asarray(h.getSolution().col_value), "optimal", seconds, info.objective_function_value,
+                          bound)
     if info.primal_solution_status == 2:               # a feasible incumbent (time limit, interrupted, ...)
-        return MilpResult(np.asarray(h.getSolution().col_value), "feasible", seconds)
+        return MilpResult(np.asarray(h.getSolution().col_value), "feasible", seconds, info.objective_function_value,
+                          bound)
     return MilpResult(None, "infeasible" if status == ms.kTimeLimit else "error", seconds)
 
 
@@ -138,4 +143,4 @@ def _solve_scip(c, A, row_lo, row_hi, col_lo, col_hi, integer, gap, time_limit_s
                           m.getSolvingTime())
     best = m.getBestSol()
     return MilpResult(np.array([best[x] for x in xs]), "optimal" if m.getStatus() == "optimal" else "feasible",
-                      m.getSolvingTime())
+                      m.getSolvingTime(), m.getSolObjVal(best), m.getDualbound())
