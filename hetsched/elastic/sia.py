@@ -111,6 +111,7 @@ class SiaPolicy:
         n, m = len(jobs), len(self.configs)
         goodputs = np.empty((n, m))
         lower = np.zeros((n, m))
+        held = np.full(n, -1)                   # each job's configuration now (-1: none): the solver's start
         for i, job in enumerate(jobs):
             row = self.goodput_row(job)
             valid = row > 0
@@ -124,20 +125,23 @@ class SiaPolicy:
                 if current is not None:
                     row[current] = keep
             goodputs[i] = row
+            if current is not None:
+                held[i] = current
             if current is not None and job.rescale_left > 0:    # restoring: keep its configuration
                 lower[i, current] = 1.0
-        picks = self.choose(goodputs, lower)
+        picks = self.choose(goodputs, lower, held)
         return {job.name: (self.configs[k][0], int(self.configs[k][2])) for job, k in zip(jobs, picks) if k >= 0}
 
-    def choose(self, goodputs: np.ndarray, pinned: np.ndarray) -> np.ndarray:
+    def choose(self, goodputs: np.ndarray, pinned: np.ndarray, held: np.ndarray | None = None) -> np.ndarray:
         """The configuration index per job (-1: none) for a normalised goodput matrix (jobs x configurations),
-        with `pinned` 1 where a job must keep its configuration."""
+        with `pinned` 1 where a job must keep its configuration; `held`, each job's configuration now (-1: none),
+        is the solver's start."""
         weights = np.minimum(np.round(goodputs ** self.p, 2), A_CAP)
         cost = (weights - self.lam) if self.p < 0 else (self.lam - weights)
-        x = self._solve(cost, pinned) > 0.5
+        x = self._solve(cost, pinned, held) > 0.5
         return np.where(x.any(axis=1), x.argmax(axis=1), -1)
 
-    def _solve(self, cost: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    def _solve(self, cost: np.ndarray, lower: np.ndarray, held: np.ndarray | None = None) -> np.ndarray:
         """The integer program over the variables that can pay: a configuration whose cost is not negative never
         improves the objective and is left out unless pinned (the optimum is the same; docs/rules.md#sia)."""
         n, m = cost.shape
@@ -160,6 +164,11 @@ class SiaPolicy:
         lp.integrality_ = [highspy.HighsVarType.kInteger] * k
         solver = self._highs()
         solver.passModel(lp)
+        if held is not None:                    # the allocations that stand, where they can pay (R80)
+            start = highspy.HighsSolution()
+            start.col_value = (held[job_of] == cfg_of).astype(float).tolist()
+            start.value_valid = True
+            solver.setSolution(start)
         solver.run()
         if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             raise RuntimeError(f"Sia's integer program: {solver.modelStatusToString(solver.getModelStatus())}")
@@ -171,7 +180,8 @@ class SiaPolicy:
             from hetsched.solvers import new_highs
 
             self._solver = new_highs()
-            for option, value in (("mip_rel_gap", self.mip_gap), ("time_limit", self.time_limit), ("random_seed", 0)):
+            for option, value in (("mip_rel_gap", self.mip_gap), ("time_limit", self.time_limit), ("random_seed", 0),
+                                  ("presolve", "off")):
                 self._solver.setOptionValue(option, value)
         self._solver.clearModel()
         return self._solver
