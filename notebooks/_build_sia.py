@@ -43,7 +43,9 @@ INTRO = ("# Sia's Table 3: Sia, Pollux and Gavel+TJ on elastic jobs\n\n"
          "seeds 0-2; "
          "paper: all, and the new trace's 10 workloads of 960 jobs, Pollux with seeds 0-2 on each). Table 4's "
          "homogeneous setting (16 nodes of 4 T4, Philly) runs Philly's first workload at the quick preset, all 8 "
-         "at the paper preset (Pollux there only); its Shockwave+TJ and Themis+TJ rows are not run here.")
+         "at the paper preset (Pollux there only), with Themis+TJ beside Gavel+TJ: the same rigid jobs and rounds under the "
+         "core's finish-time-fairness policy (docs/rules.md#themis-tj, a setup the draft does not state). Its "
+         "Shockwave+TJ row is not run: Shockwave's planner predicts epochs from Gavel's job types' profiles.")
 
 SEEDS = '''seeds_table = E.seed_spread(rows)
 seeds_table.round(3)'''

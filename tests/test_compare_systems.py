@@ -195,7 +195,7 @@ def test_elastic_policies_run_on_the_sia_stream_alone_and_others_are_refused_the
     assert ran == {("gavel", "gavel"), ("sia", "sia"), ("sia", "gavel+tj")}
     reasons = dict(zip(zip(rows["stream"], rows["policy"]), rows["reason"]))
     assert "Runs instead: sia on the 'sia' stream" in reasons[("gavel", "sia")]
-    assert "Runs instead: sia, pollux, gavel+tj on this stream" in reasons[("sia", "gavel")]
+    assert "Runs instead: sia, pollux, gavel+tj, themis+tj on this stream" in reasons[("sia", "gavel")]
     sia = rows[(rows["stream"] == "sia") & ~rows["refused"]]
     assert (sia["avg_jct_h"] > 0).all() and (sia["num_jobs"] == S.PRESETS["tiny"].sia_jobs).all()
     assert sia["worst_rho"].isna().all()                   # no FTF for elastic jobs: not a made-up number

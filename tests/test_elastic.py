@@ -247,3 +247,27 @@ def test_pollux_keeps_the_type_holding_most_gpus_and_is_reproducible_by_seed():
         return result.jobs["completion_s"].tolist()
 
     assert run(1) == run(1)
+
+
+def test_themis_tj_allocates_within_capacity_and_recomputes_when_the_jobs_change():
+    """docs/rules.md#themis-tj: the core's finish-time-fairness policy over the rigid jobs' rates; x in [0, 1], at
+    most 1 per job, each type's GPUs respected; the same job set keeps its allocation, a new job recomputes it."""
+    from hetsched.elastic.policies import make_elastic_policy
+
+    cluster = ElasticCluster.parse("sia_hetero")
+    frame = pd.DataFrame({"name": ["a", "b", "c"], "submit_s": [0.0, 0.0, 0.0], "app": ["cifar10", "bert", "imagenet"],
+                          "num_replicas": [4, 8, 16], "batch_size": [512, 96, 1024]})
+    jobs = jobs_from_frame(frame, load_applications(), cluster, category="rigid")
+    policy, category, round_s = make_elastic_policy("Themis+TJ", cluster)
+    assert (category, round_s, policy.name) == ("rigid", 360.0, "themis+tj")
+    chosen = policy.decide(jobs[:2], 0.0)
+    x = policy._x
+    capacity = np.array([cluster.gpus(t) for t in cluster.types])
+    assert x.shape == (2, len(cluster.types)) and (x >= 0).all() and (x.sum(axis=1) <= 1 + 1e-6).all()
+    assert (np.array([4, 8]) @ x <= capacity + 1e-6).all()
+    assert set(chosen) == {"a", "b"} and all(count == j.target_replicas for j in jobs[:2]
+                                             for (_, count) in [chosen[j.name]])
+    policy.decide(jobs[:2], 360.0)
+    assert policy._x is x
+    policy.decide(jobs, 720.0)
+    assert policy._x.shape == (3, len(cluster.types))

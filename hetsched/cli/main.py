@@ -221,7 +221,8 @@ def _cmd_policies(_args) -> int:
           "A name is a decide stage, optionally +placement: gavel+tune, gavel_las+fair, themis+tune, shockwave+tune.\n"
           "Names are case-insensitive; fifo, las, srtf, ftf, drf and tetris are Synergy's orderings, Gavel's FIFO "
           "and LAS are gavel_fifo and gavel_las (docs/rules.md#names).\n"
-          "Elastic jobs (GPU count, type and batch size change): sia, pollux, gavel+tj, simulated on Sia's traces by "
+          "Elastic jobs (GPU count, type and batch size change): sia, pollux, gavel+tj, themis+tj, simulated on Sia's "
+          "traces by "
           "`hetsched elastic` and run on the runtime (`--policy sia`; docs/rules.md#elastic-runtime).\n")
     print(composition_markdown())
     return 0

@@ -1,7 +1,8 @@
 """Gavel with TunedJobs as Sia's artifact sets it up (docs/rules.md#gavel-tj): rigid jobs at the trace's tuned GPU
 count and batch size, the heterogeneity-aware max-sum-throughput LP (ECOS, as the artifact), and Gavel's round
 mechanism: per type, jobs in order of priority (allocation over the share of time received), then deficit, then
-allocation, each taking its GPUs on one type.
+allocation, each taking its GPUs on one type. Themis+TJ (Table 4) is the same with the core's finish-time-fairness
+policy for the allocation (docs/rules.md#themis-tj).
 """
 
 from __future__ import annotations
@@ -28,11 +29,15 @@ class GavelTunedJobs:
     round_s: float = 360.0
     solver: str = "ECOS"
     name: str = "gavel+tj"
+    #: A core allocation policy (`hetsched.policies`) in place of the max-sum-throughput LP: Themis+TJ's
+    #: finish-time fairness. None: Gavel+TJ's own LP, as the artifact.
+    policy: object = None
     _rates: dict = field(default_factory=dict)
     received: dict = field(default_factory=dict)     # job -> {gpu type: seconds run}
     admitted: dict = field(default_factory=dict)     # job -> time first seen
     _last: tuple = ()
     _x: np.ndarray | None = None
+    _now: float = 0.0
 
     def rate(self, job: ElasticJob, gpu_type: str) -> float:
         """Steps per second of the rigid job on `gpu_type`, at its GPU count packed onto nodes."""
@@ -61,14 +66,31 @@ class GavelTunedJobs:
         types = list(self.cluster.types)
         rates = np.array([[self.rate(j, t) for t in types] for j in jobs])
         scale = np.array([j.target_replicas for j in jobs], dtype=float)
+        self._last = names
+        if self.policy is not None:
+            self._x = self._policy_allocation(jobs, types, rates, scale)
+            return self._x
         x = cp.Variable(rates.shape)
         capacity = np.array([self.cluster.gpus(t) for t in types], dtype=float)
         problem = cp.Problem(cp.Maximize(cp.sum(cp.multiply(rates, x))),
                              [x >= 0, x <= 1, cp.sum(x, axis=1) <= 1, scale @ x <= capacity])
         problem.solve(solver=self.solver)
         self._x = np.clip(np.asarray(x.value), 0.0, 1.0)
-        self._last = names
         return self._x
+
+    def _policy_allocation(self, jobs: list[ElasticJob], types: list[str], rates: np.ndarray,
+                           scale: np.ndarray) -> np.ndarray:
+        """The core policy's time fractions over a view of the rigid jobs: their rates per type at the tuned GPU
+        count, and their remaining progress in the same units (docs/rules.md#themis-tj)."""
+        from hetsched.policies.base import PolicyView
+
+        now = self._now
+        view = PolicyView(np.arange(len(jobs)), tuple(types),
+                          np.array([self.cluster.gpus(t) for t in types], dtype=float), rates, scale.astype(np.int64),
+                          np.ones(len(jobs)),
+                          np.array([max(j.app.target_progress - j.progress, 1e-9) for j in jobs]),
+                          np.array([now - self.admitted[j.name] for j in jobs]), now=now)
+        return np.clip(np.asarray(self.policy.allocate(view).x, float), 0.0, 1.0)
 
     def decide(self, jobs: list[ElasticJob], now: float) -> dict[str, tuple[str, int]]:
         for job in jobs:
@@ -78,6 +100,7 @@ class GavelTunedJobs:
                 got[job.alloc.gpu_type] = got.get(job.alloc.gpu_type, 0.0) + self.round_s
         if not jobs:
             return {}
+        self._now = now
         x = self.allocation(jobs)
         types = list(self.cluster.types)
         entries = []

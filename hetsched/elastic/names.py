@@ -7,16 +7,18 @@ from dataclasses import dataclass, field
 
 ELASTIC_POLICIES = {"sia": "Sia (SOSP'23): goodput ILP over GPU type x count, adaptive jobs, 60-s rounds",
                     "pollux": "Pollux (OSDI'21) as Sia's artifact runs it: type-unaware genetic search, 60-s rounds",
-                    "gavel+tj": "Gavel max-sum-throughput with TunedJobs (rigid), 360-s rounds, as Sia's artifact"}
+                    "gavel+tj": "Gavel max-sum-throughput with TunedJobs (rigid), 360-s rounds, as Sia's artifact",
+                    "themis+tj": "Themis's finish-time fairness (the core's policy) with TunedJobs, Gavel's 360-s "
+                                 "rounds (Sia's Table 4)"}
 
 
 #: The round length each elastic system's artifact runs with (docs/rules.md#elastic-loop).
-ELASTIC_ROUND_S = {"sia": 60.0, "pollux": 60.0, "gavel+tj": 360.0}
+ELASTIC_ROUND_S = {"sia": 60.0, "pollux": 60.0, "gavel+tj": 360.0, "themis+tj": 360.0}
 
 
 def elastic_name(name: str) -> str | None:
-    """The elastic policy a name means (any case; `gavel_tj` is `gavel+tj`), or None."""
-    key = name.strip().lower().replace("gavel_tj", "gavel+tj")
+    """The elastic policy a name means (any case; `gavel_tj` is `gavel+tj`, `themis_tj` is `themis+tj`), or None."""
+    key = name.strip().lower().replace("gavel_tj", "gavel+tj").replace("themis_tj", "themis+tj")
     return key if key in ELASTIC_POLICIES else None
 
 

@@ -20,11 +20,16 @@ def make_elastic_policy(name: str, cluster: ElasticCluster, round_s: float | Non
         allowed = {"p", "lam", "mip_gap"}
         _check(key, options, allowed)
         return SiaPolicy(cluster, **options), ADAPTIVE, round_s
-    if key == "gavel+tj":
+    if key in ("gavel+tj", "themis+tj"):
         from hetsched.elastic.gavel_tj import GavelTunedJobs
 
         _check(key, options, set())
-        return GavelTunedJobs(cluster, round_s=round_s), RIGID, round_s
+        if key == "gavel+tj":
+            return GavelTunedJobs(cluster, round_s=round_s), RIGID, round_s
+        from hetsched.policies.ftf import FinishTimeFairness
+
+        policy = FinishTimeFairness(heterogeneity_aware=True)
+        return GavelTunedJobs(cluster, round_s=round_s, name=key, policy=policy), RIGID, round_s
     from hetsched.elastic.pollux import PolluxPolicy
 
     _check(key, options, {"seed", "p", "pop_size", "generations"})

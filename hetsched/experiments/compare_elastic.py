@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 
-ELASTIC = ("sia", "pollux", "gavel+tj")
+from hetsched.elastic.names import ELASTIC_POLICIES
+
+ELASTIC = tuple(ELASTIC_POLICIES)
 STREAM = "sia"
 DESCRIPTION = "Sia's Helios workloads (elastic jobs)"
 #: The comparison's metrics that elastic jobs do not define (no FTF baseline, CPU, memory or prices): NaN there.

@@ -1,5 +1,6 @@
 """Sia's Tables 3 and 4 (docs/rules.md#elastic-metrics): Sia, Pollux and Gavel+TJ on the paper's Philly, Helios and
-new traces, on its 64-GPU heterogeneous cluster (and 16 T4 nodes), beside the paper draft's numbers."""
+new traces, on its 64-GPU heterogeneous cluster (and, with Themis+TJ, on 16 T4 nodes), beside the paper draft's
+numbers."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ PRESETS = {"tiny": Preset({"helios": (1,), "philly": (1,)}, 24, (0,), 1, ("helio
 PAPER_RUNTIME = pd.DataFrame({"policy": ["sia", "pollux", "gavel+tj", "sia"], "gpus": [64, 64, 64, 2048],
                               "decide_median_ms": [96.0, 2200.0, 13.0, 1000.0]})
 SETTINGS = {"sia_hetero": "", "sia_homo": ", 16x4 T4"}       # how a figure names the paper's two clusters
+#: Rows of Table 4 (16 T4 nodes) only, run beside Gavel+TJ: its rigid jobs under Themis (docs/rules.md#themis-tj).
+TABLE4_ONLY = ("themis+tj",)
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,9 @@ def runs(preset: str, policies=("sia", "pollux", "gavel+tj"), cluster: str = "si
                     out += [ElasticRun(policy, f"{trace}-{n}", cluster, p.max_jobs, seed, p.generations)
                             for seed in p.seeds]
     if cluster == "sia_hetero":
+        table4 = [*policies, *(TABLE4_ONLY if "gavel+tj" in policies else ())]
         out += [ElasticRun(policy, f"philly-{n}", "sia_homo", p.max_jobs, 0, p.generations)
-                for n in p.homogeneous for policy in policies if policy != "pollux" or p.pollux_traces is None]
+                for n in p.homogeneous for policy in table4 if policy != "pollux" or p.pollux_traces is None]
     return out
 
 

@@ -43,6 +43,7 @@ VOCABULARY: dict[str, tuple[str, str]] = {
     "sia": ("Sia", "#e6ab02"),
     "pollux": ("Pollux", "#66a61e"),
     "gavel+tj": ("Gavel+TJ", "#1b9e77"),
+    "themis+tj": ("Themis+TJ", "#7570b3"),
     "isolated": ("Isolated", "#c7c7c7"),
     "proportional": ("Proportional", "#a5a5a5"),
 }
