@@ -40,7 +40,7 @@ class MeasuredRates:
         The allocation is recomputed at the next plan when the rate moved by more than RATE_CHANGE: steady
         measurements do not re-solve the policy every round. True when the rate moved. A whole-round stage reads
         no table rate (it credits the iterations measured), so nothing moves there."""
-        if self.whole_rounds or not self._measurable(gpu_type, steps_per_s):
+        if not self.rounds.reads_table or not self._measurable(gpu_type, steps_per_s):
             return False
         s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
         old = self.tput[s, w]

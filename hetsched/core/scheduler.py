@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import logging
 import random
-from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
-from hetsched.core import kernels, round_kernels
+from hetsched.core import kernels
 from hetsched.core.entries import EntryTable
 from hetsched.core.measured import MeasuredRates
 from hetsched.core.pins import PinnedJobs
+from hetsched.core.plans import RoundPlan
 from hetsched.core.placement import Placer
 from hetsched.core.select import PrioritySelect
 from hetsched.core.slots import JobSlots
+from hetsched.core.task_rounds import TaskRounds
 from hetsched.core.views import PolicyViews
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import ClusterSpec
 from hetsched.model.jobs import Job
-from hetsched.model.throughputs import JobKey, ThroughputTable
+from hetsched.model.throughputs import ThroughputTable
 from hetsched.policies.base import Allocation, Policy
 from hetsched.policies.view import sorted_gpu_types
 from hetsched.rates.batch_sizes import BatchSizeSwitching
@@ -35,38 +36,6 @@ log = logging.getLogger(__name__)
 
 #: Gavel's mechanism visits GPU types in this order (heterogeneity-aware policies) before shuffling.
 CANONICAL_TYPE_ORDER = ("v100", "p100", "k80")
-
-
-@dataclass
-class Assignment:
-    """One combination placed for a round: its jobs, GPU type (column), GPU ids and per-job steps/s."""
-
-    entry: int
-    job_ids: tuple[int, ...]
-    gpu_type: int
-    gpus: tuple[int, ...]
-    throughputs: tuple[float, ...]
-    scale_factor: int
-    extended: bool = False
-    cpus: float = 0.0       # per GPU: CPU cores and GB of memory (CPU/memory-aware placement; 0 = no share)
-    mem_gb: float = 0.0
-
-
-@dataclass
-class RoundPlan:
-    """What to run next: chosen entries `entry[k]` on type column `gpu_type[k]` (and, placed, `assignments`)."""
-
-    now: float
-    entry: np.ndarray
-    gpu_type: np.ndarray
-    recomputed: bool = False
-    assignments: list[Assignment] = field(default_factory=list)
-    # Set by a whole-round stage (`RoundStage`; then `entry` holds slots): iterations per job this plan, the
-    # lease end, and how many identical rounds the plan stands for.
-    steps: np.ndarray | None = None
-    end: float = 0.0
-    rounds: int = 1
-    round_steps: np.ndarray | None = None     # a whole-round stage's iterations per job in one full round
 
 
 def check_entity_weights(policy, entity_weights) -> None:
@@ -78,9 +47,11 @@ def check_entity_weights(policy, entity_weights) -> None:
 
 class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, BatchSizeSwitching,
                 MeasuredRates):
-    """The one scheduler: Gavel's mechanism around an allocation policy (priorities = allocation / share
-    received, then placement), or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
-    planner, an ordering) or plans, places and credits whole rounds (`RoundStage`: Synergy's server rounds)."""
+    """The one scheduler: it holds the jobs and calls its round rules (`self.rounds`) for each job and round.
+    They are Gavel's micro-task rounds (`TaskRounds`) around an allocation policy (priorities = allocation / share
+    received, then placement) or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
+    planner, an ordering); or a stage that plans, places and credits whole rounds (`RoundStage`: Synergy's server
+    rounds, an elastic system's rounds)."""
 
     SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row", "arrival_s", "weight", "deadline",
                    "pin_off")
@@ -104,7 +75,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         # A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering) or whole rounds
         # (Synergy's); None: the policy's allocation and Gavel's priorities (docs/rules.md#decide).
         self.decide = decide
-        self.whole_rounds = decide is not None and decide.whole_rounds   # rates from the stage, not the table
+        self.rounds = TaskRounds(self) if decide is None else decide.round_rules(self)
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
         check_entity_weights(policy, self.entity_weights)
         self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
@@ -115,7 +86,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         # workers can join and leave (`set_cluster`) without reshaping the arrays.
         self.gpu_types = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)
         self.n = n = len(self.gpu_types)
-        missing = [g for g in self.gpu_types if g not in throughputs.gpu_types] if not self.whole_rounds else []
+        table_types = self.gpu_types if self.rounds.reads_table else ()    # a whole-round stage has the rates
+        missing = [g for g in table_types if g not in throughputs.gpu_types]
         if missing:
             raise HetschedError(f"throughput table {throughputs.name!r} has no GPU type {missing}")
         self._set_capacity(cluster)
@@ -123,7 +95,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         self._shuffler = random.Random(seed + 5)
         # The same generator as numbers for the compiled draws (kernels.shuffled), which quiet rounds make too.
         self._mt = np.array(self._shuffler.getstate()[1], np.int64) if self.shuffle and kernels.ENABLED else None
-        self._cols = np.array([throughputs.gpu_index(g) for g in self.gpu_types if not self.whole_rounds], np.int64)
+        self._cols = np.array([throughputs.gpu_index(g) for g in table_types], np.int64)
         self._row_rates: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # table row -> (tput, spread) per column
         # Jobs by slot.
         size = 64
@@ -155,7 +127,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         self.need_update = False
         self.last_reset_time = 0.0
         self.num_recomputes = 0
-        self._last_gpus: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
+        self.last_gpus: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}   # entry -> GPUs of its last round
         if decide is not None:
             decide.attach(self)
 
@@ -179,7 +151,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         if self.resources is not None:
             self.resources.cluster_changed(cluster)      # first: servers it cannot use change nothing
         self._set_capacity(cluster)
-        self._last_gpus = {}
+        self.last_gpus = {}
         self.need_update = True
         if self.decide is not None:
             self.decide.cluster_changed()
@@ -198,48 +170,13 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         if job.slo_factor is not None and job.duration_s is None:     # Gavel's .trace has SLOs but no durations
             raise HetschedError(f"job {job.job_id}: an SLO ({job.slo_factor:g} x its duration) but no duration_s, so "
                                 "no deadline; give the trace as .csv or .parquet, which keep durations")
-        if (self.whole_rounds or self.resources is not None) and (job.cpu_demand, job.mem_demand_gb) != (None, None):
-            raise HetschedError(f"job {job.job_id}: sets its own cpu_demand/mem_demand_gb, which no placement reads: "
-                                "CPU and memory demands come from its job type's profile (docs/rules.md#profiles). "
-                                "Leave those fields empty")
-        if self.whole_rounds:                   # the stage keeps the job's demands and rates by slot
-            self._pin_mask(job, self.decide.pool_types)    # its pool's types (the runtime's columns are the table's)
-            s = self._take_slot(job)
-            self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
-            self.scale[s], self.key_row[s] = job.scale_factor, -1        # no table row: the stage has the rates
-            try:
-                self.decide.job_added(job)
-            except HetschedError:
-                self._release_slot(job.job_id)
-                raise
-            return
-        key = JobKey(job.job_type, job.scale_factor)
-        known = key in self.table
-        pin = self._pin_mask(job)
-        s = self._take_slot(job)
-        if pin is not None:
-            self._pins[s] = pin
-            self.pin_off[s] = pin == 0
-        self.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
-        if known:
-            self._set_rates(s, self.table.index(key))
-        else:
-            # An unmeasured job type runs at a default rate until measurements arrive (Gavel's DEFAULT_THROUGHPUT).
-            self.key_row[s] = -1
-            self.tput[s] = self.tput_spread[s] = 1.0
-            self._apply_pin(s)
-        self.scale[s] = job.scale_factor
-        deadline = job.deadline_s
-        self.arrival_s[s], self.weight[s] = job.arrival_time_s, job.priority_weight
-        self.deadline[s] = np.nan if deadline is None else deadline
-        if self.resources is not None:
-            self.resources.add_job(s, job.job_type, job.scale_factor, self.tput[s])
-        if self.adaptation is not None:
-            self.adaptation.add_job(job)
-        self._add_entries([(job.job_id,)])
-        self.need_update = True
-        if self.decide is not None:
-            self.decide.job_added(job)
+        self.rounds.add_job(job, remaining_steps)
+
+    def own_demands_refused(self, job: Job) -> HetschedError:
+        """A job that sets its own CPU/memory demands, where the place stage reads its profile's."""
+        return HetschedError(f"job {job.job_id}: sets its own cpu_demand/mem_demand_gb, which no placement reads: "
+                             "CPU and memory demands come from its job type's profile (docs/rules.md#profiles). "
+                             "Leave those fields empty")
 
     def _set_rates(self, s: int, row: int) -> None:
         """Slot `s` runs the table's job key `row`: its consolidated and spread steps/s per type."""
@@ -255,21 +192,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
 
     def remove_job(self, job_id: int) -> None:
         self._moved_rates.pop(job_id, None)
-        if self.whole_rounds:
-            self.decide.job_removed(job_id)
-            self._release_slot(job_id)
-            return
-        s = self._release_slot(job_id)
-        if self._pins.pop(s, None) is not None:
-            self.pin_off[s] = False
-        if self.resources is not None:
-            self.resources.remove_job(s)
-        if self.adaptation is not None:
-            self.adaptation.remove_job(job_id)
-        self._drop_entries(np.flatnonzero((self.members[:, 0] == s) | (self.members[:, 1] == s)))
-        self.need_update = True
-        if self.decide is not None:
-            self.decide.job_removed(job_id)
+        self.rounds.remove_job(job_id)
 
     def set_remaining(self, job_id: int, steps: float) -> None:
         """Resynchronise a job's remaining steps with progress measured outside the core (the runtime)."""
@@ -310,89 +233,27 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
             return True
         return False
 
-    # ---- planning ---------------------------------------------------------------------------------
+    # ---- rounds: the round rules' calls ----------------------------------------------------------------
     def next_round_time(self, t: float) -> float:
-        """After an idle gap a round starts at the next arrival itself (docs/rules.md#round), or on the whole-round
-        stage's grid."""
-        return self.decide.next_round_time(t) if self.whole_rounds else t
+        """When the next round starts after an idle gap: at the next arrival itself (docs/rules.md#round), or on a
+        whole-round stage's grid."""
+        return self.rounds.next_round_time(t)
 
     def plan(self, now: float, force_recompute: bool = False, place: bool = True,
              next_arrival_s: float | None = None, servers: bool = False) -> RoundPlan:
-        """Decide, select and place the combinations to run from `now` (docs/rules.md#select). A whole-round stage
-        recomputes every round (`force_recompute` changes nothing) and merges rounds up to `next_arrival_s`;
-        `servers`: its assignments also name GPUs and CPU/memory shares (the runtime's leases)."""
-        if self.whole_rounds:
-            plan = self.decide.plan(now, next_arrival_s)
-            if servers:
-                self.decide.assign(plan)
-            return plan
-        if self.decide is not None:
-            entry, gpu_type, recomputed = self.decide.select(now)
-            plan = RoundPlan(now, entry, gpu_type, recomputed)
-        else:
-            order = self.type_order_for_round()          # drawn every planning step (docs/rules.md#select)
-            recomputed = self.maybe_recompute(now, force_recompute)
-            if not self.entries:
-                return RoundPlan(now, np.zeros(0, np.int64), np.zeros(0, np.int64), recomputed)
-            entry, gpu_type = self.select(order)
-            keep = self.in_alloc[entry]                  # the others leave their GPUs idle (docs/rules.md#select)
-            plan = RoundPlan(now, entry[keep], gpu_type[keep], recomputed)
-        if self.resources is not None:
-            self.resources.place(self, plan)           # servers, CPU and memory; sets this round's steps/s
-        elif place or self.placement_aware:
-            self._place(plan)
-        return plan
-
-    def _place(self, plan: RoundPlan) -> None:
-        items = [(int(e), int(w), int(self.escale[e]), self._last_gpus.get(self.entries[e]))
-                 for e, w in zip(plan.entry, plan.gpu_type)]
-        placed = {e: (gpus, extended, spread) for e, _, gpus, extended, spread in self.placer.place(items)}
-        for e, w in zip(plan.entry.tolist(), plan.gpu_type.tolist()):
-            gpus, extended, spread = placed[e]
-            ids = self.entries[e]
-            if spread and self.placement_aware and len(ids) == 1:
-                self.etput[e, w, 0] = self.tput_spread[self.members[e, 0], w]
-            elif len(ids) == 1:
-                self.etput[e, w, 0] = self.tput[self.members[e, 0], w]
-            tputs = tuple(float(v) for v in self.etput[e, w, : len(ids)])
-            plan.assignments.append(Assignment(e, ids, w, gpus, tputs, int(self.escale[e]), extended))
-        self._last_gpus = {a.job_ids: (a.gpu_type, a.gpus) for a in plan.assignments}
+        """Decide, select and place what runs from `now` (docs/rules.md#select). A whole-round stage recomputes
+        every round (`force_recompute` changes nothing) and merges rounds up to `next_arrival_s`; `servers`: its
+        assignments also name GPUs and CPU/memory shares (the runtime's leases)."""
+        return self.rounds.plan_round(now, force_recompute, place, next_arrival_s, servers)
 
     def entry_of(self, job_ids: tuple[int, ...]) -> int | None:
         """The row of a combination now (a whole-round stage's rows are its jobs' slots), or None if it left."""
-        if self.whole_rounds:
-            return self.slot.get(job_ids[0]) if len(job_ids) == 1 else None
-        return EntryTable.entry_of(self, job_ids)
+        return self.rounds.entry_of(job_ids)
 
-    # ---- progress ---------------------------------------------------------------------------------
     def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray) -> np.ndarray:
         """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
-        if self.whole_rounds:                   # `entry` holds slots; steps and times were measured (the runtime)
-            return self.decide.credit_measured(entry, steps[:, 0], exec_time)
-        if self.decide is None and round_kernels.ENABLED and (self.estimator is None or not self._has_pairs):
-            return round_kernels.credit_tasks(entry, gpu_type, self.members, steps, exec_time, self.t, self.S, self.remaining)
-        if self.decide is not None:
-            self.decide.measured(entry, gpu_type, exec_time)
-        self.t[entry, gpu_type] += exec_time          # an entry runs at most once per round
-        np.add.at(self.S, gpu_type, exec_time)        # sequential, in plan order (float order matters)
-        members = self.members[entry]
-        if self.estimator is not None and self._has_pairs:
-            for (a, b), w in zip(members.tolist(), gpu_type.tolist()):
-                if b >= 0:      # after a pair runs, its measured (oracle) throughput replaces the estimate
-                    ra, rb = int(self.key_row[a]), int(self.key_row[b])
-                    self._measured.update({(ra, rb, w), (rb, ra, w)})
-        if not self._has_pairs:
-            slots = members[:, 0]
-            self.remaining[slots] -= steps[:, 0]      # a job runs at most once per round
-        else:
-            valid = members >= 0
-            slots = members[valid]
-            self.remaining[slots] -= steps[valid]
-        done = slots[self.remaining[slots] <= 0]
-        if self.decide is not None:
-            self.decide.round_done()
-        return done
+        return self.rounds.credit(entry, gpu_type, steps, exec_time)
 
     def credit_plan(self, plan: RoundPlan) -> np.ndarray:
         """Credit a whole-round plan (docs/rules.md#server-credit); returns the slots of jobs that completed."""
-        return self.decide.credit_plan(plan)
+        return self.rounds.credit_plan(plan)

@@ -11,7 +11,8 @@ import numpy as np
 from hetsched.errors import HetschedError
 
 if TYPE_CHECKING:
-    from hetsched.core.scheduler import RoundPlan, Scheduler
+    from hetsched.core.plans import RoundPlan
+    from hetsched.core.scheduler import Scheduler
     from hetsched.model.jobs import Job
 
 
@@ -19,12 +20,14 @@ class DecideStage:
     """A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering): the interface the
     one `Scheduler` calls (docs/architecture.md#stages). The hooks default to doing nothing."""
 
-    #: False: the stage returns a round's (entries, GPU type columns) and the scheduler places them and credits
-    #: each micro-task; True (`RoundStage`): the stage also places and credits whole rounds.
-    whole_rounds: ClassVar[bool] = False
-
     def attach(self, sched: "Scheduler") -> None:
         self.sched = sched
+
+    def round_rules(self, sched: "Scheduler"):
+        """The round rules the scheduler calls with this decide stage: Gavel's micro-task rounds."""
+        from hetsched.core.task_rounds import TaskRounds
+
+        return TaskRounds(sched)
 
     def cluster_changed(self) -> None:
         """GPUs joined or left."""
@@ -73,8 +76,49 @@ class RoundStage(DecideStage):
     every lease ends with the round (Synergy, docs/rules.md#server-credit). A plan may stand for several
     identical rounds (`plan.rounds`)."""
 
-    whole_rounds: ClassVar[bool] = True
+    reads_table: ClassVar[bool] = False     # the stage has its jobs' rates, not the throughput table
     pool_types: tuple[str, ...]         # its servers' GPU types (pinned jobs are checked against them)
+
+    def round_rules(self, sched: "Scheduler") -> "RoundStage":
+        """Its own: the scheduler calls it for every job and round."""
+        return self
+
+    # ---- the one Scheduler's calls, for whole rounds ---------------------------------------------------
+    def add_job(self, job: "Job", remaining_steps: float | None) -> None:
+        """A slot for the job and its remaining steps (no table row: the stage keeps its demands and rates)."""
+        sched = self.sched
+        if (job.cpu_demand, job.mem_demand_gb) != (None, None):
+            raise sched.own_demands_refused(job)
+        sched._pin_mask(job, self.pool_types)      # its pool's types (the runtime's columns are the table's)
+        s = sched._take_slot(job)
+        sched.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
+        sched.scale[s], sched.key_row[s] = job.scale_factor, -1
+        try:
+            self.job_added(job)
+        except HetschedError:
+            sched._release_slot(job.job_id)
+            raise
+
+    def remove_job(self, job_id: int) -> None:
+        self.job_removed(job_id)
+        self.sched._release_slot(job_id)
+
+    def plan_round(self, now: float, force_recompute: bool, place: bool, next_arrival_s: float | None,
+                   servers: bool) -> "RoundPlan":
+        """The next plan (every round is decided again: `force_recompute` changes nothing); `servers`: its
+        assignments also name GPUs and CPU/memory shares (the runtime's leases)."""
+        plan = self.plan(now, next_arrival_s)
+        if servers:
+            self.assign(plan)
+        return plan
+
+    def entry_of(self, job_ids: tuple[int, ...]) -> int | None:
+        """A plan's rows are its jobs' slots."""
+        return self.sched.slot.get(job_ids[0]) if len(job_ids) == 1 else None
+
+    def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray) -> np.ndarray:
+        """Iterations and seconds measured outside the stage (the runtime): `entry` holds slots."""
+        return self.credit_measured(entry, steps[:, 0], exec_time)
 
     def select(self, now: float) -> "tuple[np.ndarray, np.ndarray, bool]":
         raise HetschedError("a whole-round stage plans rounds (`plan`), it does not select entries")

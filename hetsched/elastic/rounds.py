@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from hetsched.core.plans import Assignment, RoundPlan
 from hetsched.core.stages import RoundStage
 from hetsched.elastic.apps import Application, load_applications
 from hetsched.elastic.cluster import ElasticCluster, place
@@ -166,8 +167,6 @@ class ElasticRounds(RoundStage):
 
     def plan(self, now: float, next_arrival_s: float | None):
         """One round: the decide stage's (type, count) per job, placed on nodes; a changed allocation restarts."""
-        from hetsched.core.scheduler import RoundPlan
-
         jobs = list(self.elastic.values())
         skipped = round((now - self._decided_at) / self.round_s) - 1     # idle rounds the loop did not visit
         self.contention += [0] * max(skipped, 0) + [len(jobs)]
@@ -191,8 +190,6 @@ class ElasticRounds(RoundStage):
     def assign(self, plan) -> None:
         """Each running job's GPU ids: the ones it holds while its allocation stands, else free GPUs of the nodes
         its allocation names (jobs that keep theirs first)."""
-        from hetsched.core.scheduler import Assignment
-
         jobs = [int(self.sched.job_of_slot[s]) for s in plan.entry.tolist()]
         kept = {j: self.named[j][1] for j in jobs if j in self.named and self.named[j][0] == self.elastic[j].alloc}
         taken = {g for gpus in kept.values() for g in gpus}

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from hetsched.model.cluster import ClusterSpec
-from hetsched.core.scheduler import RoundPlan
+from hetsched.core.plans import RoundPlan
 from hetsched.errors import HetschedError, SpecError
 from hetsched.model.jobs import Job
 from hetsched.core.pipeline import grid_start

@@ -198,7 +198,7 @@ class ResultBuilder:
             raise SimulationError(f"job id {job.job_id} appears twice in the stream (arrivals at "
                                   f"{first.arrival_time_s:g} s and {job.arrival_time_s:g} s)")
         sched = self.sched
-        if not sched.whole_rounds and sched.key_row[slot] < 0:
+        if sched.rounds.reads_table and sched.key_row[slot] < 0:
             # The core runs an unmeasured type at a default rate until the runtime measures it; a simulation has
             # no measurements, so that rate would stay: refused (docs/rules.md#unmeasured).
             raise SimulationError(f"job {job.job_id}: {sched.table.lacks(job.job_type, job.scale_factor)}")

@@ -167,7 +167,7 @@ class RoundSimulation:
         self.round_start = now                   # after an idle gap the round starts now, not at the last end
         # With nothing running and nothing left to arrive, waiting cannot help: recompute now (docs/rules.md#reset).
         replay = self.rules.replay_reset and not running and nxt is None and bool(sched.jobs)
-        plan = self.plan = sched.plan(now, force_recompute=replay, place=self.place, next_arrival_s=nxt)
+        plan = self.plan = sched.rounds.plan_round(now, replay, self.place, nxt, False)    # the round rules' plan
         self.out.planned(plan)
         if len(plan.entry):
             self._run(plan)
@@ -225,7 +225,7 @@ class RoundSimulation:
         if tracker is not None:
             steps, exec_time = tracker.penalize(plan, steps, exec_time)
         self.out.round_done(plan, steps, self.round_start, self._ends, None if tracker is None else exec_time)
-        completed = sched.credit(plan.entry, plan.gpu_type, steps, exec_time)
+        completed = sched.rounds.credit(plan.entry, plan.gpu_type, steps, exec_time)
         if tracker is None and not len(completed):
             return
         members = sched.members[plan.entry].ravel()                       # (k, 2) -> aligned with finish
@@ -253,7 +253,7 @@ class RoundSimulation:
         runs its round from `lease_start_s` on (docs/rules.md#lease-start; one plan per round then)."""
         self._delay = None
         if self.rules.lease_start_s:
-            self.sched.decide.assign(plan)
+            self.sched.rounds.assign(plan)
             self._delay = self._lease_delays(plan)
             share = np.maximum(self.config.round_s - self._delay, 0.0) / self.config.round_s
             plan.steps = np.minimum(plan.steps, np.floor(plan.round_steps * share))
@@ -263,7 +263,7 @@ class RoundSimulation:
         if self.out.record_timeline:
             k = len(plan.entry)
             self.out.round_done(plan, np.stack([plan.steps, np.zeros(k)], axis=1), plan.now, np.full(k, now))
-        done = self.sched.credit_plan(plan)
+        done = self.sched.rounds.credit_plan(plan)
         if self.rules.fixed_rounds and len(done):       # docs/rules.md#fixed-rounds: done at its last step
             row = {s: i for i, s in enumerate(plan.entry.tolist())}
             k = np.array([row[s] for s in done.tolist()], np.int64)
@@ -276,7 +276,7 @@ class RoundSimulation:
                 self._retire(slot, end)
             return
         for slot in done.tolist():
-            self._retire(slot, self.sched.decide.finish_s(slot, now))
+            self._retire(slot, self.sched.rounds.finish_s(slot, now))
 
     def _retire(self, slot: int, finish: float) -> None:
         """A job completed at `finish`: record it and free its slot."""
@@ -294,7 +294,7 @@ class RoundSimulation:
         if nxt is not None:
             rules = self.rules
             start = grid_start(nxt, rules.grid_origin_s, rules.round_s) if rules.fixed_rounds else \
-                self.sched.next_round_time(nxt)
+                self.sched.rounds.next_round_time(nxt)
             self.now = max(self.now, start)
             return True
         return bool(self.sched.jobs)
@@ -319,7 +319,7 @@ class RoundSimulation:
         has run and then stop the run as stuck: refused when it arrives. Server rounds check their pool's size."""
         sched = self.sched
         key = (job.job_type, job.scale_factor, job.pinned_gpu_types)     # what the answer depends on
-        if sched.whole_rounds or key in self._fits:
+        if not sched.rounds.reads_table or key in self._fits:     # a whole-round stage checks its own
             return
         s = sched.slot[job.job_id]
         runs = sched.tput[s] > 0
