@@ -285,7 +285,10 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
     if rates.batch_size:
         from hetsched.rates.adaptation.runtime import RuntimeAdaptation
         adaptation = RuntimeAdaptation(table)
-    stage = None
+    stage = round_rules = None
+    if rules.ideal:                             # fluid rates between events, no rounds (docs/rules.md#ideal)
+        from hetsched.core.ideal_rounds import IdealRounds
+        round_rules = IdealRounds
     if d.kind == "planner":
         from hetsched.planner.core import Planner
         stage = Planner(d.policy.config)
@@ -295,7 +298,7 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
     return Scheduler(cluster, d.policy, table, round_s=rules.round_s,
                      min_reset_interval_s=rules.min_reset_interval_s, seed=seed, placement_aware=rates.placement_aware,
                      estimator=estimator, resources=resources, adaptation=adaptation, decide=stage,
-                     gpu_types=gpu_types, entity_weights=entity_weights)
+                     gpu_types=gpu_types, entity_weights=entity_weights, round_rules=round_rules)
 
 
 def composition_table() -> list[dict]:

@@ -61,7 +61,8 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
     def __init__(self, cluster: ClusterSpec, policy: Policy, throughputs: ThroughputTable, *,
                  round_s: float = 360.0, min_reset_interval_s: float = 1920.0, seed: int = 0,
                  placement_aware: bool = False, estimator=None, resources=None, adaptation=None, decide=None,
-                 gpu_types: tuple[str, ...] | None = None, entity_weights: Mapping[str, float] | None = None):
+                 gpu_types: tuple[str, ...] | None = None, entity_weights: Mapping[str, float] | None = None,
+                 round_rules: type | None = None):
         self.cluster = cluster
         self.policy = policy
         self.table = throughputs
@@ -75,7 +76,9 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         # A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering) or whole rounds
         # (Synergy's); None: the policy's allocation and Gavel's priorities (docs/rules.md#decide).
         self.decide = decide
-        self.rounds = TaskRounds(self) if decide is None else decide.round_rules(self)
+        # The round rules it calls (docs/architecture.md#stages): a decide stage's, else `round_rules` (the class of
+        # another, e.g. the ideal mechanism's fluid events) or Gavel's micro-task rounds.
+        self.rounds = decide.round_rules(self) if decide is not None else (round_rules or TaskRounds)(self)
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
         check_entity_weights(policy, self.entity_weights)
         self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)

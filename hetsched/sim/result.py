@@ -288,7 +288,7 @@ class ResultBuilder:
     def _flush(self, job_id: int, slot: int) -> None:
         rec = self.records[job_id]
         if self.core_accounts:
-            rec.start_time_s, rec.steps_done, rec.cost, rec.gpu_seconds = self.sched.decide.account(slot)
+            rec.start_time_s, rec.steps_done, rec.cost, rec.gpu_seconds = self.sched.rounds.account(slot)
             return
         row = self._acc[slot]
         rec.start_time_s, rec.steps_done, rec.cost = float(row[0]), float(row[1]), float(row[2])
@@ -305,8 +305,8 @@ class ResultBuilder:
         if self.record_timeline:
             timeline = {k: np.concatenate([c[k] for c in self._tl]) if self._tl else np.zeros(0, dtype)
                         for k, dtype in _TIMELINE_DTYPES.items()}
-        stats = self.sched.decide.stats if self.core_accounts else None
-        busy = self.sched.decide.busy_gpu_s if self.core_accounts else self.busy
+        stats = self.sched.rounds.stats if self.core_accounts else None
+        busy = self.sched.rounds.busy_gpu_s if self.core_accounts else self.busy
         return Result(self.sched.policy.name, self.sched.gpu_types, int(self.sched.capacity.sum()), self.records,
                       now, busy, self.config.window, self.rounds, self.sched.num_recomputes, timeline,
                       None if stats is None else stats.averages(self.config.round_s))

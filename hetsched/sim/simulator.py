@@ -66,9 +66,6 @@ def simulate(jobs: Iterable[Job], cluster: ClusterSpec, policy: Pipeline | objec
     a sweep's bounds).
     """
     sim = RoundSimulation(jobs, cluster, policy, throughputs, config, **overrides)
-    if sim.pipeline.rules.ideal:
-        from hetsched.sim.ideal import run_ideal
-        return run_ideal(sim.arrivals, sim.sched, sim.config, on_progress)
     rounds, limit = 0, sim.config.max_rounds
     while rounds < limit:
         # A step may run further rounds in which nothing happens (`quiet_rounds`), never past the next progress
@@ -118,7 +115,10 @@ class RoundSimulation:
         if config.window is not None and isinstance(jobs, (list, tuple)):
             _check_window(config.window, jobs)
         self.arrivals = Arrivals(jobs)
-        self.out = ResultBuilder(self.sched, config, core_accounts=self.rules.credit == "round")
+        # Progress is credited per micro-task, or with the whole plan: a round (docs/rules.md#credit) or, in the ideal
+        # mechanism, the fluid rates' interval up to the next event (docs/rules.md#ideal).
+        whole = self.rules.credit == "round" or self.rules.ideal
+        self.out = ResultBuilder(self.sched, config, core_accounts=whole)
         self.window_left = None if config.window is None else config.window[1] - config.window[0]
         self.place = config.record_timeline or config.placement_aware or bool(self.rules.lease_start_s)
         self._leases: dict[tuple[int, ...], tuple] = {}     # each running lease's GPUs and share (lease start)
@@ -133,13 +133,13 @@ class RoundSimulation:
             from hetsched.rates.adaptation.tracking import AdaptationTracker
             self.tracker = AdaptationTracker(self, table)
         # When progress is credited (docs/rules.md#credit): at each micro-task's own finish, or with the round.
-        self._credit, self._run = (self._credit_tasks, self._run_tasks) if self.rules.credit == "task" else \
+        self._credit, self._run = (self._credit_tasks, self._run_tasks) if not whole else \
             (self._credit_round, self._run_round)
         # Compiled credit that may go on with quiet rounds (core/kernels.py): per-entry micro-tasks, no stage that
         # acts between rounds (decide, CPU/memory placement, batch sizes, estimates, leases); a shuffled type order
         # is drawn in the kernel from the scheduler's generator state.
         sched = self.sched
-        self._quiet = round_kernels.ENABLED and self.rules.credit == "task" and not self.rules.fixed_rounds and not (
+        self._quiet = round_kernels.ENABLED and not whole and not self.rules.fixed_rounds and not (
             self.place or sched.placement_aware or self.out.record_timeline) and (
             not sched.shuffle or sched._mt is not None) and (
             self.tracker is None and sched.decide is None and sched.resources is None and sched.estimator is None)
@@ -260,7 +260,7 @@ class RoundSimulation:
 
     def _credit_round(self, plan) -> None:
         now = self.now = plan.end
-        if self.out.record_timeline:
+        if self.out.record_timeline and not self.rules.ideal:      # fluid shares hold no GPUs to show
             k = len(plan.entry)
             self.out.round_done(plan, np.stack([plan.steps, np.zeros(k)], axis=1), plan.now, np.full(k, now))
         done = self.sched.rounds.credit_plan(plan)
