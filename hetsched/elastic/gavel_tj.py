@@ -37,7 +37,6 @@ class GavelTunedJobs:
     admitted: dict = field(default_factory=dict)     # job -> time first seen
     _last: tuple = ()
     _x: np.ndarray | None = None
-    _now: float = 0.0
 
     def rate(self, job: ElasticJob, gpu_type: str) -> float:
         """Steps per second of the rigid job on `gpu_type`, at its GPU count packed onto nodes."""
@@ -55,9 +54,9 @@ class GavelTunedJobs:
                 self._rates[key] = app.calibration / (step + int(accum) * (step - sync))
         return self._rates[key]
 
-    def allocation(self, jobs: list[ElasticJob]) -> np.ndarray:
+    def allocation(self, jobs: list[ElasticJob], now: float) -> np.ndarray:
         """The LP's time fractions x[job, type]: maximise the summed rate within each job's time and each type's
-        GPUs."""
+        GPUs (or the core policy's, `policy`), recomputed when the job set changes."""
         import cvxpy as cp
 
         names = tuple(j.name for j in jobs)
@@ -66,25 +65,24 @@ class GavelTunedJobs:
         types = list(self.cluster.types)
         rates = np.array([[self.rate(j, t) for t in types] for j in jobs])
         scale = np.array([j.target_replicas for j in jobs], dtype=float)
-        self._last = names
         if self.policy is not None:
-            self._x = self._policy_allocation(jobs, types, rates, scale)
-            return self._x
-        x = cp.Variable(rates.shape)
-        capacity = np.array([self.cluster.gpus(t) for t in types], dtype=float)
-        problem = cp.Problem(cp.Maximize(cp.sum(cp.multiply(rates, x))),
-                             [x >= 0, x <= 1, cp.sum(x, axis=1) <= 1, scale @ x <= capacity])
-        problem.solve(solver=self.solver)
-        self._x = np.clip(np.asarray(x.value), 0.0, 1.0)
-        return self._x
+            x = self._policy_allocation(jobs, types, rates, scale, now)
+        else:
+            x = cp.Variable(rates.shape)
+            capacity = np.array([self.cluster.gpus(t) for t in types], dtype=float)
+            problem = cp.Problem(cp.Maximize(cp.sum(cp.multiply(rates, x))),
+                                 [x >= 0, x <= 1, cp.sum(x, axis=1) <= 1, scale @ x <= capacity])
+            problem.solve(solver=self.solver)
+            x = np.clip(np.asarray(x.value), 0.0, 1.0)
+        self._x, self._last = x, names
+        return x
 
-    def _policy_allocation(self, jobs: list[ElasticJob], types: list[str], rates: np.ndarray,
-                           scale: np.ndarray) -> np.ndarray:
+    def _policy_allocation(self, jobs: list[ElasticJob], types: list[str], rates: np.ndarray, scale: np.ndarray,
+                           now: float) -> np.ndarray:
         """The core policy's time fractions over a view of the rigid jobs: their rates per type at the tuned GPU
         count, and their remaining progress in the same units (docs/rules.md#themis-tj)."""
         from hetsched.policies.base import PolicyView
 
-        now = self._now
         view = PolicyView(np.arange(len(jobs)), tuple(types),
                           np.array([self.cluster.gpus(t) for t in types], dtype=float), rates, scale.astype(np.int64),
                           np.ones(len(jobs)),
@@ -100,8 +98,7 @@ class GavelTunedJobs:
                 got[job.alloc.gpu_type] = got.get(job.alloc.gpu_type, 0.0) + self.round_s
         if not jobs:
             return {}
-        self._now = now
-        x = self.allocation(jobs)
+        x = self.allocation(jobs, now)
         types = list(self.cluster.types)
         entries = []
         for i, job in enumerate(jobs):
