@@ -17,6 +17,9 @@ from hetsched.elastic.jobs import Allocation, ElasticJob
 from hetsched.elastic.sia import SiaPolicy, configurations
 from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
 from hetsched.errors import HetschedError, SpecError
+from hetsched.model.cluster import ClusterSpec
+from hetsched.model.jobs import Job
+from hetsched.sim.simulator import simulate
 
 TRUE = np.array([0.02, 3e-4, 0.05, 4e-3, 0.01, 2e-3, 2.5])
 
@@ -149,6 +152,22 @@ def test_a_job_alone_finishes_with_its_gpu_time_accounted():
     rounds = len(result.contention)
     assert 0 < result.jobs["gpu_hours"][0] * 3600 <= rounds * 60 * 4
     assert job.restarts is not None and result.jobs["completion_s"][0] > 60   # admitted at the first boundary
+
+
+def test_a_waiting_job_starts_at_the_round_its_restart_factor_lets_it_even_with_nothing_else_running():
+    """R80/R82: at age >= S every configuration is multiplied by r = age / (age + S); a lone cifar10 job (S = 30 s)
+    pays once r >= 1.1^-2, at age 142.8 s, so the decision at 180 s starts it. Rounds with a job waiting are
+    decided: the run neither stops as stuck nor jumps to the next arrival (which used to give 'no job can run')."""
+    cluster = ClusterSpec.load("4x4/8/64@t4")
+    alone = simulate([Job(0, 0.0, "cifar10", 1, 1.0)], cluster, "sia").jobs_frame()
+    assert alone["start_time_s"].tolist() == [180.0]
+    later = simulate([Job(0, 0.0, "cifar10", 1, 1.0), Job(1, 50_000.0, "bert", 1, 1.0)], cluster, "sia").jobs_frame()
+    assert later["start_time_s"].tolist() == [180.0, 50_040.0]
+    assert later["finish_time_s"][0] == alone["finish_time_s"][0]
+    policy = SiaPolicy(ElasticCluster.parse("4x4@t4"))
+    job = ElasticJob("0", load_applications()["cifar10"], 0.0, 1, 128)
+    assert policy.start_age(job) == pytest.approx(30 * 1.1 ** -2 / (1 - 1.1 ** -2))
+    assert SiaPolicy(ElasticCluster.parse("4x4@t4"), lam=0.9).start_age(job) is None    # 0.9^-2 > 1: never
 
 
 def test_bad_workload_rows_name_the_row_and_what_works():

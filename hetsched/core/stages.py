@@ -148,6 +148,14 @@ class RoundStage(DecideStage):
         """The first round start at or after `t` (rounds keep a grid)."""
         raise NotImplementedError
 
+    def idle_plan_s(self, now: float) -> float | None:
+        """When nothing ran: the next plan before the next arrival's (None: waiting changes no plan)."""
+        return None
+
+    def waiting_helps(self, now: float) -> bool:
+        """Whether a plan that runs nothing, with nothing left to arrive, can change by waiting alone."""
+        return False
+
     def account(self, slot: int) -> "tuple[float, float, float, dict[str, float]]":
         """(start time, steps done, cost, GPU-seconds per type) of the job in `slot`."""
         raise NotImplementedError

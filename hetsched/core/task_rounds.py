@@ -74,6 +74,14 @@ class TaskRounds:
         """After an idle gap a round starts at the next arrival itself (docs/rules.md#round)."""
         return t
 
+    def idle_plan_s(self, now: float) -> float | None:
+        """When nothing ran: the next plan before the next arrival's (None: waiting changes no plan)."""
+        return None
+
+    def waiting_helps(self, now: float) -> bool:
+        """Whether a plan that runs nothing, with nothing left to arrive, can change by waiting alone."""
+        return False
+
     def plan_round(self, now: float, force_recompute: bool, place: bool, next_arrival_s: float | None,
                    servers: bool) -> RoundPlan:
         """Decide and select the entries to run from `now` (docs/rules.md#select), then place them."""

@@ -90,6 +90,10 @@ class GavelTunedJobs:
                           np.array([now - self.admitted[j.name] for j in jobs]), now=now)
         return np.clip(np.asarray(self.policy.allocate(view).x, float), 0.0, 1.0)
 
+    def start_age(self, job: ElasticJob) -> float | None:
+        """A job left out with nothing else running does not start by waiting alone."""
+        return None
+
     def decide(self, jobs: list[ElasticJob], now: float) -> dict[str, tuple[str, int]]:
         for job in jobs:
             self.admitted.setdefault(job.name, now)

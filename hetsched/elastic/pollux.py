@@ -76,6 +76,10 @@ class PolluxPolicy:
         self._tables[job.name] = (key, out)
         return out
 
+    def start_age(self, job: ElasticJob) -> float | None:
+        """A job the search leaves out with nothing else running does not start by waiting alone."""
+        return None
+
     # --- the search -----------------------------------------------------------------------------------------------
     def decide(self, jobs: list[ElasticJob], now: float) -> dict[str, Allocation]:
         if not jobs:

@@ -165,6 +165,20 @@ class ElasticRounds(RoundStage):
         """The first decision at or after `t`: rounds keep a grid from 0, the first decision one round in (R82)."""
         return max(1.0, math.ceil(t / self.round_s)) * self.round_s
 
+    def idle_plan_s(self, now: float) -> float | None:
+        """A round with jobs arrived and unfinished is decided even when the last one ran nothing (R82)."""
+        return now + self.round_s if self.elastic else None
+
+    def waiting_helps(self, now: float) -> bool:
+        """Some job that holds no GPUs reaches the age at which it starts with nothing else running (Sia's restart
+        factor, R80) within two rounds of now."""
+        for job in self.elastic.values():
+            if job.alloc is None:
+                age = self.policy.start_age(job)
+                if age is not None and now <= job.submit_s + age + 2 * self.round_s:
+                    return True
+        return False
+
     def plan(self, now: float, next_arrival_s: float | None):
         """One round: the decide stage's (type, count) per job, placed on nodes; a changed allocation restarts."""
         jobs = list(self.elastic.values())

@@ -104,6 +104,19 @@ class SiaPolicy:
             return 1.0
         return max(age - (job.restarts or 0) * penalty, 0.0) / (age + penalty)
 
+    def start_age(self, job: ElasticJob) -> float | None:
+        """The age by which a job that holds no GPUs pays somewhere with nothing else running: its restart factor r
+        rises with its age, and a configuration pays once r x its best normalised goodput exceeds lambda^(1/p)
+        (R80); None if none ever will."""
+        row = self.goodput_row(job)
+        valid = row > 0
+        if not valid.any():
+            return None
+        reach = self.lam ** (1.0 / self.p) / (row[valid].max() / row[valid].min())
+        if reach >= 1.0:
+            return None
+        return job.app.restart_penalty_s * (reach + (job.restarts or 0)) / (1.0 - reach)
+
     def decide(self, jobs: list[ElasticJob], now: float) -> dict[str, tuple[str, int]]:
         """(GPU type, GPU count) per job that runs in the next round."""
         if not jobs:

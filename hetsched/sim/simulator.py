@@ -174,7 +174,7 @@ class RoundSimulation:
             self._stalled = 0
         elif nxt is None:
             self._stalled += 1
-            if self._stalled > 2:
+            if self._stalled > 2 and not sched.rounds.waiting_helps(now):
                 raise SimulationError(f"no job can run and none will arrive; stuck jobs {sorted(sched.jobs)[:5]} "
                                       f"(does each fit on some GPU type with non-zero throughput, and on some "
                                       f"server?)")
@@ -289,15 +289,21 @@ class RoundSimulation:
             self.window_left -= 1
 
     def _idle(self) -> bool:
-        """Nothing ran: wait for the round that holds the next arrival; False if none is left."""
+        """Nothing ran: wait for the round that holds the next arrival, or the round rules' next plan if that is
+        sooner (an elastic stage decides every round while jobs wait, docs/rules.md#elastic-loop); False if
+        neither is left and no job waits."""
         nxt = self.arrivals.peek_time()
+        sched = self.sched
+        wake = sched.rounds.idle_plan_s(self.now) if sched.jobs else None
         if nxt is not None:
             rules = self.rules
             start = grid_start(nxt, rules.grid_origin_s, rules.round_s) if rules.fixed_rounds else \
-                self.sched.rounds.next_round_time(nxt)
-            self.now = max(self.now, start)
+                sched.rounds.next_round_time(nxt)
+            self.now = max(self.now, start if wake is None else min(start, wake))
             return True
-        return bool(self.sched.jobs)
+        if wake is not None:
+            self.now = max(self.now, wake)
+        return bool(sched.jobs)
 
     def _admit(self, now: float) -> bool:
         """Jobs that arrived by `now` join (too many active jobs: the rate is saturated); False once the
