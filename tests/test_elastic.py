@@ -16,6 +16,7 @@ from hetsched.elastic.cluster import ElasticCluster, place
 from hetsched.elastic.jobs import Allocation, ElasticJob
 from hetsched.elastic.sia import SiaPolicy, configurations
 from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+from hetsched.core.pipeline import CompositionError
 from hetsched.errors import HetschedError, SpecError
 from hetsched.model.cluster import ClusterSpec
 from hetsched.model.jobs import Job
@@ -168,6 +169,14 @@ def test_a_waiting_job_starts_at_the_round_its_restart_factor_lets_it_even_with_
     job = ElasticJob("0", load_applications()["cifar10"], 0.0, 1, 128)
     assert policy.start_age(job) == pytest.approx(30 * 1.1 ** -2 / (1 - 1.1 ** -2))
     assert SiaPolicy(ElasticCluster.parse("4x4@t4"), lam=0.9).start_age(job) is None    # 0.9^-2 > 1: never
+
+
+@pytest.mark.parametrize("setting", [{"lease_start_s": 1.0}, {"fixed_rounds": True}])
+def test_round_settings_elastic_rounds_do_not_read_are_refused_not_a_crash(setting):
+    """Elastic rounds keep their own grid and credit whole rounds (R82): a lease start or fixed rounds would change
+    nothing, and used to end in a TypeError inside the loop; refused when the run is built (R72)."""
+    with pytest.raises(CompositionError, match=f"x {next(iter(setting))}=.*no stage of this run reads it"):
+        simulate([Job(0, 0.0, "bert", 1, 1.0)], ClusterSpec.load("1x4/8/64@t4"), "sia", **setting)
 
 
 def test_bad_workload_rows_name_the_row_and_what_works():

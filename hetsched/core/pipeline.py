@@ -276,9 +276,12 @@ class RoundRules:
     def reads(self, p: "Pipeline") -> frozenset[str]:
         """Rounds read their length, whether they are fixed, and the lease start where they place leases (not
         Synergy-OPT's bound); the grid origin where rounds keep a grid (fixed rounds, Synergy's server rounds);
-        server rounds whether one plan may stand for several rounds. A fluid run reads none of them."""
+        server rounds whether one plan may stand for several rounds. Elastic rounds read their length alone; a fluid
+        run reads none of them."""
         if self.ideal:
             return frozenset()
+        if p.decide.kind == "elastic":          # whole rounds on its own grid from 0 (R82): the length alone
+            return frozenset({"round_s"})
         reads = {"round_s", "fixed_rounds"}
         if p.place.kind != "opt":
             reads.add("lease_start_s")
