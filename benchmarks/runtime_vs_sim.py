@@ -4,12 +4,15 @@ realistic round length; prints the headline gaps as one JSON line and writes the
     python benchmarks/runtime_vs_sim.py --system gavel --round 60 --jobs 40
     python benchmarks/runtime_vs_sim.py --system shockwave --round 60 --jobs 40
     python benchmarks/runtime_vs_sim.py --system synergy --round 60 --jobs 40
+    python benchmarks/runtime_vs_sim.py --system sia --round 60 --jobs 20        # Sia's own time: about an hour
     python benchmarks/runtime_vs_sim.py --system gavel --policy max_min_fairness_perf+tune \
         --cluster 1x2/12/250@v100+1x2/12/250@k80 --round 60 --jobs 40      # TUNE on two GPU types
 
 What each system runs, and the three simulations the runtime is compared with (the papers' rules, the runtime's
 fixed rounds, calibrated with the measured lease start): `hetsched.experiments.runtime_vs_sim`. Wall time is
-about (jobs x mean rounds per job / GPUs) x round: 40 jobs at 60-s rounds take 35-70 minutes. `--resimulate
+about (jobs x mean rounds per job / GPUs) x round: 40 jobs at 60-s rounds take 35-70 minutes. Sia runs at a time
+scale of 60 s / the round (docs/rules.md#time-scale): at 60-s rounds its jobs take their applications' own time
+(20 jobs: about 62 minutes; 40: about 110). `--resimulate
 CSV` compares a saved run with the simulator as it is now (after a change to its rules), in seconds.
 Goal (issue 25): average JCT and makespan within 5 %, per-job p90 |ratio - 1| within 15 %.
 """

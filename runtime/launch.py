@@ -98,7 +98,7 @@ class LocalCluster:
                  throughputs: str = "gavel_simulation", worker_timeout_s: float = 4.0, max_attempts: int = 3,
                  tls: tuple[str, str, str] | None = None, gpus_per_worker: int = 1, seed: int = 0,
                  ready_timeout_s: float = 60.0, entity_weights: dict[str, float] | None = None,
-                 isolate: bool | None = None):
+                 isolate: bool | None = None, time_scale: float = 1.0):
         self.spec = ClusterSpec.load(cluster) if isinstance(cluster, str) else cluster
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -108,7 +108,7 @@ class LocalCluster:
         write_secret(self.token_files["worker"], self.worker_token)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("HETSCHED_")}
         self.tls, self.gpus_per_worker, self.seed = tls, gpus_per_worker, seed
-        self.policy, self.round_s, self.emulate = policy, round_s, emulate
+        self.policy, self.round_s, self.emulate, self.time_scale = policy, round_s, emulate, time_scale
         self.slowdowns = {**DEFAULT_SLOWDOWNS, **(slowdowns or {})}
         self.throughputs, self.worker_timeout_s, self.max_attempts = throughputs, worker_timeout_s, max_attempts
         self.entity_weights = dict(entity_weights or {})
@@ -163,6 +163,8 @@ class LocalCluster:
                 "--worker-token-file", str(self.token_files["worker"])]
         if self.tls:
             argv += ["--tls-key", str(self.tls[0]), "--tls-cert", str(self.tls[1])]
+        if self.time_scale != 1.0:
+            argv += ["--time-scale", repr(self.time_scale)]
         if self.entity_weights:
             weights = self.state_dir / "entity_weights.csv"
             with open(weights, "w", newline="") as f:

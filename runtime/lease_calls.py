@@ -43,7 +43,8 @@ class LeaseCalls:
                 self._measure(lease, req.steps_run, req.seconds)
             if req.finished:
                 self.finished_flag.add(req.job_id)
-            units = dict(batch_size=self.batch_size_of(row), total_steps=row.total_steps, steps_done=done)
+            units = dict(batch_size=self.batch_size_of(row), total_steps=row.total_steps, steps_done=done,
+                         emulated_steps_per_s=self.emulation(req.job_id, done, False)[0] if current else 0.0)
             if not req.finished and current and now < lease.deadline:
                 return pb2.UpdateLeaseResponse(keep_running=True, deadline_s=lease.deadline, now_s=now, **units)
             lease.told_stop = True

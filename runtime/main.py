@@ -67,6 +67,9 @@ def add_scheduler_args(p: argparse.ArgumentParser) -> None:
                    help="hierarchical policies: 'entity,weight' per user/team/vc (others weigh 1)")
     p.add_argument("--shockwave-config", default=None, metavar="PRESET|JSON",
                    help="Shockwave's planner settings, as `hetsched simulate --shockwave-config` reads them")
+    p.add_argument("--time-scale", type=float, default=1.0, metavar="K",
+                   help="elastic policies on emulated workers: one second stands for K seconds of the applications' "
+                        "training (docs/rules.md#time-scale; default 1)")
     p.add_argument("--tls-key", default=None, help="PEM private key: serve TLS")
     p.add_argument("--tls-cert", default=None, help="PEM certificate chain: serve TLS")
     p.add_argument("--insecure", action="store_true",
@@ -137,7 +140,7 @@ def run_scheduler(args) -> int:
                                  args.port, args.throughputs, seed=args.seed, worker_timeout_s=args.worker_timeout,
                                  max_attempts=args.max_attempts, slowdowns=_slowdowns(args.slowdowns), tls=tls,
                                  insecure=args.insecure, entity_weights=weights,
-                                 shockwave_config=args.shockwave_config)
+                                 shockwave_config=args.shockwave_config, time_scale=args.time_scale)
         port = server.start()
     except (HetschedError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -39,15 +39,15 @@ def emulated_throughputs(job_types: list[str], slowdowns: dict[str, float] | Non
 
 def run_on_local_cluster(jobs: list[Job], cluster: ClusterSpec | str, state_dir: str | Path, *,
                          policy: str = "max_min_fairness_perf", round_s: float = 2.0, timeout_s: float = 600,
-                         slowdowns: dict[str, float] | None = None) -> pd.DataFrame:
+                         slowdowns: dict[str, float] | None = None, time_scale: float = 1.0) -> pd.DataFrame:
     """Replay `jobs` (arrival times honoured) on emulated workers; returns each completed job's id, JCT, final
-    steps and batch size (0: not adaptive)."""
+    steps and batch size (0: not adaptive). `time_scale`: elastic policies' application seconds per second."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     table_path = state_dir / "emulated_throughputs.parquet"
     emulated_throughputs(job_types_of(jobs), slowdowns).write(table_path)
     with launch_local_cluster(cluster, state_dir, policy=policy, round_s=round_s, emulate=True,
-                              slowdowns=slowdowns, throughputs=str(table_path)) as local:
+                              slowdowns=slowdowns, throughputs=str(table_path), time_scale=time_scale) as local:
         start = _just_after_a_round(local, round_s)
         pending = sorted(jobs, key=lambda j: j.arrival_time_s)
         submitted: dict[int, float] = {}

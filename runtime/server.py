@@ -247,7 +247,8 @@ class SchedulerServer:
                  throughputs: str = "gavel_simulation", seed: int = 0, worker_timeout_s: float = 5.0,
                  max_attempts: int = 3, slowdowns: dict[str, float] | None = None,
                  tls: tuple[str, str] | None = None, insecure: bool = False,
-                 entity_weights: dict[str, float] | None = None, shockwave_config: str | None = None):
+                 entity_weights: dict[str, float] | None = None, shockwave_config: str | None = None,
+                 time_scale: float = 1.0):
         if not tls and not is_loopback(host):
             if not insecure:
                 raise HetschedError(f"binding {host} without TLS sends tokens, commands and checkpoints in clear: "
@@ -267,7 +268,7 @@ class SchedulerServer:
             self.state = RuntimeState(self.store, policy, round_s, load_throughputs(throughputs), seed,
                                       worker_timeout_s, max_attempts, slowdowns,
                                       CheckpointStore(self.state_dir / "checkpoints"), entity_weights,
-                                      shockwave_config)
+                                      shockwave_config, time_scale)
         except BaseException:
             os.close(self._lock_fd)         # a bad policy or table must not keep the directory locked
             raise

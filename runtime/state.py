@@ -59,14 +59,15 @@ class RuntimeState(WorkerCalls, LeaseCalls, Endings, BatchSizes, FixedCosts, Res
     def __init__(self, store: Store, policy: str, round_s: float, throughputs: ThroughputTable, seed: int = 0,
                  worker_timeout_s: float = 5.0, max_attempts: int = 3, slowdowns: dict[str, float] | None = None,
                  checkpoints: CheckpointStore | None = None, entity_weights: dict[str, float] | None = None,
-                 shockwave_config: str | None = None):
+                 shockwave_config: str | None = None, time_scale: float = 1.0):
         self.lock = threading.RLock()
         # Unknown names and refused compositions fail here, before any worker joins.
         decide = policy_for(policy, seed)
         kind = decide_of(decide).kind
         if shockwave_config:                                       # a preset or JSON file (docs/rules.md#ftf-ratio)
             decide = policy_for(policy, seed, **planner_params(kind, shockwave_config))
-        self.pipeline = pipeline_for(decide, SimulationConfig(round_s=round_s, seed=seed, **RUNTIME_SETTINGS[kind]))
+        self.pipeline = pipeline_for(decide, SimulationConfig(round_s=round_s, seed=seed, time_scale=time_scale,
+                                                              **RUNTIME_SETTINGS[kind]))
         check_runtime(self.pipeline)
         self.catalog = job_catalog(self.pipeline, throughputs)     # the job types submissions are checked against
         if kind == "elastic":          # elastic jobs: the measured applications and their GPU types are the table
@@ -349,6 +350,13 @@ class RuntimeState(WorkerCalls, LeaseCalls, Endings, BatchSizes, FixedCosts, Res
         self.store.set_states(forgotten, "queued")
         return running
 
+    def emulation(self, job_id: int, done_steps: float, new_lease: bool) -> tuple[float, float]:
+        """An elastic job's rate and restore for emulated workers this round, from the measured traces (R86a);
+        (0, 0) for other jobs: an emulated worker runs them at its own rate."""
+        if self.pipeline.decide.kind != "elastic" or self.core is None:
+            return 0.0, 0.0
+        return self.core.rounds.emulation(job_id, done_steps, new_lease)
+
     def _planned_speedup(self, a) -> float:
         """What a CPU/memory share adds to a job's table rate in the plan (TUNE's ideal share; docs/rules.md
         R52). Its measured rate is divided by it, so that the allocation keeps seeing the rate at the table's
@@ -372,12 +380,14 @@ class RuntimeState(WorkerCalls, LeaseCalls, Endings, BatchSizes, FixedCosts, Res
             self.by_lease_id.pop(self.tokens.pop(recent.pop(0)).lease_id, None)
         recent.append(lease.token)
         self.tokens[lease.token] = self.by_lease_id[lease.lease_id] = self.leases[row.job_id] = lease
+        rate, delay = self.emulation(row.job_id, row.steps_done, True)
         for rank, (worker_id, local) in enumerate(parts):
             self.workers[worker_id].to_start.append(pb2.Lease(
                 lease_id=lease.lease_id, job_id=row.job_id, job_type=row.job_type, command=row.command,
                 local_gpus=[local], deadline_s=deadline, total_steps=row.total_steps, steps_done=row.steps_done,
                 rank=rank, world_size=len(parts), slowdown=self.workers[worker_id].slowdown,
-                lease_token=lease.token, cpu_cores=cpus, mem_gb=mem_gb, batch_size=self.batch_size_of(row)))
+                lease_token=lease.token, cpu_cores=cpus, mem_gb=mem_gb, batch_size=self.batch_size_of(row),
+                emulated_steps_per_s=rate, emulated_delay_s=delay))
         if self.events.on:
             self.events.add(f"lease job={row.job_id} lease={lease.lease_id} gpu={gpu_type} ranks={len(parts)} "
                             f"cpus={cpus:g} mem_gb={mem_gb:g} until={deadline:.1f} partner={partner}")

@@ -58,6 +58,10 @@ class Running:
     log_path: Path | None
     started: float
     reported: float = 0.0
+    # An emulated job's progress: `base` steps at `since` (monotonic), then `rate` steps/s (docs/rules.md#time-scale).
+    base: float = 0.0
+    since: float = 0.0
+    rate: float = 0.0
 
 
 class Worker:
@@ -188,7 +192,11 @@ class Worker:
         if key in self.jobs:
             self._kill(key)
         if self.emulate:
-            self._add(key, Running(lease, None, None, time.monotonic(), time.monotonic()))
+            now = time.monotonic()
+            rate = lease.emulated_steps_per_s or emulated_rate(lease, (self.num_gpus, float(self.cpu_cores),
+                                                                       float(self.mem_gb)))
+            self._add(key, Running(lease, None, None, now, now, float(lease.steps_done),
+                                   now + lease.emulated_delay_s, rate))
             return
         log_path = self.work_dir / "logs" / f"job={lease.job_id}.lease={lease.lease_id}.rank={lease.rank}.log"
         home = self.job_dir(lease.job_id, lease.rank)
@@ -299,9 +307,9 @@ class Worker:
         if now - run.reported < self.report_s:
             return None
         lease = run.lease
-        rate = emulated_rate(lease, (self.num_gpus, float(self.cpu_cores), float(self.mem_gb)))
         start = int(lease.steps_done)
-        steps = start if lease.rank else min(int(lease.total_steps), int(start + rate * (now - run.started)))
+        done = run.base + run.rate * max(0.0, now - run.since)
+        steps = start if lease.rank else min(int(lease.total_steps), int(done))
         finished = steps >= lease.total_steps
         durable = steps if finished else max(start, steps // EMULATED_CHECKPOINT_EVERY * EMULATED_CHECKPOINT_EVERY)
         run.reported = now
@@ -316,7 +324,10 @@ class Worker:
         if resp.batch_size and resp.batch_size != lease.batch_size and not finished:
             # A batch-size switch: go on from the re-counted steps (checkpointed at once, as a LeaseIterator does).
             lease.batch_size, lease.total_steps, lease.steps_done = resp.batch_size, resp.total_steps, resp.steps_done
-            run.started = now
+            run.started = run.since = now
+            run.base = float(resp.steps_done)
+        elif resp.emulated_steps_per_s and resp.emulated_steps_per_s != run.rate:   # a new round's rate, from now
+            run.base, run.since, run.rate = done, max(now, run.since), resp.emulated_steps_per_s
         return 0 if finished or not resp.keep_running else None
 
     def run(self, stop_after_s: float | None = None, parent_pid: int | None = None) -> None:

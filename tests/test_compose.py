@@ -267,11 +267,14 @@ SETTINGS = {
     "over_deadline": (("shockwave", "shockwave", False), ("gavel", "gavel", False)),
     "placement_aware": (("gavel", "gavel", True), ("gavel+tune", "gavel", True)),
     "profiles_ratio": (("gavel+tune", "gavel", 4), ("gavel", "gavel", 4)),
+    "time_scale": (("sia", "", 15.0), ("gavel", "gavel", 15.0)),
 }
 
 
 def _with(rules: str, **setting) -> SimulationConfig:
     system, _, ideal = rules.partition("-")
+    if not system:                   # an elastic system's own rules
+        return SimulationConfig(ideal=bool(ideal), **setting)
     return SimulationConfig.for_system(system, ideal=bool(ideal), **setting)
 
 

@@ -171,6 +171,20 @@ def test_a_waiting_job_starts_at_the_round_its_restart_factor_lets_it_even_with_
     assert SiaPolicy(ElasticCluster.parse("4x4@t4"), lam=0.9).start_age(job) is None    # 0.9^-2 > 1: never
 
 
+@pytest.mark.parametrize("policy", ["sia", "pollux", "gavel+tj"])
+def test_a_time_scaled_run_is_the_applications_run_compressed_exactly(policy):
+    """R86a: with time_scale k, one second of the clock stands for k seconds of the applications' training; the
+    same jobs arriving k times sooner, in rounds k times shorter, finish k times sooner (k = 16: exact in floats)."""
+    from hetsched.elastic.names import ELASTIC_ROUND_S
+
+    cluster, k = ClusterSpec.load("2x4/8/64@t4+1x4/8/64@a100"), 16.0
+    jobs = [Job(i, 120.0 * i, app, 1 + i % 2, 1.0) for i, app in enumerate(["ncf", "cifar10", "bert", "ncf"])]
+    own = simulate(jobs, cluster, policy).jobs_frame()["jct_s"].to_numpy()
+    fast = [j.with_(arrival_time_s=j.arrival_time_s / k) for j in jobs]
+    scaled = simulate(fast, cluster, policy, round_s=ELASTIC_ROUND_S[policy] / k, time_scale=k).jobs_frame()
+    assert (scaled["jct_s"].to_numpy() * k == own).all() and len(set(own)) > 2
+
+
 @pytest.mark.parametrize("setting", [{"lease_start_s": 1.0}, {"fixed_rounds": True}])
 def test_round_settings_elastic_rounds_do_not_read_are_refused_not_a_crash(setting):
     """Elastic rounds keep their own grid and credit whole rounds (R82): a lease start or fixed rounds would change

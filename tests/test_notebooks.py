@@ -43,7 +43,7 @@ EXPECTED = {
     "throughput_estimation": ({"variant", "paper_rate", "avg_jct_h"},
                               {"variant": {"SS, oracle", "no SS", "SS, estimated (16 refs, 20 %)"}}),
     "runtime_vs_simulation": ({"system", "job_id", "jct_runtime_s", "jct_sim_s", "jct_calibrated_s", "ratio"},
-                              {"system": {"gavel", "shockwave", "synergy"}}),
+                              {"system": {"gavel", "shockwave", "synergy", "sia"}}),
     "cost_slo": ({"policy", "total_cost", "slo_violations"},
                  {"policy": {"max_sum_throughput_normalized_by_cost_perf_SLOs", "max_min_fairness_perf"}}),
     "synergy_fig01_sensitivity": ({"model", "cpus_per_gpu", "mem_gb_per_gpu", "relative_throughput"},

@@ -113,8 +113,10 @@ def test_a_restarted_runtime_gives_each_job_back_what_its_model_learnt(tmp_path)
 
 def test_an_adaptive_job_changes_gpu_count_twice_on_emulated_workers_and_every_step_is_accounted(tmp_path):
     """Two emulated 4-GPU workers under Sia: a lone job starts on one GPU and grows as its model learns; each
-    change is a new lease of a new world size that starts from the durable steps of the last one."""
-    with launch_local_cluster("t4=8", tmp_path, policy="sia", round_s=1.0, emulate=True, gpus_per_worker=4) as c:
+    change is a new lease of a new world size that starts from the durable steps of the last one. The emulated job
+    runs at the measured traces' rate for its allocation, at a time scale of 60 (about 26 s for cifar10)."""
+    with launch_local_cluster("t4=8", tmp_path, policy="sia", round_s=1.0, emulate=True, gpus_per_worker=4,
+                              time_scale=60.0) as c:          # Sia's 60-s rounds in 1 s (R86a)
         c.submit([Job(0, 0.0, "cifar10", 1, 1500, command="emulated")])
         final = c.wait(scaled(120))
     row = final.iloc[0]
@@ -167,3 +169,50 @@ def test_elastic_jobs_given_to_simulate_run_in_the_one_loop_as_a_workload_table_
         rec = result.jobs[i]
         assert rec.jct_s == table.at[name, "jct_s"]
         assert sum(rec.gpu_seconds.values()) / 3600 == pytest.approx(table.at[name, "gpu_hours"], rel=1e-12)
+
+
+
+def test_emulated_workers_without_overheads_finish_each_job_when_the_simulator_does(tmp_path):
+    """R86a: an emulated elastic job runs each lease at the rate the measured traces give its allocation, after its
+    application's restore. Workers that start every lease at once and report exactly that (no runtime overhead)
+    finish time-scaled jobs within a round of the simulator at the same time scale, GPU counts changing."""
+    k, round_s, total = 16.0, 3.75, 10_000
+    apps = {0: "cifar10", 1: "ncf"}
+    state = RuntimeState(Store(tmp_path / "s.sqlite"), "sia", round_s, TABLE, time_scale=k)
+    for name in "ab":
+        state.register("t4", 4, name)
+    for job_id, app in apps.items():
+        _submit(state, job_id, app=app, steps=total)
+    state.epoch -= round_s          # submitted at 0, the first decision one round in: the simulator's jobs at round_s
+    done, finish, sizes = dict.fromkeys(apps, 0.0), {}, set()
+    for r in range(1, 100):
+        state.round(state.now() + round_s)
+        new = {m.job_id: m for info in state.workers.values() for m in info.to_start if m.rank == 0}
+        sizes |= {m.world_size for m in new.values()}
+        for info in state.workers.values():
+            info.to_start = []
+        for job_id, lease in list(state.leases.items()):
+            if lease.deadline <= state.now():               # not planned: it ends at this boundary
+                continue
+            m = new.get(job_id)
+            rate, delay = (m.emulated_steps_per_s, m.emulated_delay_s) if m else \
+                (state.emulation(job_id, done[job_id], False)[0], 0.0)
+            lease.started_at = state.now()
+            if done[job_id] + rate * (round_s - delay) >= total:         # finishes in this round: reported done
+                finish[job_id] = r * round_s + delay + (total - done[job_id]) / rate
+                state.live_steps[job_id] = total
+                state.finished_flag.add(job_id)
+                worker = state.workers[lease.parts[0][0]]
+                state.report_exit(pb2.ExitReport(worker_id=worker.worker_id, job_id=job_id, lease_id=lease.lease_id,
+                                                 exit_code=0, session=worker.session, rank=0))
+                continue
+            done[job_id] += rate * max(round_s - delay, 0.0)
+            state.live_steps[job_id] = state.active[job_id].steps_done = int(done[job_id])
+        if len(finish) == len(apps):
+            break
+        state.epoch -= round_s
+    sim = simulate([Job(j, round_s, app, 1, total) for j, app in apps.items()], ClusterSpec.load("2x4/8/64@t4"), "sia",
+                   round_s=round_s, time_scale=k).jobs_frame().set_index("job_id")["finish_time_s"]
+    assert sorted(finish) == [0, 1] and len(sizes) > 2, (finish, sizes)      # both finished; counts changed
+    for job_id in apps:
+        assert abs(finish[job_id] - sim[job_id]) <= round_s, (job_id, finish[job_id], sim[job_id])

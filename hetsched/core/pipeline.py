@@ -230,6 +230,7 @@ class RoundRules:
     grid_origin_s: float = 0.0
     macro_rounds: bool = True
     ideal: bool = False
+    time_scale: float = 1.0         # elastic rounds: application seconds per second of the clock
 
     def __post_init__(self):
         """Values no run can mean (a zero or NaN round ran until its round budget; an unknown credit failed deep
@@ -259,6 +260,8 @@ class RoundRules:
             parts.append("no over-deadline completion")
         if self.grid_origin_s:
             parts.append(f"grid origin {self.grid_origin_s:g} s")
+        if self.time_scale != 1.0:
+            parts.append(f"time scale {self.time_scale:g}")
         if self.ideal:
             parts = ["ideal (fluid, no rounds)"]
         return f"rules {', '.join(parts)!r}"
@@ -281,7 +284,7 @@ class RoundRules:
         if self.ideal:
             return frozenset()
         if p.decide.kind == "elastic":          # whole rounds on its own grid from 0 (R82): the length alone
-            return frozenset({"round_s"})
+            return frozenset({"round_s", "time_scale"})
         reads = {"round_s", "fixed_rounds"}
         if p.place.kind != "opt":
             reads.add("lease_start_s")
@@ -357,4 +360,5 @@ READ_BY: dict[str, str] = {
     "over_deadline": "runtime batch sizes (dynamic_adaptation=True, as Shockwave's rules set it)",
     "placement_aware": "GPU-only placement in rounds (e.g. 'gavel', not 'gavel+tune')",
     "profiles_ratio": "a CPU/memory placement (e.g. 'gavel+tune', 'FIFO+tune')",
+    "time_scale": "elastic rounds (sia, pollux, gavel+tj, themis+tj)",
 }

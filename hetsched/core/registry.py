@@ -142,7 +142,7 @@ def pipeline_for(policy, config, cluster=None, *, suggest: bool = True) -> Pipel
         min_reset_interval_s=config.min_reset_interval_s, preemption_penalty_s=config.preemption_penalty_s,
         lease_start_s=config.lease_start_s, fixed_rounds=config.fixed_rounds,
         over_deadline=config.over_deadline, replay_reset=config.replay_reset, grid_origin_s=config.round_origin_s,
-        macro_rounds=config.macro_rounds, ideal=config.ideal)
+        macro_rounds=config.macro_rounds, ideal=config.ideal, time_scale=config.time_scale)
     rates = Rates(placement_aware=config.placement_aware, batch_size=config.dynamic_adaptation,
                   estimate_colocation=config.estimate_colocation, profiles_ratio=config.profiles_ratio)
     pipeline = Pipeline(policy.name, decide, Select(SELECT_FOR[decide.kind]), place_of(policy), rates, rules)
@@ -258,7 +258,8 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
     from hetsched.core.scheduler import Scheduler
     if d.kind == "elastic":
         from hetsched.elastic.rounds import ElasticRounds
-        rounds = ElasticRounds(cluster, d.policy.name, rules.round_s, seed=seed, prepared=d.policy.prepared)
+        rounds = ElasticRounds(cluster, d.policy.name, rules.round_s, seed=seed, prepared=d.policy.prepared,
+                               time_scale=rules.time_scale)
         return Scheduler(cluster, d.policy, table, round_s=rules.round_s, seed=seed, decide=rounds, gpu_types=gpu_types)
     if whole_rounds(pipeline):
         from hetsched.resources import load_sensitivity, profiles_ratio_for

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Mapping
@@ -50,6 +51,9 @@ class SimulationConfig:
     over_deadline: bool = True
     dynamic_adaptation: bool = False
     replay_reset: bool = True
+    # Elastic rounds (docs/rules.md#time-scale): one second of the run's clock stands for this many seconds of the
+    # applications' training (an emulated runtime's compressed time); 1: the applications' own time.
+    time_scale: float = 1.0
     # When progress is credited (docs/rules.md#credit): "task" (each micro-task, Gavel and Shockwave), "round"
     # (every lease ends with the round, Synergy's server rounds); None: the decide stage's own (round for orderings).
     credit: str | None = None
@@ -74,6 +78,8 @@ class SimulationConfig:
         if self.profiles_ratio is not None and not (whole_numbers((self.profiles_ratio,), 1)
                                                     and self.profiles_ratio >= 1):
             bad.append(f"profiles_ratio={self.profiles_ratio!r} (None or whole cores per GPU >= 1)")
+        if not (isinstance(self.time_scale, (int, float)) and math.isfinite(self.time_scale) and self.time_scale > 0):
+            bad.append(f"time_scale={self.time_scale!r} (a positive number)")
         if self.system is not None and self.system not in SYSTEM_RULES:
             bad.append(f"system={self.system!r} (None or one of {', '.join(SYSTEM_RULES)})")
         if bad:

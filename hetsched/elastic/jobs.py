@@ -5,6 +5,7 @@ what it has run is the profile its own goodput model is fitted to, one model per
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -102,16 +103,24 @@ class ElasticJob:
         """A round on the runtime (docs/rules.md#elastic-runtime): the job ran `seconds` under its allocation and has
         done `done_fraction` of its steps, as its processes reported. Its restore is over once it has run; its epoch
         follows the measured progress; its model learns the traces' step time for its placement (a GPU type on
-        the runtime is a label), and its batch is chosen again with what it learnt."""
+        the runtime is a label), and its batch is chosen again with what it learnt. Its restore is what is left of
+        the application's after the seconds it has held its GPUs (the artifact's pin while restoring, R80)."""
         if self.alloc is None or seconds <= 0:
             return
         self.gpu_seconds += seconds * self.alloc.gpus
-        self.rescale_left = 0.0
+        self.rescale_left = max(self.rescale_left - seconds, 0.0)
         app, placement = self.app, self.alloc.placement
         self.epoch = min(app.max_epochs - 1, int(min(max(done_fraction, 0.0), 1.0) * app.max_epochs))
         step_s, sync_s = app.types[self.alloc.gpu_type].step_time(placement, self.atomic_bsz)
         self._observe(len(placement), self.alloc.gpus, step_s, sync_s, app.grad_stats(self.batch_size, self.epoch))
         self.choose_batch()
+
+    def twin(self) -> "ElasticJob":
+        """A copy that can run on (the emulated truth of a round) without teaching this job's model."""
+        twin = copy.copy(self)
+        twin.profiles = {t: dict(seen) for t, seen in self.profiles.items()}
+        twin.params, twin.max_profiled = dict(self.params), dict(self.max_profiled)
+        return twin
 
     @property
     def batch_size(self) -> int:

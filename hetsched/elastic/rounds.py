@@ -58,8 +58,10 @@ class ElasticRounds(RoundStage):
     GPU type; jobs keep their GPU ids while their allocation stands (their leases are extended)."""
 
     def __init__(self, cluster, name: str, round_s: float, seed: int = 0, apps: dict | None = None,
-                 prepared: tuple | None = None):
+                 prepared: tuple | None = None, time_scale: float = 1.0):
         self.name, self.round_s, self.seed = name, float(round_s), seed
+        self.k = float(time_scale)        # application seconds per second of the clock (R86a)
+        self._emulation: dict[tuple, tuple[float, float]] = {}   # (job id, new lease) -> (steps/s, restore s)
         self.apps = apps if apps is not None else load_applications()
         self.keys = ApplicationKeys(self.apps)
         self.elastic: dict[int, ElasticJob] = {}          # job id -> its elastic state, in arrival order
@@ -105,7 +107,7 @@ class ElasticRounds(RoundStage):
 
     def _new_policy(self) -> None:
         options = {"seed": self.seed} if self.name == "pollux" else {}
-        self.policy, self.category, _ = make_elastic_policy(self.name, self.ecluster, self.round_s, **options)
+        self.policy, self.category, _ = make_elastic_policy(self.name, self.ecluster, self.round_s * self.k, **options)
 
     def cluster_changed(self) -> None:
         """Workers joined or left: the new nodes and a decide stage built on them (Pollux's search starts afresh); a
@@ -152,7 +154,7 @@ class ElasticRounds(RoundStage):
             raise HetschedError(f"job {job.job_id}: pinned to {job.pinned_gpu_types}, and {self.name} chooses each "
                                 "job's GPU type itself; submit it without a pin")
         batch = job.batch_size or min(app.init_batch_size * job.scale_factor, app.max_batch_size)
-        self.elastic[job.job_id] = ElasticJob(str(job.job_id), app, job.arrival_time_s, job.scale_factor, batch,
+        self.elastic[job.job_id] = ElasticJob(str(job.job_id), app, job.arrival_time_s * self.k, job.scale_factor, batch,
                                               self.category, getattr(self.policy, "unaware", False))
 
     def job_removed(self, job_id: int) -> None:
@@ -175,7 +177,7 @@ class ElasticRounds(RoundStage):
         for job in self.elastic.values():
             if job.alloc is None:
                 age = self.policy.start_age(job)
-                if age is not None and now <= job.submit_s + age + 2 * self.round_s:
+                if age is not None and now * self.k <= job.submit_s + age + 2 * self.round_s * self.k:
                     return True
         return False
 
@@ -187,13 +189,14 @@ class ElasticRounds(RoundStage):
         self.decide_s += [float("nan")] * max(skipped, 0)                    # no decision there: none timed
         self._decided_at = now
         start = time.process_time()
-        wanted = self.policy.decide(jobs, now)
+        wanted = self.policy.decide(jobs, now * self.k)
         self.decide_s.append(time.process_time() - start)
         allocs = place(self.ecluster, {j.name: j.alloc for j in jobs}, wanted)
         for job in jobs:
             new = allocs.get(job.name)
             if new != job.alloc:
                 job.reallocate(new)
+        self._emulation = {}
         running = [(job_id, job) for job_id, job in self.elastic.items() if job.alloc is not None]
         columns = {t: i for i, t in enumerate(self.sched.gpu_types)}
         slot = self.sched.slot
@@ -229,7 +232,7 @@ class ElasticRounds(RoundStage):
         for s, ran, secs in zip(slots.tolist(), np.asarray(steps, float).tolist(), np.asarray(seconds).tolist()):
             remaining[s] -= ran
             job_id = int(self.sched.job_of_slot[s])
-            self.elastic[job_id].run_measured(secs, 1.0 - remaining[s] / self.total[job_id])
+            self.elastic[job_id].run_measured(secs * self.k, 1.0 - remaining[s] / self.total[job_id])
             if remaining[s] <= 0:
                 done.append(s)
         return np.array(done, np.int64)
@@ -245,7 +248,7 @@ class ElasticRounds(RoundStage):
             self.started.setdefault(s, plan.now)
             self.gpu_s[s][job.alloc.gpu_type] = self.gpu_s[s].get(job.alloc.gpu_type, 0.0) + seconds
             self.busy_gpu_s += seconds
-            job.step(self.round_s, plan.now)
+            job.step(self.round_s * self.k, plan.now * self.k)
             if job.completion_s is not None:
                 job.alloc = None
                 self.sched.remaining[s] = 0.0
@@ -255,12 +258,36 @@ class ElasticRounds(RoundStage):
 
     def finish_s(self, slot: int, end: float) -> float:
         """A job completes inside the round, on the second its last epoch ends (R77)."""
-        return float(self.elastic[int(self.sched.job_of_slot[slot])].completion_s)
+        return float(self.elastic[int(self.sched.job_of_slot[slot])].completion_s) / self.k
 
     def account(self, slot: int) -> tuple[float, float, float, dict[str, float]]:
         """(first start, epochs done, cost (no prices), GPU-seconds per type) of the job in `slot`."""
         job = self.elastic[int(self.sched.job_of_slot[slot])]
         return self.started.get(slot, float("nan")), float(job.epoch), 0.0, dict(self.gpu_s[slot])
+
+    def emulation(self, job_id: int, done_steps: float, new_lease: bool) -> tuple[float, float]:
+        """What an emulated process of a job runs at this round (R86a): steps per second of the clock from
+        `done_steps` on, by the measured traces on its allocation (its progress, batch and epoch as the simulator
+        steps them), and for a new lease the restore left before them (seconds of the clock; a lease that goes on
+        spreads it over the round); (0, 0) for a job that holds no GPUs."""
+        hit = self._emulation.get((job_id, new_lease))
+        if hit is not None:
+            return hit
+        job, total = self.elastic[job_id], self.total[job_id]
+        if job.alloc is None or total <= 0:
+            return 0.0, 0.0
+        app, twin = job.app, job.twin()
+        twin.progress = min(max(done_steps / total, 0.0), 1.0) * app.target_progress
+        twin.epoch = int(np.searchsorted(app.epoch_progress[:app.max_epochs], twin.progress, side="right"))
+        if twin.epoch >= app.max_epochs:
+            return 0.0, 0.0
+        start, before, restore = self._decided_at * self.k, twin.progress, min(twin.rescale_left, self.round_s * self.k)
+        twin.step(self.round_s * self.k, start)
+        ran = (twin.completion_s if twin.completion_s is not None else start + self.round_s * self.k) - start
+        ran, delay = (ran - restore, restore / self.k) if new_lease else (ran, 0.0)
+        steps = (twin.progress - before) / app.target_progress * total
+        hit = self._emulation[job_id, new_lease] = (steps / ran * self.k if ran > 0 else 0.0, delay)
+        return hit
 
     # ---- a restarted runtime ------------------------------------------------------------------------
     def histories(self, credited: list[int]) -> list[tuple[int, dict]]:

@@ -6,6 +6,11 @@
 - shockwave: the planner on one GPU type with Accordion and GNS jobs that switch batch sizes on both sides
   (docs/rules.md#runtime-batch-sizes); no preemption penalty in the simulator: the runtime's restart cost is
   measured and reported beside the penalty Shockwave's rules model (20 s).
+- sia: Sia's 60-s rounds on two GPU types, adaptive jobs of the short applications; the runtime and the simulator
+  both run at a time scale of 60 s / the round (docs/rules.md#time-scale): an emulated elastic job runs each
+  round at the rate the measured traces give its allocation, after its application's restore. Only the plain
+  simulation: elastic rounds read neither fixed rounds nor a lease start (R82), so the runtime's restarts are
+  reported beside the restore the applications model.
 - synergy: FIFO+tune on emulated servers with CPU cores and memory; an emulated profiled job runs at its
   profile's throughput at its share, one wall second standing for EMULATED_TIME_SCALE seconds of training, so the
   simulator runs at EMULATED_TIME_SCALE x the round and its JCTs are divided by it.
@@ -40,7 +45,10 @@ from hetsched.traces import GavelGenerator
 log = logging.getLogger(__name__)
 
 SYSTEMS = {"gavel": ("max_min_fairness_perf", "2:1:1"), "shockwave": ("shockwave", "4:0:0"),
-           "synergy": ("FIFO+tune", "1x4/24/500@v100")}
+           "synergy": ("FIFO+tune", "1x4/24/500@v100"), "sia": ("sia", "2x4/8/64@t4+1x4/8/64@a100")}
+SIA_APPS = ("ncf", "cifar10", "ncf", "bert", "ncf", "cifar10")     # alone on 4 t4s: 6-45 Sia-minutes
+SIA_ROUND_S = 60.0
+ELASTIC_STEPS = 10_000              # an elastic job's steps: shares of its application's work
 ADAPTIVE = (("ResNet-18 (batch size 64)", "gns"), ("Recommendation (batch size 512)", "accordion"),
             ("ResNet-18 (batch size 32)", "accordion"), ("LM (batch size 20)", "static"),
             ("ResNet-50 (batch size 64)", "static"))
@@ -51,6 +59,9 @@ SIMULATIONS = ("sim", "fixed", "calibrated")
 def trace(system: str, num_jobs: int, round_s: float, gap_s: float, seed: int) -> list[Job]:
     """Each job needs 1-6 rounds of work on the fastest GPU; arrivals `gap_s` apart."""
     rng = np.random.default_rng(seed)
+    if system == "sia":
+        return [Job(i, i * gap_s, app, int(k), ELASTIC_STEPS, command="emulated")
+                for i, (app, k) in enumerate(zip(np.resize(SIA_APPS, num_jobs), rng.choice([1, 2], num_jobs)))]
     rounds = rng.uniform(1.0, 6.0, num_jobs)
     if system == "synergy":
         from hetsched.resources.profiles import load_sensitivity
@@ -73,9 +84,15 @@ def trace(system: str, num_jobs: int, round_s: float, gap_s: float, seed: int) -
 
 
 def simulated(system: str, jobs: list[Job], cluster: str, policy: str, round_s: float, lease_start_s: float = 0.0,
-              fixed_rounds: bool = False, origin_s: float = 0.0) -> pd.Series:
+              fixed_rounds: bool = False, origin_s: float = 0.0) -> pd.Series | None:
     """Per-job JCTs (wall seconds) the simulator predicts under the runtime's round rules; calibrated with the
-    runtime's lease start and its wall-clock rounds from `origin_s`, all in wall seconds."""
+    runtime's lease start and its wall-clock rounds from `origin_s`, all in wall seconds. Sia: the plain
+    simulation at the runtime's time scale; None for the others, which elastic rounds do not read."""
+    if system == "sia":
+        if fixed_rounds or lease_start_s:
+            return None
+        res = simulate(jobs, ClusterSpec.load(cluster), policy, round_s=round_s, time_scale=time_scale(round_s))
+        return res.jobs_frame().set_index("job_id")["jct_s"]
     if system == "synergy":
         scale = EMULATED_TIME_SCALE
         scaled = [j.with_(arrival_time_s=j.arrival_time_s * scale) for j in jobs]
@@ -92,9 +109,17 @@ def simulated(system: str, jobs: list[Job], cluster: str, policy: str, round_s: 
     return res.jobs_frame().set_index("job_id")["jct_s"]
 
 
+def time_scale(round_s: float) -> float:
+    """Sia's application seconds per second of the clock: its 60-s rounds last `round_s`."""
+    return SIA_ROUND_S / round_s
+
+
 def gaps(per_job: pd.DataFrame, column: str) -> dict:
-    """Average-JCT and makespan gaps and per-job p90 |ratio - 1| of the runtime against one simulation."""
+    """Average-JCT and makespan gaps and per-job p90 |ratio - 1| of the runtime against one simulation (NaN where
+    that simulation does not apply)."""
     both = per_job.dropna(subset=["jct_s", column])
+    if both.empty:
+        return {"avg_jct_gap": float("nan"), "makespan_gap": float("nan"), "p90_abs_ratio_minus_1": float("nan")}
     ratio = both["jct_s"] / both[column]
     run_span = (both["arrival_time_s"] + both["jct_s"]).max()
     sim_span = (both["arrival_time_s"] + both[column]).max()
@@ -117,7 +142,8 @@ def compare(system: str, num_jobs: int, round_s: float, gap_s: float | None = No
     start = time.time()
     state = tempfile.mkdtemp(prefix=f"{system}-", dir=state_parent)
     try:
-        real = run_on_local_cluster(jobs, cluster, state, policy=policy, round_s=round_s, timeout_s=timeout_s)
+        real = run_on_local_cluster(jobs, cluster, state, policy=policy, round_s=round_s, timeout_s=timeout_s,
+                                    time_scale=time_scale(round_s) if system == "sia" else 1.0)
     except BaseException:               # the scheduler's and workers' logs say why: keep them
         log.warning("%s: the run on the local runtime failed; its state and logs are kept in %s", system, state)
         raise
