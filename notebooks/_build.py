@@ -433,7 +433,6 @@ summary.to_csv(out / "summary.csv")
 import altair as alt
 both = pd.concat([results.assign(simulator="calibrated", jct_ratio=results["ratio"]),
                   results.assign(simulator="plain", jct_ratio=results["ratio_uncalibrated"])], ignore_index=True)
-both = both.dropna(subset=["jct_ratio"])     # Sia: the plain simulation only (elastic rounds, R82)
 both["series"] = both["system"] + " · " + both["simulator"]
 band = alt.Chart(pd.DataFrame({"lo": [0.8], "hi": [1.25], "range": ["the paper's: Gavel, 98 % of jobs"]})).mark_rect(
     color="#888", opacity=0.15).encode(x="lo:Q", x2="hi:Q", tooltip=["range"])
@@ -449,7 +448,7 @@ summary[[c for c in summary if c.endswith("gap") or c.endswith("minus_1")] + ["l
              "three GPU types, Shockwave's planner with Accordion and GNS jobs, Synergy's FIFO+tune on a server "
              "with CPU cores and memory, Sia's 60-s rounds on T4 and A100 servers with adaptive jobs whose GPU "
              "count and type change, at a time scale of 60 s / the round (docs/rules.md#time-scale; "
-             "`hetsched.experiments.runtime_vs_sim`). The simulator runs three ways (Sia: the first only): "
+             "`hetsched.experiments.runtime_vs_sim`). The simulator runs three ways: "
              "the papers' round rules, the runtime's fixed wall-clock rounds (docs/rules.md#fixed-rounds), and "
              "calibrated with the lease start the run measured (docs/rules.md#lease-start, what `hetsched "
              "calibrate` writes). Like the papers' physical-vs-simulation figures, the CDF shows per-job JCT "

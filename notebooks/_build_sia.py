@@ -44,8 +44,10 @@ INTRO = ("# Sia's Table 3: Sia, Pollux and Gavel+TJ on elastic jobs\n\n"
          "paper: all, and the new trace's 10 workloads of 960 jobs, Pollux with seeds 0-2 on each). Table 4's "
          "homogeneous setting (16 nodes of 4 T4, Philly) runs Philly's first workload at the quick preset, all 8 "
          "at the paper preset (Pollux there only), with Themis+TJ beside Gavel+TJ: the same rigid jobs and rounds under the "
-         "core's finish-time-fairness policy (docs/rules.md#themis-tj, a setup the draft does not state). Its "
-         "Shockwave+TJ row is not run: Shockwave's planner predicts epochs from Gavel's job types' profiles.")
+         "core's finish-time-fairness policy (docs/rules.md#themis-tj, a setup the draft does not state), and "
+         "Shockwave+TJ: the same rigid jobs under the core's Shockwave planner and its own 120-s rounds, each job "
+         "a core job at the constant rate that finishes it alone when the measured traces do "
+         "(docs/rules.md#shockwave-tj, also ours).")
 
 SEEDS = '''seeds_table = E.seed_spread(rows)
 seeds_table.round(3)'''
@@ -59,7 +61,7 @@ FTF_READ = ("## Finish-time fairness (s. 5.5, Fig. 8)\n\nEach job's rho is its J
             "weighted by the type's share of the cluster (the draft's Eq. 3; docs/rules.md#elastic-ftf). Below: "
             "the worst rho over Helios's workloads and the mean fraction of jobs with rho > 1, ours beside the "
             "draft's. The draft's script for it needs Gurobi, so the share and the time alone are as our rule "
-            "states them; the draft's Shockwave row is not run on elastic jobs here.")
+            "states them. Shockwave+TJ runs on the homogeneous cluster only (Table 4).")
 
 RUNTIME = '''timing = E.sweep_elastic(E.runtime_runs(preset), cache_dir=cache_dir, dask_address=dask_address,
                          use_dask=use_dask)

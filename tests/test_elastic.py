@@ -185,12 +185,50 @@ def test_a_time_scaled_run_is_the_applications_run_compressed_exactly(policy):
     assert (scaled["jct_s"].to_numpy() * k == own).all() and len(set(own)) > 2
 
 
-@pytest.mark.parametrize("setting", [{"lease_start_s": 1.0}, {"fixed_rounds": True}])
-def test_round_settings_elastic_rounds_do_not_read_are_refused_not_a_crash(setting):
-    """Elastic rounds keep their own grid and credit whole rounds (R82): a lease start or fixed rounds would change
-    nothing, and used to end in a TypeError inside the loop; refused when the run is built (R72)."""
-    with pytest.raises(CompositionError, match=f"x {next(iter(setting))}=.*no stage of this run reads it"):
-        simulate([Job(0, 0.0, "bert", 1, 1.0)], ClusterSpec.load("1x4/8/64@t4"), "sia", **setting)
+def test_shockwave_tj_runs_the_rigid_jobs_on_the_core_planner_at_their_measured_time_alone():
+    """R83b: a lone rigid job under Shockwave+TJ takes its time alone from the measured traces (the core's first
+    round pays no preemption penalty); under Gavel+TJ's elastic rounds the same job waits for the next 360-s
+    decision and pays its application's restore first. Three 48-GPU jobs on 64 GPUs take turns and all finish."""
+    from hetsched.elastic import shockwave_tj
+    from hetsched.elastic.simulator import prepare, simulate_elastic
+
+    cluster = ElasticCluster.parse("sia_homo")
+    lone = pd.DataFrame({"name": ["a"], "submit_s": [100.0], "app": ["cifar10"], "num_replicas": [4],
+                         "batch_size": [512]})
+    policy, jobs, round_s = prepare("gavel+tj", cluster, lone)
+    alone = shockwave_tj.alone_s(jobs[0], "t4", cluster)
+    assert shockwave_tj.run(jobs, cluster).jobs["jct_s"].tolist() == [alone]
+    gavel = simulate_elastic(jobs, cluster, policy, round_s).jobs["jct_s"][0]
+    assert gavel == (360.0 - 100.0) + load_applications()["cifar10"].rescale_s + alone
+    three = pd.DataFrame({"name": list("abc"), "submit_s": [100.0] * 3, "app": ["cifar10"] * 3,
+                          "num_replicas": [48] * 3, "batch_size": [4096] * 3})
+    _, jobs, _ = prepare("gavel+tj", cluster, three)
+    result = shockwave_tj.run(jobs, cluster)
+    assert len(result.jobs) == 3 and (result.jobs["jct_s"] > shockwave_tj.alone_s(jobs[0], "t4", cluster)).sum() >= 2
+    with pytest.raises(HetschedError, match="one GPU type"):
+        shockwave_tj.run(jobs, ElasticCluster.parse("sia_hetero"))
+
+
+def test_a_grid_origin_moves_every_decision():
+    """R82: decisions at origin + k x round after 0 (the runtime's grid): an ncf job arriving on the default grid is
+    decided at once, at age 0; on a grid 0.01 s earlier it waits for the next decision, at age ~1 round, when its
+    restart factor keeps it out (R80) until it is old enough (30 app-s x 1.1^-2 / (1 - 1.1^-2) = 142.8 app-s)."""
+    cluster, job = ClusterSpec.load("1x4/8/64@t4"), [Job(0, 2.0, "ncf", 1, 1.0)]
+    starts = [simulate(job, cluster, "sia", round_s=2.0, time_scale=30.0, round_origin_s=origin)
+              .jobs_frame()["start_time_s"][0] for origin in (0.0, 1.99, -0.01)]
+    assert starts == [2.0, 7.99, 7.99]
+
+
+def test_fixed_rounds_are_refused_and_a_lease_start_adds_to_each_new_lease_s_restore():
+    """Elastic rounds keep their own grid from 0 (R82): fixed rounds would change nothing, and used to end in a
+    TypeError inside the loop; refused when the run is built (R72). A lease start (R86a) delays every start and
+    restart: a lone ncf job, which starts once and restarts as it grows, finishes later by more than one start."""
+    cluster, job = ClusterSpec.load("1x4/8/64@t4"), [Job(0, 0.0, "ncf", 1, 1.0)]
+    with pytest.raises(CompositionError, match="x fixed_rounds=True.*no stage of this run reads it"):
+        simulate(job, cluster, "sia", fixed_rounds=True)
+    plain = simulate(job, cluster, "sia").jobs_frame()["jct_s"][0]
+    late = simulate(job, cluster, "sia", lease_start_s=5.0).jobs_frame()["jct_s"][0]
+    assert late > plain + 5.0
 
 
 def test_bad_workload_rows_name_the_row_and_what_works():

@@ -18,13 +18,13 @@ LABELS = {"avg_jct_h": "avg JCT (h)", "p99_jct_h": "p99 JCT (h)", "makespan_h": 
 
 def add_elastic_parser(sub) -> None:
     from hetsched.elastic.cluster import NAMED
-    from hetsched.elastic.names import ELASTIC_POLICIES
+    from hetsched.elastic.names import CORE_ON_TUNED_JOBS, ELASTIC_POLICIES
 
     el = sub.add_parser("elastic", formatter_class=DefaultsHelp,
                         help="simulate elastic jobs (GPU count, type and batch size that change) under Sia, "
                              "Pollux or Gavel+TJ")
     el.add_argument("--policy", required=True,
-                    help="; ".join(f"{k}: {v}" for k, v in ELASTIC_POLICIES.items()))
+                    help="; ".join(f"{k}: {v}" for k, v in {**ELASTIC_POLICIES, **CORE_ON_TUNED_JOBS}.items()))
     el.add_argument("--workload", required=True,
                     help="a paper workload (helios-1..10, philly-1..8, newtrace-1..10) or a workload file "
                          "(Sia's name,time,application,num_replicas,batch_size CSV, or ours)")

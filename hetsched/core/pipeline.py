@@ -283,8 +283,8 @@ class RoundRules:
         run reads none of them."""
         if self.ideal:
             return frozenset()
-        if p.decide.kind == "elastic":          # whole rounds on its own grid from 0 (R82): the length alone
-            return frozenset({"round_s", "time_scale"})
+        if p.decide.kind == "elastic":          # whole rounds on its own grid from 0 (R82, R86a)
+            return frozenset({"round_s", "time_scale", "lease_start_s", "round_origin_s"})
         reads = {"round_s", "fixed_rounds"}
         if p.place.kind != "opt":
             reads.add("lease_start_s")

@@ -259,7 +259,8 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
     if d.kind == "elastic":
         from hetsched.elastic.rounds import ElasticRounds
         rounds = ElasticRounds(cluster, d.policy.name, rules.round_s, seed=seed, prepared=d.policy.prepared,
-                               time_scale=rules.time_scale)
+                               time_scale=rules.time_scale, lease_start_s=rules.lease_start_s,
+                               round_origin_s=rules.grid_origin_s)
         return Scheduler(cluster, d.policy, table, round_s=rules.round_s, seed=seed, decide=rounds, gpu_types=gpu_types)
     if whole_rounds(pipeline):
         from hetsched.resources import load_sensitivity, profiles_ratio_for

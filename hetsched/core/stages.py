@@ -77,6 +77,7 @@ class RoundStage(DecideStage):
     identical rounds (`plan.rounds`)."""
 
     reads_table: ClassVar[bool] = False     # the stage has its jobs' rates, not the throughput table
+    own_lease_start: ClassVar[bool] = False     # the stage delays a new lease's progress itself
     pool_types: tuple[str, ...]         # its servers' GPU types (pinned jobs are checked against them)
 
     def round_rules(self, sched: "Scheduler") -> "RoundStage":

@@ -12,6 +12,11 @@ ELASTIC_POLICIES = {"sia": "Sia (SOSP'23): goodput ILP over GPU type x count, ad
                                  "rounds (Sia's Table 4)"}
 
 
+#: Systems of the core run on a workload table's rigid TunedJobs (not elastic rounds; docs/rules.md#shockwave-tj).
+CORE_ON_TUNED_JOBS = {"shockwave+tj": "Shockwave's planner (the core's, its 120-s rounds and preemption penalty) on "
+                                      "the TunedJobs of one GPU type (Sia's Table 4)"}
+
+
 #: The round length each elastic system's artifact runs with (docs/rules.md#elastic-loop).
 ELASTIC_ROUND_S = {"sia": 60.0, "pollux": 60.0, "gavel+tj": 360.0, "themis+tj": 360.0}
 

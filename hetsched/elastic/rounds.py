@@ -57,10 +57,15 @@ class ElasticRounds(RoundStage):
     """An elastic decide stage (`name`: sia, pollux, gavel+tj) over the scheduler's servers, grouped as nodes per
     GPU type; jobs keep their GPU ids while their allocation stands (their leases are extended)."""
 
+    own_lease_start = True                # a new lease's start adds to the job's restore (R86a)
+
     def __init__(self, cluster, name: str, round_s: float, seed: int = 0, apps: dict | None = None,
-                 prepared: tuple | None = None, time_scale: float = 1.0):
+                 prepared: tuple | None = None, time_scale: float = 1.0, lease_start_s: float = 0.0,
+                 round_origin_s: float = 0.0):
         self.name, self.round_s, self.seed = name, float(round_s), seed
         self.k = float(time_scale)        # application seconds per second of the clock (R86a)
+        self.lease_start_s = float(lease_start_s)     # a new lease's start on the runtime, added to its restore
+        self.origin = float(round_origin_s) % self.round_s     # decisions at origin + k x round, after 0
         self._emulation: dict[tuple, tuple[float, float]] = {}   # (job id, new lease) -> (steps/s, restore s)
         self.apps = apps if apps is not None else load_applications()
         self.keys = ApplicationKeys(self.apps)
@@ -164,8 +169,12 @@ class ElasticRounds(RoundStage):
 
     # ---- rounds -------------------------------------------------------------------------------------
     def next_round_time(self, t: float) -> float:
-        """The first decision at or after `t`: rounds keep a grid from 0, the first decision one round in (R82)."""
-        return max(1.0, math.ceil(t / self.round_s)) * self.round_s
+        """The first decision at or after `t`: rounds keep a grid from the origin (0: the first decision one round
+        in, R82), each decision after 0."""
+        if not self.origin:
+            return max(1.0, math.ceil(t / self.round_s)) * self.round_s
+        at = self.origin + math.ceil((t - self.origin) / self.round_s) * self.round_s
+        return at if at > 0 else at + self.round_s
 
     def idle_plan_s(self, now: float) -> float | None:
         """A round with jobs arrived and unfinished is decided even when the last one ran nothing (R82)."""
@@ -196,6 +205,8 @@ class ElasticRounds(RoundStage):
             new = allocs.get(job.name)
             if new != job.alloc:
                 job.reallocate(new)
+                if new is not None:
+                    job.rescale_left += self.lease_start_s * self.k
         self._emulation = {}
         running = [(job_id, job) for job_id, job in self.elastic.items() if job.alloc is not None]
         columns = {t: i for i, t in enumerate(self.sched.gpu_types)}

@@ -6,8 +6,6 @@ elastic stage is `rounds.ElasticRounds`; this module reads the tables and report
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pandas as pd
 
@@ -16,6 +14,7 @@ from hetsched.elastic.cluster import ElasticCluster
 from hetsched.elastic.jobs import ADAPTIVE, CATEGORIES, ElasticJob
 from hetsched.core.run_config import SimulationConfig
 from hetsched.elastic.names import ElasticDecide
+from hetsched.elastic.result import ElasticResult
 from hetsched.elastic.rounds import ApplicationKeys
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import ClusterSpec, Server
@@ -48,26 +47,6 @@ def jobs_from_frame(frame: pd.DataFrame, apps: dict[str, Application], cluster: 
         jobs.append(ElasticJob(str(rec.name), app, float(rec.submit_s), int(rec.num_replicas),
                                int(rec.batch_size), category, unaware))
     return sorted(jobs, key=lambda j: j.submit_s)
-
-
-@dataclass
-class ElasticResult:
-    jobs: pd.DataFrame
-    contention: np.ndarray                 # jobs arrived and unfinished, per round
-    round_s: float
-    policy: str
-    cluster: str
-    decide_s: list = field(default_factory=list)
-
-    def metrics(self) -> dict[str, float]:
-        """The artifact's summary (docs/rules.md#elastic-metrics): hours, except contention (jobs)."""
-        jct = np.sort(self.jobs["jct_s"].to_numpy())
-        return {"avg_jct_h": float(jct.mean()) / 3600, "p99_jct_h": float(jct[int(0.99 * len(jct))]) / 3600,
-                "makespan_h": float(self.jobs["completion_s"].max() - self.jobs["submit_s"].min()) / 3600,
-                "gpu_h_per_job": float(self.jobs["gpu_hours"].mean()),
-                "contention_mean": float(self.contention.mean()) if len(self.contention) else 0.0,
-                "contention_max": int(self.contention.max()) if len(self.contention) else 0,
-                "restarts_per_job": float(self.jobs["restarts"].mean())}
 
 
 def simulate_elastic(jobs: list[ElasticJob], cluster: ElasticCluster, policy, round_s: float = 60.0,
@@ -124,8 +103,17 @@ def prepare(policy_name: str, cluster: ElasticCluster, frame: pd.DataFrame, roun
 def run_workload(workload: str, policy_name: str = "sia", cluster: str = "sia_hetero", round_s: float | None = None,
                  progress=None, **options) -> ElasticResult:
     """One of the paper's workloads (e.g. 'helios-1') under a policy, on a named or written cluster."""
+    from hetsched.elastic.names import CORE_ON_TUNED_JOBS
     from hetsched.elastic.workloads import load_workload
 
     spec = ElasticCluster.parse(cluster, {t for a in load_applications().values() for t in a.types})
+    if policy_name.strip().lower() in CORE_ON_TUNED_JOBS:
+        from hetsched.elastic import shockwave_tj
+
+        if round_s is not None or options:
+            raise HetschedError(f"{shockwave_tj.NAME} runs Shockwave's own rules: it takes no round length or "
+                                f"options (got {', '.join(['round'] * (round_s is not None) + sorted(options))})")
+        _, jobs, _ = prepare("gavel+tj", spec, load_workload(workload))          # the same rigid jobs
+        return shockwave_tj.run(jobs, spec)
     policy, jobs, round_s = prepare(policy_name, spec, load_workload(workload), round_s, **options)
     return simulate_elastic(jobs, spec, policy, round_s, progress)

@@ -45,7 +45,7 @@ PAPER_RUNTIME = pd.DataFrame({"policy": ["sia", "pollux", "gavel+tj", "sia"], "g
                               "decide_median_ms": [96.0, 2200.0, 13.0, 1000.0]})
 SETTINGS = {"sia_hetero": "", "sia_homo": ", 16x4 T4"}       # how a figure names the paper's two clusters
 #: Rows of Table 4 (16 T4 nodes) only, run beside Gavel+TJ: its rigid jobs under Themis (docs/rules.md#themis-tj).
-TABLE4_ONLY = ("themis+tj",)
+TABLE4_ONLY = ("themis+tj", "shockwave+tj")
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,14 @@ def run_one(run: ElasticRun) -> dict:
         frame = frame.sort_values("submit_s", kind="stable").head(run.max_jobs)
     start = time.process_time()
     options = {"seed": run.seed, "generations": run.generations} if run.policy == "pollux" else {}
-    policy, jobs, round_s = prepare(run.policy, spec, frame, **options)
-    result = simulate_elastic(jobs, spec, policy, round_s)
+    if run.policy == "shockwave+tj":                  # the core's planner on the same rigid jobs (R83b)
+        from hetsched.elastic import shockwave_tj
+
+        _, jobs, _ = prepare("gavel+tj", spec, frame)
+        result = shockwave_tj.run(jobs, spec)
+    else:
+        policy, jobs, round_s = prepare(run.policy, spec, frame, **options)
+        result = simulate_elastic(jobs, spec, policy, round_s)
     cpu_s = time.process_time() - start
     decide = pd.Series(result.decide_s)
     rho = finish_time_fairness(result, jobs, spec)["rho"]

@@ -8,9 +8,9 @@
   measured and reported beside the penalty Shockwave's rules model (20 s).
 - sia: Sia's 60-s rounds on two GPU types, adaptive jobs of the short applications; the runtime and the simulator
   both run at a time scale of 60 s / the round (docs/rules.md#time-scale): an emulated elastic job runs each
-  round at the rate the measured traces give its allocation, after its application's restore. Only the plain
-  simulation: elastic rounds read neither fixed rounds nor a lease start (R82), so the runtime's restarts are
-  reported beside the restore the applications model.
+  round at the rate the measured traces give its allocation, after its application's restore. Its rounds keep
+  a grid (R82): the fixed-round simulation moves its origin to the runtime's, and the calibrated one adds the
+  measured lease start to each new lease's restore.
 - synergy: FIFO+tune on emulated servers with CPU cores and memory; an emulated profiled job runs at its
   profile's throughput at its share, one wall second standing for EMULATED_TIME_SCALE seconds of training, so the
   simulator runs at EMULATED_TIME_SCALE x the round and its JCTs are divided by it.
@@ -86,12 +86,12 @@ def trace(system: str, num_jobs: int, round_s: float, gap_s: float, seed: int) -
 def simulated(system: str, jobs: list[Job], cluster: str, policy: str, round_s: float, lease_start_s: float = 0.0,
               fixed_rounds: bool = False, origin_s: float = 0.0) -> pd.Series | None:
     """Per-job JCTs (wall seconds) the simulator predicts under the runtime's round rules; calibrated with the
-    runtime's lease start and its wall-clock rounds from `origin_s`, all in wall seconds. Sia: the plain
-    simulation at the runtime's time scale; None for the others, which elastic rounds do not read."""
+    runtime's lease start and its wall-clock rounds from `origin_s`, all in wall seconds. Sia at the runtime's
+    time scale: its rounds keep a grid already (R82), so fixed rounds are that grid from the runtime's origin,
+    and the lease start adds to each new lease's restore (R86a)."""
     if system == "sia":
-        if fixed_rounds or lease_start_s:
-            return None
-        res = simulate(jobs, ClusterSpec.load(cluster), policy, round_s=round_s, time_scale=time_scale(round_s))
+        res = simulate(jobs, ClusterSpec.load(cluster), policy, round_s=round_s, time_scale=time_scale(round_s),
+                       lease_start_s=lease_start_s, round_origin_s=origin_s % round_s if fixed_rounds else 0.0)
         return res.jobs_frame().set_index("job_id")["jct_s"]
     if system == "synergy":
         scale = EMULATED_TIME_SCALE

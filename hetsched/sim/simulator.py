@@ -252,7 +252,7 @@ class RoundSimulation:
         """The plan already holds each job's iterations and covers `plan.rounds` identical rounds; a new lease
         runs its round from `lease_start_s` on (docs/rules.md#lease-start; one plan per round then)."""
         self._delay = None
-        if self.rules.lease_start_s:
+        if self.rules.lease_start_s and not self.sched.rounds.own_lease_start:
             self.sched.rounds.assign(plan)
             self._delay = self._lease_delays(plan)
             share = np.maximum(self.config.round_s - self._delay, 0.0) / self.config.round_s

@@ -44,6 +44,7 @@ VOCABULARY: dict[str, tuple[str, str]] = {
     "pollux": ("Pollux", "#66a61e"),
     "gavel+tj": ("Gavel+TJ", "#1b9e77"),
     "themis+tj": ("Themis+TJ", "#7570b3"),
+    "shockwave+tj": ("Shockwave+TJ", "#a6761d"),
     "isolated": ("Isolated", "#c7c7c7"),
     "proportional": ("Proportional", "#a5a5a5"),
 }
