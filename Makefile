@@ -11,7 +11,7 @@ PRESET ?= quick
 
 # Re-install only when the project's metadata, pins or C kernels changed (or the venv is missing). constraints.txt
 # pins the numerical packages, so that a fresh machine gets the numbers the fidelity tests were checked with.
-$(STAMP): pyproject.toml setup.py constraints.txt hetsched/core/_rounds.c hetsched/core/_arrays.h hetsched/resources/_placement.c hetsched/ui/clean_save.py
+$(STAMP): pyproject.toml setup.py constraints.txt hetsched/compiled/_rounds.c hetsched/compiled/_arrays.h hetsched/resources/_placement.c hetsched/ui/clean_save.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt

@@ -12,7 +12,7 @@ import json
 from contextlib import ExitStack
 
 from hetsched import ClusterSpec, load_throughputs
-from hetsched.core import kernels
+from hetsched.compiled import kernels
 from hetsched.sim.metrics import average_jct
 from hetsched.sim.simulator import simulate
 from hetsched.solvers import clock
@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="print the top cProfile entries")
     parser.add_argument("--warm", action="store_true",
                         help="first an untimed 50-job run, so that the once-per-process loading of the compiled "
-                             "kernels (hetsched/core/kernels.py) is not in the time")
+                             "kernels (hetsched/compiled/kernels.py) is not in the time")
     args = parser.parse_args()
     start_id, end_id = map(int, args.window.split(":"))
     table = load_throughputs()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from hetsched import ClusterSpec, Job, load_throughputs
-from hetsched.core import kernels
+from hetsched.compiled import kernels
 from hetsched.core.entries import ROW_ARRAYS
 from hetsched.core.registry import policy_for
 from hetsched.core.scheduler import Scheduler

@@ -1,12 +1,12 @@
-"""The round kernels (core/_rounds.c, and their reference loops in core/kernels.py) give the numpy path's results
-bit for bit; so do the numba kernels of the ranking, the type-order draws and the pairings."""
+"""The round kernels (compiled/_rounds.c, and their reference loops in compiled/kernels.py) give the numpy path's
+results bit for bit; so do the numba kernels of the ranking, the type-order draws and the pairings."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from hetsched import ClusterSpec
-from hetsched.core import kernels, ranking, round_kernels
+from hetsched.compiled import kernels, ranking, round_kernels
 from hetsched.resources import compiled_placement
 from hetsched.model.cluster import GAVEL_GCP_PRICES
 from hetsched.sim.simulator import simulate
@@ -14,7 +14,7 @@ from hetsched.traces import GavelGenerator
 
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba is not installed or HETSCHED_KERNELS=0")
 
-#: The two ways to run a round kernel: core/_rounds.c's loop (where it was built) and its reference loop.
+#: The two ways to run a round kernel: compiled/_rounds.c's loop (where it was built) and its reference loop.
 PATHS = [pytest.param("c", marks=pytest.mark.skipif(round_kernels._rounds is None, reason="built without C")),
          "python"]
 
@@ -117,7 +117,7 @@ def test_simulations_match_the_numpy_path(policy, gavel_table, monkeypatch):
 
 
 def _through_the_reference_loops(monkeypatch) -> None:
-    """The core calls core/kernels.py's loops instead of C's (quiet_rounds takes its state as one object)."""
+    """The core calls compiled/kernels.py's loops instead of C's (quiet_rounds takes its state as one object)."""
     for name in ROUND_KERNELS:
         monkeypatch.setattr(round_kernels, name, getattr(kernels, name))
     monkeypatch.setattr(round_kernels, "quiet_rounds", lambda state: kernels.quiet_rounds(*state))
@@ -131,7 +131,7 @@ ROUND_KERNELS = ("select_walk", "quiet_rounds", "run_tasks", "gpu_seconds", "acc
 @pytest.mark.parametrize("policy", ["max_min_fairness_perf", "gavel_fifo", "finish_time_fairness_perf", "gandiva",
                                     "max_min_fairness_packed"])
 def test_the_c_loops_run_the_reference_loops_simulations(policy, gavel_table, monkeypatch):
-    """Whole runs through core/_rounds.c's loops and through their reference loops agree exactly (quiet rounds,
+    """Whole runs through compiled/_rounds.c's loops and through their reference loops agree exactly (quiet rounds,
     shuffled type orders, priced GPUs, multi-GPU jobs, space-sharing pairs)."""
     kw = {"prices": dict(GAVEL_GCP_PRICES), "window": (20, 120)}
     fast = _run(policy, gavel_table, **kw)

@@ -10,8 +10,8 @@ import pytest
 import hetsched
 
 ROOT = Path(hetsched.__file__).parent
-ROLES = {"cli", "core", "elastic", "experiments", "io", "model", "planner", "policies", "rates", "resources", "sim",
-         "solvers", "traces", "ui"}
+ROLES = {"cli", "compiled", "core", "elastic", "experiments", "io", "model", "planner", "policies", "rates",
+         "resources", "sim", "solvers", "traces", "ui"}
 TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py"}
 MAX_LINES = 410
 
@@ -21,6 +21,17 @@ def test_modules_live_in_folders_by_role():
     files = {p.name for p in ROOT.glob("*.py")}
     assert folders == ROLES, f"unexpected folders {folders ^ ROLES}"
     assert files == TOP_LEVEL, f"modules outside a role folder: {sorted(files - TOP_LEVEL)}"
+
+
+def test_the_compiled_loops_import_no_stage():
+    """hetsched/compiled sits below the core: every stage may call its loops (policies no longer import them from
+    the core they are called by), and it imports nothing of the package but itself."""
+    found = {p.name: sorted(set(re.findall(r"(?:from|import) (hetsched\.\w+)", p.read_text())) - {"hetsched.compiled"})
+             for p in (ROOT / "compiled").glob("*.py")}
+    assert not any(found.values()), found
+    policies = {p.name for p in (ROOT / "policies").glob("*.py")
+                if re.search(r"from hetsched\.core(\.| import )(kernels|jit|round_kernels)", p.read_text())}
+    assert not policies, policies
 
 
 def test_no_module_is_long():

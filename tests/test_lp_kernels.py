@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from hetsched import ClusterSpec, Job
-from hetsched.core import kernels
+from hetsched.compiled import kernels
 from hetsched.policies import formulation as F
 from hetsched.policies import pair_kernels, polytope_kernel
 from hetsched.policies.rows import Rows, stack

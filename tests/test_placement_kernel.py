@@ -8,7 +8,7 @@ import pytest
 
 from hetsched import Server
 from hetsched.errors import SimulationError
-from hetsched.core import kernels
+from hetsched.compiled import kernels
 from hetsched.io.cluster_ini import synergy_cluster
 from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources import compiled_placement, placement_kernel

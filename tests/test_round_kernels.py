@@ -1,8 +1,8 @@
-"""Each of core/_rounds.c's round kernels against its reference loop in core/kernels.py, on randomized states drawn
-by hypothesis, bit for bit, inputs it writes included. The C loops are tested on their own, with or without numba
-(`test_these_tests_run_without_numba` runs this file with numba made unimportable). Bad input is a clear error from
-C, never a second, unchecked kernel (there is none: numba's copies of these loops, which did no bounds checks and
-crashed the process on an out-of-range entry that C refused, are gone)."""
+"""Each of compiled/_rounds.c's round kernels against its reference loop in compiled/kernels.py, on randomized states
+drawn by hypothesis, bit for bit, inputs it writes included. The C loops are tested on their own, with or without
+numba (`test_these_tests_run_without_numba` runs this file with numba made unimportable). Bad input is a clear error
+from C, never a second, unchecked kernel (there is none: numba's copies of these loops, which did no bounds checks
+and crashed the process on an out-of-range entry that C refused, are gone)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from hetsched.core import kernels, round_kernels
+from hetsched.compiled import kernels, round_kernels
 
 C = round_kernels._rounds
 pytestmark = pytest.mark.skipif(C is None, reason="the project was built without its C kernels")
@@ -24,7 +24,7 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 
 def reference(name: str):
-    """The kernel's reference loop (core/kernels.py)."""
+    """The kernel's reference loop (compiled/kernels.py)."""
     return getattr(kernels, name)
 
 
@@ -194,7 +194,7 @@ def test_bad_input_is_an_error_never_a_second_kernel():
 
 def test_an_out_of_range_entry_does_not_crash_the_process():
     """The crash that was (exit 139): the core's kernel given an entry out of range, in a process of its own."""
-    code = ("import numpy as np\nfrom hetsched.core import round_kernels as k\n"
+    code = ("import numpy as np\nfrom hetsched.compiled import round_kernels as k\n"
             "members = np.array([[0, -1], [1, -1]], np.int64)\n"
             "for call in (lambda: k.mark_started(np.array([10**9], np.int64), members, np.zeros((2, 4)), 1.0),\n"
             "             lambda: k.run_tasks(np.array([-7], np.int64), np.array([0], np.int64), members,\n"

@@ -38,7 +38,7 @@ class Recording(TaskRounds):
 
 def test_the_scheduler_calls_the_round_rules_it_holds(gavel_table, monkeypatch):
     """(The compiled quiet rounds are TaskRounds' credit run in C, which bypasses the call: off here.)"""
-    from hetsched.core import round_kernels
+    from hetsched.compiled import round_kernels
 
     monkeypatch.setattr(round_kernels, "ENABLED", False)
     jobs = GavelGenerator(seed=3, mean_interarrival_s=900, throughputs=gavel_table).jobs(20)

@@ -11,7 +11,7 @@ from itertools import compress
 
 import numpy as np
 
-from hetsched.core import kernels, round_kernels
+from hetsched.compiled import kernels, round_kernels
 from hetsched.core.pair_entries import append_pair_rows, compact_entry_rows, match_pairs
 
 #: The arrays with one row per entry, kept aligned.

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.jit import compiled
-from hetsched.core.kernels import finite
+from hetsched.compiled.jit import compiled
+from hetsched.compiled.kernels import finite
 
 _ID_LIMIT = 2 ** 31              # two ids in one int64 code: a x 2^32 + b
 

@@ -14,7 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
-from hetsched.core import kernels
+from hetsched.compiled import kernels
 from hetsched.core.entries import EntryTable
 from hetsched.core.measured import MeasuredRates
 from hetsched.core.pins import PinnedJobs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core import kernels, round_kernels
+from hetsched.compiled import kernels, round_kernels
 
 _NO_DRAWS = np.zeros(0, np.int64)            # a fixed type order draws nothing
 
@@ -43,7 +43,7 @@ class PrioritySelect:
 
     def select(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Greedy per-type walk over entries ranked by (priority, deficit, allocation, age) (docs/rules.md#select)."""
-        if round_kernels.ENABLED:                              # the same walk, compiled (core/_rounds.c)
+        if round_kernels.ENABLED:                              # the same walk, compiled (compiled/_rounds.c)
             return round_kernels.select_walk(self.t, self.S, self.alloc, self.deficit, self.in_alloc, self.ok,
                                        not self.policy.fills_idle_gpus, self.members, self.escale, self.scale,
                                        self.capacity, order)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core import round_kernels
+from hetsched.compiled import round_kernels
 from hetsched.core.entries import EntryTable
 from hetsched.core.plans import Assignment, RoundPlan
 from hetsched.errors import HetschedError

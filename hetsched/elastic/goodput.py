@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import Bounds, minimize
 
-from hetsched.core.jit import compiled
+from hetsched.compiled.jit import compiled
 
 TINY = 1e-8
 N_BATCH_SIZES = 50

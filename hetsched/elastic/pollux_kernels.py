@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.jit import compiled
+from hetsched.compiled.jit import compiled
 
 MAX_NODES = 16
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hetsched.core import kernels
+from hetsched.compiled import kernels
 from hetsched.errors import HetschedError
 from hetsched.policies import pair_kernels, polytope_kernel
 from hetsched.policies.base import Allocation, PolicyView

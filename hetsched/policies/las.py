@@ -7,7 +7,7 @@ import logging
 
 import numpy as np
 
-from hetsched.core import kernels, round_kernels
+from hetsched.compiled import kernels, round_kernels
 from hetsched.solvers import solve_lp_csc
 from hetsched.policies.base import Allocation, PolicyView, VariantPolicy, empty_allocation
 from hetsched.policies.formulation import build_polytope
@@ -100,7 +100,7 @@ class MaxMinFairness(VariantPolicy):
         m, n = v.throughput.shape
         prop = proportional_throughput(v)
         indices, indptr, data, x_cols = _cvxpy_layout(m, n)
-        if round_kernels.ENABLED:                           # the same arithmetic, compiled (core/_rounds.c)
+        if round_kernels.ENABLED:                           # the same arithmetic, compiled (compiled/_rounds.c)
             data, h, c = round_kernels.las_program(v.throughput, v.priority_weight, v.scale_factor, prop, v.capacity,
                                              data, x_cols)
         else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.jit import compiled as _compiled
+from hetsched.compiled.jit import compiled as _compiled
 
 
 @_compiled

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.jit import compiled
-from hetsched.core.kernels import finite
+from hetsched.compiled.jit import compiled
+from hetsched.compiled.kernels import finite
 
 
 @compiled

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hetsched.core import kernels
+from hetsched.compiled import kernels
 
 
 @dataclass(frozen=True)

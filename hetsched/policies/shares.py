@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core import round_kernels
+from hetsched.compiled import round_kernels
 from hetsched.policies.base import Allocation, Policy, PolicyView
 
 

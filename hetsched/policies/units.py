@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetsched.core import kernels
-from hetsched.core.jit import compiled
+from hetsched.compiled import kernels
+from hetsched.compiled.jit import compiled
 from hetsched.policies.base import PolicyView
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.jit import compiled as _compiled
+from hetsched.compiled.jit import compiled as _compiled
 from hetsched.resources.pool import FAIR, IDEAL
 
 # Trail kinds. A job placed on several servers, or a demoted peer that spans several, has one row per server:

@@ -24,7 +24,7 @@ from hetsched.errors import HetschedError, SpecError
 from hetsched.model.jobs import Job
 from hetsched.core.pipeline import grid_start
 from hetsched.core.stages import RoundStage
-from hetsched.core import kernels
+from hetsched.compiled import kernels
 from hetsched.core.slots import grow_arrays
 from hetsched.policies.ordering import OrderingView, ResourcePolicy
 from hetsched.resources.mechanism import PlacementStage

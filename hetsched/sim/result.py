@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from hetsched.core import round_kernels
+from hetsched.compiled import round_kernels
 from hetsched.errors import HetschedError, SimulationError
 from hetsched.model.jobs import Job
 

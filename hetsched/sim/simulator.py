@@ -19,8 +19,8 @@ import numpy as np
 from hetsched.model.cluster import ClusterSpec
 from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (SimulationError re-exported)
 from hetsched.model.jobs import Job
-from hetsched.core import kernels, round_kernels
-from hetsched.core.round_kernels import QuietRounds
+from hetsched.compiled import kernels, round_kernels
+from hetsched.compiled.round_kernels import QuietRounds
 from hetsched.core.pipeline import Pipeline, grid_start
 from hetsched.core.registry import build_scheduler, decide_of, pipeline_for, policy_for  # noqa: F401  (re-exported)
 from hetsched.sim.result import Result, ResultBuilder
@@ -135,7 +135,7 @@ class RoundSimulation:
         # When progress is credited (docs/rules.md#credit): at each micro-task's own finish, or with the round.
         self._credit, self._run = (self._credit_tasks, self._run_tasks) if not whole else \
             (self._credit_round, self._run_round)
-        # Compiled credit that may go on with quiet rounds (core/kernels.py): per-entry micro-tasks, no stage that
+        # Compiled credit that may go on with quiet rounds (compiled/kernels.py): per-entry micro-tasks, no stage that
         # acts between rounds (decide, CPU/memory placement, batch sizes, estimates, leases); a shuffled type order
         # is drawn in the kernel from the scheduler's generator state.
         sched = self.sched

@@ -1,6 +1,6 @@
-"""The round kernels the core calls: core/_rounds.c's loops, one compiled implementation of each.
+"""The round kernels the core calls: compiled/_rounds.c's loops, one compiled implementation of each.
 
-Each is the reference loop of core/kernels.py in C, with the same floating-point operations in the same order, so a
+Each is the reference loop of compiled/kernels.py in C, with the same floating-point operations in the same order, so a
 run's results do not depend on whether they ran (tests/test_kernels.py runs the C and numpy paths,
 tests/test_round_kernels.py each kernel against its reference loop). C, not numba, because a process that loads
 numba's compiled code pays about 0.4 CPU-s once (numba's registries, SciPy's BLAS it imports with its worker
@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 try:
-    from hetsched.core import _rounds
+    from hetsched.compiled import _rounds
 except ImportError:                     # built without a C compiler: the numpy path
     _rounds = None
 
@@ -64,7 +64,7 @@ class QuietRounds(NamedTuple):
 
 def quiet_rounds(state: QuietRounds):
     """Credit the running round, then run up to `state.budget` more while nothing happens between them (the
-    reference loop: core/kernels.py `quiet_rounds`). Returns (clock, last round's start, extra rounds, completed
+    reference loop: compiled/kernels.py `quiet_rounds`). Returns (clock, last round's start, extra rounds, completed
     slots, their finish times, busy GPU-seconds)."""
     return _rounds.quiet_rounds(*state)
 

@@ -1,6 +1,6 @@
 """The one switch for compiled loops: numba when it is installed and `HETSCHED_KERNELS` is not 0.
 
-Every compiled kernel (core/kernels.py, core/ranking.py, core/pair_entries.py, policies/pair_kernels.py,
+Every compiled kernel (compiled/kernels.py, compiled/ranking.py, core/pair_entries.py, policies/pair_kernels.py,
 policies/polytope_kernel.py, policies/units.py, resources/placement_kernel.py) is built with `compiled`; without
 numba each stays the plain Python function it decorates.
 """

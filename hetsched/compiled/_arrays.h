@@ -1,4 +1,4 @@
-/* Arrays through the buffer protocol for the project's C kernels (core/_rounds.c, resources/_placement.c): each
+/* Arrays through the buffer protocol for the project's C kernels (compiled/_rounds.c, resources/_placement.c): each
  * argument is checked for C order, dtype (float64 'd', int64 'q', bool '?') and dimension before a kernel reads it.
  */
 #ifndef HETSCHED_ARRAYS_H

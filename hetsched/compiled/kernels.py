@@ -2,7 +2,7 @@
 
 A round of the Gavel core is a few dozen numpy operations on arrays of a few dozen entries, so its cost is call
 overhead, not arithmetic. The eleven round kernels below are written once here, as plain Python loops, and once in
-C (core/_rounds.c, line for line, called through core/round_kernels.py): the loops here are the reference each C
+C (compiled/_rounds.c, line for line, called through compiled/round_kernels.py): the loops here are the reference each C
 kernel is tested against on randomized states (tests/test_round_kernels.py), and do the same arithmetic in the same
 order as the numpy code they stand in for, so every path gives the same bits (tests/test_kernels.py). A build
 without C runs the numpy code, as `HETSCHED_KERNELS=0` does. The helpers this module compiles with numba
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.jit import ENABLED, compiled as _compiled
-from hetsched.core.ranking import LAZY_RANK_ABOVE, _heap_of, _pop, _rank
+from hetsched.compiled.jit import ENABLED, compiled as _compiled
+from hetsched.compiled.ranking import LAZY_RANK_ABOVE, _heap_of, _pop, _rank
 
 
 def select_walk(t, S, alloc, deficit, in_alloc, ok, need_priority, members, escale, scale, capacity, order):

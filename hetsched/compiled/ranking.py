@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.jit import compiled as _compiled
+from hetsched.compiled.jit import compiled as _compiled
 
 
 @_compiled

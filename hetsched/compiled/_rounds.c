@@ -1,9 +1,9 @@
 /* The round kernels of Gavel's and Shockwave's micro-task rounds in C: the one compiled implementation of each
- * (core/round_kernels.py), so that a process need not load numba.
+ * (compiled/round_kernels.py), so that a process need not load numba.
  *
  * Loading numba's cached kernels costs a process about 0.4 CPU-s once (numba's registries, SciPy's BLAS it
  * imports and that library's worker threads): a fifth of the artifact's speed benchmark. These loops are the
- * reference loops of core/kernels.py line for line, with the same floating-point operations in the same order (IEEE
+ * reference loops of compiled/kernels.py line for line, with the same floating-point operations in the same order (IEEE
  * doubles, no contraction into fused multiply-adds: setup.py compiles with -ffp-contract=off), so every result is
  * bit for bit theirs and the numpy path's (tests/test_round_kernels.py, tests/test_kernels.py). Arrays must be
  * C-contiguous with the kernels' dtypes (float64, int64, bool) and consistent sizes and indices; anything else
