@@ -277,10 +277,11 @@ class ElasticRounds(RoundStage):
         return self.started.get(slot, float("nan")), float(job.epoch), 0.0, dict(self.gpu_s[slot])
 
     def emulation(self, job_id: int, done_steps: float, new_lease: bool) -> tuple[float, float]:
-        """What an emulated process of a job runs at this round (R86a): steps per second of the clock from
-        `done_steps` on, by the measured traces on its allocation (its progress, batch and epoch as the simulator
-        steps them), and for a new lease the restore left before them (seconds of the clock; a lease that goes on
-        spreads it over the round); (0, 0) for a job that holds no GPUs."""
+        """What an emulated process of a job runs at (R86a): steps per second of the clock from `done_steps` on, by
+        the measured traces on its allocation (its progress, batch and epoch as the simulator steps them) over the
+        round of progress after the restore it has left; for a new lease that restore too (seconds of the clock:
+        the process waits it out first, however many rounds it spans). Never 0 for a job that holds GPUs (0 tells
+        a worker to use its own rate); (0, 0) for one that holds none."""
         hit = self._emulation.get((job_id, new_lease))
         if hit is not None:
             return hit
@@ -289,15 +290,14 @@ class ElasticRounds(RoundStage):
             return 0.0, 0.0
         app, twin = job.app, job.twin()
         twin.progress = min(max(done_steps / total, 0.0), 1.0) * app.target_progress
-        twin.epoch = int(np.searchsorted(app.epoch_progress[:app.max_epochs], twin.progress, side="right"))
-        if twin.epoch >= app.max_epochs:
-            return 0.0, 0.0
-        start, before, restore = self._decided_at * self.k, twin.progress, min(twin.rescale_left, self.round_s * self.k)
-        twin.step(self.round_s * self.k, start)
-        ran = (twin.completion_s if twin.completion_s is not None else start + self.round_s * self.k) - start
-        ran, delay = (ran - restore, restore / self.k) if new_lease else (ran, 0.0)
+        twin.epoch = min(int(np.searchsorted(app.epoch_progress[:app.max_epochs], twin.progress, side="right")),
+                         app.max_epochs - 1)
+        start, before, restore = self._decided_at * self.k, twin.progress, twin.rescale_left
+        twin.step(restore + self.round_s * self.k, start)
+        end = twin.completion_s if twin.completion_s is not None else start + restore + self.round_s * self.k
         steps = (twin.progress - before) / app.target_progress * total
-        hit = self._emulation[job_id, new_lease] = (steps / ran * self.k if ran > 0 else 0.0, delay)
+        rate = steps / max(end - start - restore, 1e-9) * self.k
+        hit = self._emulation[job_id, new_lease] = (max(rate, 1e-6), restore / self.k if new_lease else 0.0)
         return hit
 
     # ---- a restarted runtime ------------------------------------------------------------------------
