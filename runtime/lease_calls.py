@@ -62,10 +62,10 @@ class LeaseCalls:
             return
         # What moved is stored at the round's end, for a restart (docs/rules.md#runtime-restart).
         if lease.paired:
-            if self.core.observe_pair_rate(lease.job_id, lease.partner, lease.gpu_type, steps / seconds):
+            if self.core.measurements.observe_pair_rate(lease.job_id, lease.partner, lease.gpu_type, steps / seconds):
                 self.pairs_moved = True
         # Alone: at the table's share, without what the plan's CPU/memory share adds.
-        elif self.core.observe_rate(lease.job_id, lease.gpu_type, steps / seconds / lease.speedup):
+        elif self.core.measurements.observe_rate(lease.job_id, lease.gpu_type, steps / seconds / lease.speedup):
             self.rates_moved.add(lease.job_id)
 
     def rendezvous(self, req, token: str) -> str:

@@ -31,11 +31,12 @@ class RestartMemory:
             if rows or state is not None:
                 self.store.set_histories(rows, None if state is None else ("decide_state", json.dumps(state)))
         if self.rates_moved:
-            self.store.set_rates([(json.dumps(dict(zip(("job_type", "rates"), core.measured_rates(j)))), j)
+            moved = core.measurements
+            self.store.set_rates([(json.dumps(dict(zip(("job_type", "rates"), moved.measured_rates(j)))), j)
                                   for j in sorted(self.rates_moved) if j in core.jobs])
             self.rates_moved.clear()
         if self.pairs_moved:
-            self.store.set_meta("pair_efficiencies", json.dumps(core.pair_efficiencies()))
+            self.store.set_meta("pair_efficiencies", json.dumps(core.measurements.pair_efficiencies()))
             self.pairs_moved = False
 
     def _restore_core(self) -> None:
@@ -48,7 +49,7 @@ class RestartMemory:
                 log.warning("the stored decide state %r is unreadable (%s); it starts afresh", kept[:80], exc)
         kept = self.store.meta("pair_efficiencies")
         try:
-            self.core.restore_pair_efficiencies(
+            self.core.measurements.restore_pair_efficiencies(
                 [(str(a), int(s), str(b), str(g), float(e)) for a, s, b, g, e in json.loads(kept or "[]")])
         except (ValueError, TypeError) as exc:
             log.warning("stored pair efficiencies are unreadable (%s); pairs start at the table's", exc)
@@ -72,4 +73,4 @@ class RestartMemory:
                 log.warning("job %d: stored rates %r are unreadable (%s); it starts at the table's", row.job_id,
                             row.rates[:80], exc)
                 return
-            self.core.restore_rates(row.job_id, job_type, rates)
+            self.core.measurements.restore_rates(row.job_id, job_type, rates)

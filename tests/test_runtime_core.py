@@ -55,10 +55,10 @@ def test_observe_rate_moves_the_entry_throughput():
     core.add_job(Job(0, 0.0, RESNET, 1, 1000))
     w = core.gpu_types.index("v100")
     table_rate = core.tput[core.slot[0], w]
-    core.observe_rate(0, "v100", 2 * table_rate)
+    core.measurements.observe_rate(0, "v100", 2 * table_rate)
     e = core.entry_of((0,))
     assert core.etput[e, w, 0] == core.tput[core.slot[0], w] == 1.5 * table_rate
-    core.observe_rate(0, "v100", float("nan"))                # ignored, not stored
+    core.measurements.observe_rate(0, "v100", float("nan"))                # ignored, not stored
     assert core.tput[core.slot[0], w] == 1.5 * table_rate
 
 
@@ -83,16 +83,16 @@ def test_pair_rates_follow_a_measured_isolated_rate_until_the_pair_is_measured()
         return v.colocated[code[resnet], code[lm], w]
     table = beside().copy()
     iso = core.tput[core.slot[0], w]
-    core.observe_rate(0, "v100", 9 * iso)                        # exponential average: 5 x the table's
+    core.measurements.observe_rate(0, "v100", 9 * iso)                        # exponential average: 5 x the table's
     np.testing.assert_allclose(beside(), [5 * table[0], table[1]])          # the table's efficiency x 5
     np.testing.assert_allclose(beside(2), table)                 # the other ResNet job: not measured
-    core.observe_pair_rate(0, 1, "v100", table[0])               # efficiency 1/5 the table's; averaged: 0.6
+    core.measurements.observe_pair_rate(0, 1, "v100", table[0])     # efficiency 1/5 the table's; averaged: 0.6
     np.testing.assert_allclose(beside(), [3 * table[0], table[1]])
     np.testing.assert_allclose(beside(2), [0.6 * table[0], table[1]])       # per job type: ResNet beside LM
     v = core.view(0.0)
     code = dict(zip(v.job_ids.tolist(), v.type_code.tolist()))
     np.testing.assert_allclose(v.colocated[code[1], code[0], w, 1], 3 * table[0])    # seen from LM's row
-    core.observe_pair_rate(2, 1, "v100", 0.612 * table[0])       # within 5 %: kept, no recompute
+    core.measurements.observe_pair_rate(2, 1, "v100", 0.612 * table[0])       # within 5 %: kept, no recompute
     np.testing.assert_allclose(beside(2), [0.6 * table[0], table[1]])
     core.remove_job(0)
     core.remove_job(2)
@@ -105,8 +105,8 @@ def test_jobs_of_a_type_measured_alike_share_a_key():
     for i in (2, 3):
         core.add_job(Job(i, 0.0, RESNET, 1, 10_000))
     iso = core.tput[core.slot[0], w]
-    core.observe_rate(0, "v100", 3 * iso)
-    core.observe_rate(2, "v100", 3.02 * iso)                     # within the same 5 % band
+    core.measurements.observe_rate(0, "v100", 3 * iso)
+    core.measurements.observe_rate(2, "v100", 3.02 * iso)                     # within the same 5 % band
     v = core.view(0.0)
     code = v.type_code.tolist()
     assert code[0] == code[2] != code[3] != code[1] and len(set(code)) == 3
@@ -120,7 +120,7 @@ def test_a_pair_is_still_planned_after_one_member_ran_alone_at_a_measured_rate()
     core.plan(0.0)
     measured = 10 * core.tput[core.slot[0], w]
     for _ in range(10):                                          # reports while it runs: the average gets there
-        core.observe_rate(0, "v100", measured)
+        core.measurements.observe_rate(0, "v100", measured)
     core.add_job(Job(1, 1.0, LM, 1, 10_000))
     plans = [core.plan(float(t)) for t in range(1, 5)]
     assert any(a.job_ids == (0, 1) for p in plans for a in p.assignments)
@@ -250,11 +250,11 @@ def test_a_lease_extended_into_a_pair_measures_the_pair_from_its_next_update(tmp
     assert info.lease_id == lease.lease_id and info.partner == 1 and info.rate_from is None   # extended
     assert state.leases[1].partner == 0
     report(steps + 100, 9.0)                                     # measures from here on
-    assert not core._pair_efficiency and info.rate_from == (steps + 100, 9.0)
+    assert not core.measurements._pair_efficiency and info.rate_from == (steps + 100, 9.0)
     row, isolated = int(core.key_row[core.slot[0]]), core.tput[core.slot[0], w]
     report(steps + 300, 11.0)                                    # 100 steps/s beside job 1
-    table = core._table_efficiency(row, row, w)
-    assert core._pair_efficiency[(row, row)][w] == 0.5 * 100.0 / isolated + 0.5 * table
+    table = core.measurements._table_efficiency(row, row, w)
+    assert core.measurements._pair_efficiency[(row, row)][w] == 0.5 * 100.0 / isolated + 0.5 * table
     assert core.tput[core.slot[0], w] == isolated                # not taken as its rate alone
 
 
@@ -266,7 +266,7 @@ def test_a_restart_keeps_the_rates_and_pair_efficiencies_measurements_moved(tmp_
     report(steps + 100, 9.0)
     report(steps + 300, 11.0)                                    # 100 steps/s beside job 1
     row, table_rate = int(core.key_row[core.slot[0]]), core.tput[core.slot[1], w]
-    measured, efficiency = core.tput[core.slot[0], w], core._pair_efficiency[(row, row)][w]
+    measured, efficiency = core.tput[core.slot[0], w], core.measurements._pair_efficiency[(row, row)][w]
     assert measured > 5 * table_rate and np.isfinite(efficiency)
     state.round(state.now() + 10)                                # the efficiency stored
 
@@ -275,9 +275,9 @@ def test_a_restart_keeps_the_rates_and_pair_efficiencies_measurements_moved(tmp_
     restarted.round(restarted.now() + 10)                        # the jobs join the new core
     again = restarted.core
     assert again.tput[again.slot[0], w] == measured and again.tput[again.slot[1], w] == table_rate
-    assert again._pair_efficiency[(row, row)][w] == efficiency
-    assert again.measured_rates(0) == (RESNET, {"v100": measured})
-    again.restore_rates(1, "LM (batch size 5)", {"v100": 1.0})   # rates of another batch size: not taken
+    assert again.measurements._pair_efficiency[(row, row)][w] == efficiency
+    assert again.measurements.measured_rates(0) == (RESNET, {"v100": measured})
+    again.measurements.restore_rates(1, "LM (batch size 5)", {"v100": 1.0})   # rates of another batch size: not taken
     assert again.tput[again.slot[1], w] == table_rate
 
 
@@ -292,7 +292,7 @@ def test_unreadable_stored_rates_cost_their_rates_not_the_job_or_the_worker(tmp_
     core = restarted.core
     assert 0 in core.jobs and core.tput[core.slot[0], core.gpu_types.index("v100")] == TABLE.get(RESNET, 1, "v100")
     assert "stored rates" in caplog.text and restarted.store.job(0).state != "failed"
-    assert "stored pair efficiencies are unreadable" in caplog.text and not core._pair_efficiency
+    assert "stored pair efficiencies are unreadable" in caplog.text and not core.measurements._pair_efficiency
 
 
 def test_a_late_plan_moves_its_leases_to_a_later_boundary_and_its_lock_time_is_no_silence(tmp_path):

@@ -88,12 +88,12 @@ def test_measured_pair_rates_keep_a_pinned_jobs_types_closed():
     core.add_job(Job(2, 0.0, lm, 1, 10**6))
     w = core.gpu_types.index("v100")
     rate = core.tput[core.slot[1], w]
-    core.observe_rate(1, "v100", 1.2 * rate)
-    core.observe_pair_rate(1, 2, "v100", 0.5 * rate)
-    core.observe_pair_rate(2, 1, "v100", 0.5 * core.tput[core.slot[2], w])
+    core.measurements.observe_rate(1, "v100", 1.2 * rate)
+    core.measurements.observe_pair_rate(1, 2, "v100", 0.5 * rate)
+    core.measurements.observe_pair_rate(2, 1, "v100", 0.5 * core.tput[core.slot[2], w])
     view = core.view(0.0)
     code = view.type_code
-    assert core.rates_measured and len(set(code.tolist())) == 3
+    assert core.measurements.rates_measured and len(set(code.tolist())) == 3
     assert view.colocated[code[0], code[2], w].tolist() == [0.0, 0.0]
     assert view.colocated[code[2], code[0], w].tolist() == [0.0, 0.0]
     assert (view.colocated[code[1], code[2], w] > 0).all()          # the unpinned job of the same type pairs

@@ -101,7 +101,7 @@ def test_a_switch_recounts_steps_survives_a_restart_and_converts_reports(tmp_pat
     again.round(again.now() + 10)
     core = again.core
     s = core.slot[0]
-    assert core.tput[s, w] == measured and core.measured_rates(0) == ("ResNet-18 (batch size 128)",
+    assert core.tput[s, w] == measured and core.measurements.measured_rates(0) == ("ResNet-18 (batch size 128)",
                                                                       {"v100": measured})
     assert core.remaining[s] == 40 * IPE128 - 18 * IPE128
     assert again.workers[next(iter(again.workers))].to_start[0].batch_size == 128

@@ -1,4 +1,4 @@
-"""Rates the runtime measures (a mixin of `Scheduler`; docs/rules.md#measured-rates).
+"""Rates the runtime measures (the `Scheduler`'s `measured` object; docs/rules.md#measured-rates).
 
 A lease's steps per second move the rate in use by an exponential average: a job's isolated rate when it ran
 alone, and, when it ran as a pair, its type's co-location efficiency beside the partner's type (its rate there
@@ -15,16 +15,21 @@ import numpy as np
 
 
 class MeasuredRates:
-    """`observe_rate`, `observe_pair_rate`, and the keys and pair rates the policy view shows once the runtime
-    has moved a rate."""
+    """The scheduler's `measured` stage: `observe_rate`, `observe_pair_rate`, and the keys and pair rates the policy
+    view shows once the runtime has moved a rate. It reads and moves the scheduler's rate arrays."""
 
     RATE_CHANGE = 0.05      # a measured rate this far (relative) from the one in use triggers a recompute
     rates_measured = False  # set once a measurement moved a rate: from then on the view's pair rates follow them
 
-    def _init_measured(self) -> None:
+    def __init__(self, sched) -> None:
+        self.sched = sched
         # (table row a, table row b) -> a's rate beside b over its isolated rate, per type column (NaN: unmeasured)
         self._pair_efficiency: dict[tuple[int, int], np.ndarray] = {}
         self._moved_rates: dict[int, dict[int, float]] = {}  # job id -> {type column: isolated rate in use}
+
+    def forget(self, job_id: int) -> None:
+        """The job left, or now runs at another batch size: its moved rates are not its any more."""
+        self._moved_rates.pop(job_id, None)
 
     def _moved(self, old: float, value: float, weight: float, replace: bool = False) -> float | None:
         """The exponential average of `old` toward a measurement (the measurement itself when `old` is none or
@@ -33,102 +38,112 @@ class MeasuredRates:
         return None if old > 0 and abs(new - old) <= self.RATE_CHANGE * old else new
 
     def _measurable(self, gpu_type: str, steps_per_s: float) -> bool:
-        return gpu_type in self.gpu_types and bool(np.isfinite(steps_per_s)) and steps_per_s > 0
+        return gpu_type in self.sched.gpu_types and bool(np.isfinite(steps_per_s)) and steps_per_s > 0
 
     def observe_rate(self, job_id: int, gpu_type: str, steps_per_s: float, weight: float = 0.5) -> bool:
         """A measured isolated rate on `gpu_type` moves the job's throughput toward it (exponential average).
         The allocation is recomputed at the next plan when the rate moved by more than RATE_CHANGE: steady
         measurements do not re-solve the policy every round. True when the rate moved. A whole-round stage reads
         no table rate (it credits the iterations measured), so nothing moves there."""
-        if not self.rounds.reads_table or not self._measurable(gpu_type, steps_per_s):
+        sched = self.sched
+        if not sched.rounds.reads_table or not self._measurable(gpu_type, steps_per_s):
             return False
-        s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
-        old = self.tput[s, w]
-        new = self._moved(old, steps_per_s, weight, replace=self.key_row[s] < 0 and old == 1.0)  # default rate
+        s, w = sched.slot[job_id], sched.gpu_types.index(gpu_type)
+        old = sched.tput[s, w]
+        new = self._moved(old, steps_per_s, weight, replace=sched.key_row[s] < 0 and old == 1.0)  # default rate
         if new is not None:
             self._set_rate(job_id, s, w, new)
         return new is not None
 
     def _set_rate(self, job_id: int, s: int, w: int, rate: float) -> None:
+        sched = self.sched
         self.rates_measured = True
-        self.tput[s, w] = self.tput_spread[s, w] = rate
+        sched.tput[s, w] = sched.tput_spread[s, w] = rate
         self._moved_rates.setdefault(job_id, {})[w] = rate
-        e = self._entry_index.get((job_id,))
+        e = sched._entry_index.get((job_id,))
         if e is not None:
-            self.etput[e, w, 0] = rate
-            self.ok[e, w] = True
-            self._entries_changed()
-        self.need_update = True
+            sched.etput[e, w, 0] = rate
+            sched.ok[e, w] = True
+            sched._entries_changed()
+        sched.need_update = True
 
     # ---- what a restart gives back (docs/rules.md#runtime-restart) --------------------------------------------
     def measured_rates(self, job_id: int) -> tuple[str, dict[str, float]]:
         """The job type (batch size included) whose rates these are, and the job's isolated rates in use where
         measurements moved them, by GPU type."""
-        return self._rate_type(job_id), {self.gpu_types[w]: r for w, r in self._moved_rates.get(job_id, {}).items()}
+        types = self.sched.gpu_types
+        return self._rate_type(job_id), {types[w]: r for w, r in self._moved_rates.get(job_id, {}).items()}
 
     def restore_rates(self, job_id: int, job_type: str, rates: dict[str, float]) -> None:
         """Rates `measured_rates` gave before a restart, in use again if the job still runs as `job_type` (not at
         another batch size since); GPU types this core lacks are skipped."""
+        sched = self.sched
         if job_type != self._rate_type(job_id):
             return
-        s = self.slot[job_id]
+        s = sched.slot[job_id]
         for gpu_type, rate in rates.items():
             if self._measurable(gpu_type, rate):
-                self._set_rate(job_id, s, self.gpu_types.index(gpu_type), float(rate))
+                self._set_rate(job_id, s, sched.gpu_types.index(gpu_type), float(rate))
 
     def _rate_type(self, job_id: int) -> str:
-        row = int(self.key_row[self.slot[job_id]])
-        return self.table.keys[row].job_type if row >= 0 else self.jobs[job_id].job_type
+        sched = self.sched
+        row = int(sched.key_row[sched.slot[job_id]])
+        return sched.table.keys[row].job_type if row >= 0 else sched.jobs[job_id].job_type
 
     def pair_efficiencies(self) -> list[tuple[str, int, str, str, float]]:
         """Measured co-location efficiencies: (job type, scale factor, partner's job type, GPU type, efficiency)."""
-        keys = self.table.keys
-        return [(keys[a].job_type, keys[a].scale_factor, keys[b].job_type, self.gpu_types[w], float(eff[w]))
+        sched = self.sched
+        keys = sched.table.keys
+        return [(keys[a].job_type, keys[a].scale_factor, keys[b].job_type, sched.gpu_types[w], float(eff[w]))
                 for (a, b), eff in self._pair_efficiency.items() for w in np.flatnonzero(np.isfinite(eff))]
 
     def restore_pair_efficiencies(self, rows) -> None:
         """What `pair_efficiencies` gave before a restart (job types or GPU types this core lacks are skipped)."""
+        sched = self.sched
         for job_type, scale_factor, partner, gpu_type, eff in rows:
-            a, b = ((job_type, scale_factor) in self.table, (partner, scale_factor) in self.table)
-            if a and b and gpu_type in self.gpu_types and np.isfinite(eff):
-                pair = (self.table.index((job_type, scale_factor)), self.table.index((partner, scale_factor)))
-                self._pair_efficiency.setdefault(pair, np.full(self.n, np.nan))[self.gpu_types.index(gpu_type)] = eff
-                self.rates_measured = self.need_update = True
+            a, b = ((job_type, scale_factor) in sched.table, (partner, scale_factor) in sched.table)
+            if a and b and gpu_type in sched.gpu_types and np.isfinite(eff):
+                pair = (sched.table.index((job_type, scale_factor)), sched.table.index((partner, scale_factor)))
+                self._pair_efficiency.setdefault(pair, np.full(sched.n, np.nan))[sched.gpu_types.index(gpu_type)] = eff
+                self.rates_measured = sched.need_update = True
 
     def observe_pair_rate(self, job_id: int, partner_id: int, gpu_type: str, steps_per_s: float,
                           weight: float = 0.5) -> bool:
         """A measured rate of `job_id` co-located with `partner_id` on `gpu_type` moves its type's efficiency
         beside the partner's type (exponential average from the one in use); recompute as `observe_rate`. True
         when the efficiency moved."""
-        if not self._measurable(gpu_type, steps_per_s) or partner_id not in self.slot:
+        sched = self.sched
+        if not self._measurable(gpu_type, steps_per_s) or partner_id not in sched.slot:
             return False
-        s, w = self.slot[job_id], self.gpu_types.index(gpu_type)
-        a, b = int(self.key_row[s]), int(self.key_row[self.slot[partner_id]])
-        alone = self.tput[s, w]
+        s, w = sched.slot[job_id], sched.gpu_types.index(gpu_type)
+        a, b = int(sched.key_row[s]), int(sched.key_row[sched.slot[partner_id]])
+        alone = sched.tput[s, w]
         if a < 0 or b < 0 or not alone > 0:      # a type the table does not know has no pair rates to follow
             return False
-        efficiency = self._pair_efficiency.setdefault((a, b), np.full(self.n, np.nan))
+        efficiency = self._pair_efficiency.setdefault((a, b), np.full(sched.n, np.nan))
         old = efficiency[w] if np.isfinite(efficiency[w]) else self._table_efficiency(a, b, w)
         new = self._moved(old, steps_per_s / alone, weight)
         if new is not None:
             efficiency[w] = new
-            self.rates_measured = self.need_update = True
+            self.rates_measured = sched.need_update = True
         return new is not None
 
     def _table_efficiency(self, a: int, b: int, w: int) -> float:
-        col = self._cols[w]
-        alone = self.table.isolated[a, col, 0]
-        return float(np.nan_to_num(self.table.colocated[a, b, col, 0, 0] / alone)) if alone > 0 else 0.0
+        sched = self.sched
+        col = sched._cols[w]
+        alone = sched.table.isolated[a, col, 0]
+        return float(np.nan_to_num(sched.table.colocated[a, b, col, 0, 0] / alone)) if alone > 0 else 0.0
 
     def measured_keys(self, slots: np.ndarray, rows: np.ndarray, by_row: np.ndarray,
                       row_code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The view's key of each job in `slots` (table rows `rows`) and the pair rates among the keys, from
         `by_row`, the pair rates among the distinct rows that `row_code` gives each job (module docstring)."""
-        m, n = len(slots), self.n
-        tput = self.tput[slots]
+        sched = self.sched
+        m, n = len(slots), sched.n
+        tput = sched.tput[slots]
         table = np.zeros((m, n))
         known = rows >= 0
-        table[known] = np.nan_to_num(self.table.isolated[rows[known][:, None], self._cols[None, :], 0])
+        table[known] = np.nan_to_num(sched.table.isolated[rows[known][:, None], sched._cols[None, :], 0])
         with np.errstate(divide="ignore"):
             band = np.where((table > 0) & (tput > 0), np.rint(np.log(tput / np.where(table > 0, table, 1.0))
                                                               / np.log1p(self.RATE_CHANGE)), -(2 ** 40))

@@ -45,8 +45,7 @@ def check_entity_weights(policy, entity_weights) -> None:
                             f"nothing; use a hierarchical policy (max_min_fairness_water_filling[_perf])")
 
 
-class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, BatchSizeSwitching,
-                MeasuredRates):
+class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, BatchSizeSwitching):
     """The one scheduler: it holds the jobs and calls its round rules (`self.rounds`) for each job and round.
     They are Gavel's micro-task rounds (`TaskRounds`) around an allocation policy (priorities = allocation / share
     received, then placement) or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
@@ -84,7 +83,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
-        self._init_measured()
+        self.measurements = MeasuredRates(self)   # rates the runtime measures (docs/rules.md#measured-rates)
         # Column order, as the policies see them. The runtime passes every type workers may bring, so that
         # workers can join and leave (`set_cluster`) without reshaping the arrays.
         self.gpu_types = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)
@@ -190,11 +189,11 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
             rates = self._row_rates[row] = (tput, np.where(np.isnan(iso[:, 1]), tput, iso[:, 1]))
         self.tput[s], self.tput_spread[s] = rates
         self.key_row[s] = row
-        self._moved_rates.pop(int(self.job_of_slot[s]), None)  # measured at another batch size, if any
+        self.measurements.forget(int(self.job_of_slot[s]))     # measured at another batch size, if any
         self._apply_pin(s)
 
     def remove_job(self, job_id: int) -> None:
-        self._moved_rates.pop(job_id, None)
+        self.measurements.forget(job_id)
         self.rounds.remove_job(job_id)
 
     def set_remaining(self, job_id: int, steps: float) -> None:

@@ -32,8 +32,8 @@ class PolicyViews:
                 colocated = self._estimated(base, colocated.copy())
             if masks is not None:
                 colocated = self._pinned_pairs(colocated, distinct % len(masks), masks)
-        if self.rates_measured and colocated is not None:   # the runtime's (docs/rules.md#measured-rates)
-            code, colocated = self.measured_keys(slots, rows, colocated, code.ravel())
+        if self.measurements.rates_measured and colocated is not None:   # the runtime's (docs/rules.md#measured-rates)
+            code, colocated = self.measurements.measured_keys(slots, rows, colocated, code.ravel())
             if masks is not None:                          # a measured pair's efficiency knows no pins either
                 first = np.unique(code, return_index=True)[1]      # a job of each key (its jobs share a pin)
                 colocated = self._pinned_pairs(colocated, keys[first] % len(masks), masks)
