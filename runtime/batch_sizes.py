@@ -72,7 +72,7 @@ class BatchSizes:
         core = self.core
         if core.adaptation is None:
             return
-        for sw in core.switch_batch_sizes(ran):
+        for sw in core.batch_sizes.switch(ran):
             row = self.active.get(sw.job_id)
             if row is None:
                 continue
@@ -89,12 +89,12 @@ class BatchSizes:
             if self.events.on:
                 self.events.add(f"batch_size job={sw.job_id} old={sw.old_batch_size} new={sw.new_batch_size} "
                                 f"epoch={sw.epoch} total_steps={total}")
-        core.flag_batch_sizes()
+        core.batch_sizes.flag()
 
     def resume_batch_size(self, row) -> None:
         """After a restart, an adaptive job that had switched continues at its batch size in the core."""
         bs0 = split_job_type(row.job_type)[1]
         if row.adaptation and row.batch_size and row.batch_size != bs0:
             done = max(self.live_steps.get(row.job_id, 0), row.steps_done)
-            self.core.resume_batch_size(row.job_id, row.batch_size, row.total_steps,
+            self.core.batch_sizes.resume(row.job_id, row.batch_size, row.total_steps,
                                         max(1.0, row.total_steps - done))

@@ -45,7 +45,7 @@ def check_entity_weights(policy, entity_weights) -> None:
                             f"nothing; use a hierarchical policy (max_min_fairness_water_filling[_perf])")
 
 
-class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, BatchSizeSwitching):
+class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect):
     """The one scheduler: it holds the jobs and calls its round rules (`self.rounds`) for each job and round.
     They are Gavel's micro-task rounds (`TaskRounds`) around an allocation policy (priorities = allocation / share
     received, then placement) or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
@@ -84,6 +84,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect, B
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
         self.measurements = MeasuredRates(self)   # rates the runtime measures (docs/rules.md#measured-rates)
+        self.batch_sizes = BatchSizeSwitching(self)     # Shockwave's runtime batch sizes (docs/rules.md#batch-size)
         # Column order, as the policies see them. The runtime passes every type workers may bring, so that
         # workers can join and leave (`set_cluster`) without reshaping the arrays.
         self.gpu_types = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)

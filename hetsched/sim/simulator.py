@@ -159,7 +159,7 @@ class RoundSimulation:
         elif not self._idle():
             return False
         if self.tracker is not None:
-            sched.flag_batch_sizes()
+            sched.batch_sizes.flag()
         now = self.now
         if not self._admit(now):
             return False

@@ -56,7 +56,7 @@ class AdaptationTracker:
         ids = sched.job_of_slot[sched.members[plan.entry, 0]].tolist()
         for job_id, t in zip(ids, exec_time.tolist()):
             self.run_s[job_id] += t
-        for sw in sched.switch_batch_sizes(ids):
+        for sw in sched.batch_sizes.switch(ids):
             self.events.append((self.sim.now, sw.job_id, sw.epoch, sw.old_batch_size, sw.new_batch_size))
         done = set(completed.tolist())
         over = [sched.slot[j] for j in ids if self.run_s[j] > OVER_DEADLINE * self.isolated[j]
