@@ -83,7 +83,7 @@ class EntryTable:
                              self._cols, self.prior, self.scale)
             for name in ROW_ARRAYS:
                 setattr(self, name, bufs[name][:m + k])
-            self._mask_pinned_pairs(m)
+            self.pins.mask_pairs(m)
             self._entries_changed()
             return
         if members is None:
@@ -104,7 +104,7 @@ class EntryTable:
         self._append_rows(members=members, t=np.full((k, self.n), self.prior), deficit=np.zeros((k, self.n)),
                           alloc=np.zeros((k, self.n)), in_alloc=np.zeros(k, bool), ok=ok,
                           escale=self.scale[members[:, 0]], etput=etput)
-        self._mask_pinned_pairs(m)
+        self.pins.mask_pairs(m)
         self._entries_changed()
 
     def _room_for_pairs(self, members: np.ndarray, end: int) -> bool:

@@ -1,4 +1,4 @@
-"""Jobs pinned to GPU types (docs/rules.md#pins), a mixin of `Scheduler`: such a job has rate 0 on every other
+"""Jobs pinned to GPU types (docs/rules.md#pins), the `Scheduler`'s `pins` object: such a job has rate 0 on every other
 type, in its own throughput row, in the pair entries it belongs to, and in the pair rates its policy sees (the
 table's co-location rates know no pins)."""
 
@@ -12,10 +12,14 @@ from hetsched.model.jobs import Job
 
 
 class PinnedJobs:
-    """`_pins` (slot -> 1/0 mask over the columns, pinned jobs only), `pin_off` (slot x column: pinned away) and
-    what follows from them."""
+    """`masks` (slot -> 1/0 mask over the columns, pinned jobs only), the scheduler's `pin_off` (slot x column:
+    pinned away) and what follows from them."""
 
-    def _pin_mask(self, job: Job, gpu_types: tuple[str, ...] | None = None) -> np.ndarray | None:
+    def __init__(self, sched) -> None:
+        self.sched = sched
+        self.masks: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
+
+    def mask_of(self, job: Job, gpu_types: tuple[str, ...] | None = None) -> np.ndarray | None:
         """1/0 per column (or per type of `gpu_types`) for a job pinned to some GPU types; None when it may run
         anywhere. Refused when none of them is there."""
         if not job.pinned_gpu_types:                        # the common case: no pin
@@ -23,7 +27,7 @@ class PinnedJobs:
         allowed = job.allowed_gpu_types
         if not allowed:
             return None
-        types = self.gpu_types if gpu_types is None else gpu_types
+        types = self.sched.gpu_types if gpu_types is None else gpu_types
         cased = case_typos(allowed, types)
         if cased:                       # 'V100' for 'v100' is a typo, not a type the cluster lacks: never dropped
             raise HetschedError(f"job {job.job_id}: pinned to GPU types {list(cased)}; GPU type names are "
@@ -35,33 +39,34 @@ class PinnedJobs:
                                 f"cluster has ({list(types)})")
         return mask
 
-    def _apply_pin(self, s: int) -> None:
-        pin = self._pins.get(s)
+    def apply(self, s: int) -> None:
+        pin = self.masks.get(s)
         if pin is not None:
-            self.tput[s] *= pin
-            self.tput_spread[s] *= pin
+            self.sched.tput[s] *= pin
+            self.sched.tput_spread[s] *= pin
 
-    def _mask_pinned_pairs(self, start: int) -> None:
+    def mask_pairs(self, start: int) -> None:
         """Pair rows from `start` on run at rate 0 on a GPU type that either member is pinned away from
         (docs/rules.md#pins): the table's pair rates know no pins."""
-        if not self._pins:
+        if not self.masks:
             return
-        members = self.members[start:]
+        sched = self.sched
+        members = sched.members[start:]
         rows = np.flatnonzero(members[:, 1] >= 0)
-        off = self.pin_off[members[rows, 0]] | self.pin_off[members[rows, 1]]      # (pair rows, types)
+        off = sched.pin_off[members[rows, 0]] | sched.pin_off[members[rows, 1]]      # (pair rows, types)
         hit = off.any(axis=1)
         rows, off = rows[hit] + start, off[hit]
-        self.etput[rows] *= ~off[:, :, None]
-        self.ok[rows] &= ~off
+        sched.etput[rows] *= ~off[:, :, None]
+        sched.ok[rows] &= ~off
 
-    def _pinned_keys(self, slots: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    def keys(self, slots: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """Keys that tell pinned jobs apart (docs/rules.md#pins): (row + 1) x P + the job's pin (0: none, else
         1 + its index among the P - 1 distinct pins), and those pins' 1/0 masks over the GPU types."""
         index: dict[bytes, int] = {}
-        masks = [np.ones(self.n)]
+        masks = [np.ones(self.sched.n)]
         pin = np.zeros(len(slots), np.int64)
         for i, s in enumerate(slots.tolist()):
-            mask = self._pins.get(s)
+            mask = self.masks.get(s)
             if mask is not None:
                 pin[i] = index.setdefault(mask.tobytes(), len(index) + 1)
                 if pin[i] == len(masks):
@@ -69,7 +74,7 @@ class PinnedJobs:
         return (rows.astype(np.int64) + 1) * len(masks) + pin, masks
 
     @staticmethod
-    def _pinned_pairs(colocated: np.ndarray, pins: np.ndarray, masks: list[np.ndarray]) -> np.ndarray:
+    def pairs(colocated: np.ndarray, pins: np.ndarray, masks: list[np.ndarray]) -> np.ndarray:
         """No pair rate on a GPU type that either member is pinned away from."""
         off = np.array(masks)[pins] == 0                                   # (keys, types)
         out = colocated.copy()

@@ -45,7 +45,7 @@ def check_entity_weights(policy, entity_weights) -> None:
                             f"nothing; use a hierarchical policy (max_min_fairness_water_filling[_perf])")
 
 
-class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect):
+class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect):
     """The one scheduler: it holds the jobs and calls its round rules (`self.rounds`) for each job and round.
     They are Gavel's micro-task rounds (`TaskRounds`) around an allocation policy (priorities = allocation / share
     received, then placement) or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
@@ -80,7 +80,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect):
         self.rounds = decide.round_rules(self) if decide is not None else (round_rules or TaskRounds)(self)
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
         check_entity_weights(policy, self.entity_weights)
-        self._pins: dict[int, np.ndarray] = {}             # slot -> allowed GPU types (pinned jobs only)
+        self.pins = PinnedJobs(self)                        # jobs pinned to GPU types (docs/rules.md#pins)
         self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
         self.measurements = MeasuredRates(self)   # rates the runtime measures (docs/rules.md#measured-rates)
@@ -191,7 +191,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PinnedJobs, PrioritySelect):
         self.tput[s], self.tput_spread[s] = rates
         self.key_row[s] = row
         self.measurements.forget(int(self.job_of_slot[s]))     # measured at another batch size, if any
-        self._apply_pin(s)
+        self.pins.apply(s)
 
     def remove_job(self, job_id: int) -> None:
         self.measurements.forget(job_id)

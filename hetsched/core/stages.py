@@ -90,7 +90,7 @@ class RoundStage(DecideStage):
         sched = self.sched
         if (job.cpu_demand, job.mem_demand_gb) != (None, None):
             raise sched.own_demands_refused(job)
-        sched._pin_mask(job, self.pool_types)      # its pool's types (the runtime's columns are the table's)
+        sched.pins.mask_of(job, self.pool_types)      # its pool's types (the runtime's columns are the table's)
         s = sched._take_slot(job)
         sched.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
         sched.scale[s], sched.key_row[s] = job.scale_factor, -1

@@ -30,10 +30,10 @@ class TaskRounds:
             raise sched.own_demands_refused(job)
         key = JobKey(job.job_type, job.scale_factor)
         known = key in sched.table
-        pin = sched._pin_mask(job)
+        pin = sched.pins.mask_of(job)
         s = sched._take_slot(job)
         if pin is not None:
-            sched._pins[s] = pin
+            sched.pins.masks[s] = pin
             sched.pin_off[s] = pin == 0
         sched.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
         if known:
@@ -42,7 +42,7 @@ class TaskRounds:
             # An unmeasured job type runs at a default rate until measurements arrive (Gavel's DEFAULT_THROUGHPUT).
             sched.key_row[s] = -1
             sched.tput[s] = sched.tput_spread[s] = 1.0
-            sched._apply_pin(s)
+            sched.pins.apply(s)
         sched.scale[s] = job.scale_factor
         deadline = job.deadline_s
         sched.arrival_s[s], sched.weight[s] = job.arrival_time_s, job.priority_weight
@@ -59,7 +59,7 @@ class TaskRounds:
     def remove_job(self, job_id: int) -> None:
         sched = self.sched
         s = sched._release_slot(job_id)
-        if sched._pins.pop(s, None) is not None:
+        if sched.pins.masks.pop(s, None) is not None:
             sched.pin_off[s] = False
         if sched.resources is not None:
             sched.resources.remove_job(s)

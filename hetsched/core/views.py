@@ -22,7 +22,7 @@ class PolicyViews:
         slots = self._view_slots = self.active_slots_by_id()
         ids = self.job_of_slot[slots]
         rows = self.key_row[slots]
-        keys, masks = self._pinned_keys(slots, rows) if self._pins else (rows, None)
+        keys, masks = self.pins.keys(slots, rows) if self.pins.masks else (rows, None)
         distinct, code = round_kernels.codes_of(keys) if round_kernels.ENABLED else np.unique(keys, return_inverse=True)
         colocated = None
         if self.policy.packing and len(distinct):
@@ -31,12 +31,12 @@ class PolicyViews:
             if self.estimator is not None:
                 colocated = self._estimated(base, colocated.copy())
             if masks is not None:
-                colocated = self._pinned_pairs(colocated, distinct % len(masks), masks)
+                colocated = self.pins.pairs(colocated, distinct % len(masks), masks)
         if self.measurements.rates_measured and colocated is not None:   # the runtime's (docs/rules.md#measured-rates)
             code, colocated = self.measurements.measured_keys(slots, rows, colocated, code.ravel())
             if masks is not None:                          # a measured pair's efficiency knows no pins either
                 first = np.unique(code, return_index=True)[1]      # a job of each key (its jobs share a pin)
-                colocated = self._pinned_pairs(colocated, keys[first] % len(masks), masks)
+                colocated = self.pins.pairs(colocated, keys[first] % len(masks), masks)
         return PolicyView(                                # every array below is new: no copies (copy=False)
             job_ids=ids, gpu_types=self.gpu_types, capacity=self.capacity.copy(),
             throughput=self.tput[slots], scale_factor=self.scale[slots], unconsolidated=self.tput_spread[slots],
