@@ -91,7 +91,8 @@ class WorkerCalls:
                     info.vanished.setdefault(job_id, (lease.lease_id, now))    # until its exit report comes
             for job_id in running.keys() - info.running.keys():
                 self.running_on.setdefault(job_id, set()).add(info.worker_id)
-                if info.vanished.get(job_id, ("",))[0] == running[job_id]:
+            for job_id, lease_id in running.items():         # listed under the lease it waited for: there
+                if info.vanished.get(job_id, ("",))[0] == lease_id:
                     info.vanished.pop(job_id)
             info.running = running
             self._lost_exits(info, now)
@@ -111,7 +112,8 @@ class WorkerCalls:
             for msg in start:
                 lease = self.leases.get(msg.job_id)
                 if lease is not None and lease.lease_id == msg.lease_id:
-                    info.vanished[msg.job_id] = (msg.lease_id, now)        # until the worker lists it
+                    if info.running.get(msg.job_id) != msg.lease_id:      # (another rank of it may be listed)
+                        info.vanished[msg.job_id] = (msg.lease_id, now)    # until the worker lists it
                     if lease.started_at is None:
                         lease.started_at = now
                         if self.events.on:
