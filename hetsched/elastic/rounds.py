@@ -159,8 +159,8 @@ class ElasticRounds(RoundStage):
             raise HetschedError(f"job {job.job_id}: pinned to {job.pinned_gpu_types}, and {self.name} chooses each "
                                 "job's GPU type itself; submit it without a pin")
         batch = job.batch_size or min(app.init_batch_size * job.scale_factor, app.max_batch_size)
-        self.elastic[job.job_id] = ElasticJob(str(job.job_id), app, job.arrival_time_s * self.k, job.scale_factor, batch,
-                                              self.category, getattr(self.policy, "unaware", False))
+        self.elastic[job.job_id] = ElasticJob(str(job.job_id), app, job.arrival_time_s * self.k, job.scale_factor,
+                                              batch, self.category, getattr(self.policy, "unaware", False))
 
     def job_removed(self, job_id: int) -> None:
         self.elastic.pop(job_id, None)

@@ -72,7 +72,8 @@ def run(jobs: list[ElasticJob], cluster: ElasticCluster, seed: int = 0):
     ordered = sorted(jobs, key=lambda j: j.submit_s)
     gpu_s = frame[[c for c in frame if c.startswith("seconds_on_")]].sum(axis=1).to_numpy()
     out = pd.DataFrame({"name": [j.name for j in ordered], "app": [j.app.name for j in ordered],
-                        "submit_s": frame["arrival_time_s"].to_numpy(), "completion_s": frame["finish_time_s"].to_numpy(),
+                        "submit_s": frame["arrival_time_s"].to_numpy(),
+                        "completion_s": frame["finish_time_s"].to_numpy(),
                         "gpu_hours": gpu_s / 3600, "restarts": np.nan})
     out["jct_s"] = out["completion_s"] - out["submit_s"]
     round_s = config.round_s

@@ -237,7 +237,8 @@ class Planner(DecideStage):
         jobs = [self.planned[j] for j in ids]
         N = len(ids)
         share = min(1.0, self.gpus / N)
-        progress = np.array([pj.epoch_progress(sched.batch_sizes.steps_done(j), self._batch_size(j)) for j, pj in zip(ids, jobs)])
+        done = sched.batch_sizes.steps_done
+        progress = np.array([pj.epoch_progress(done(j), self._batch_size(j)) for j, pj in zip(ids, jobs)])
         for pj in jobs:
             if not pj.fixed_epoch_steps:
                 pj.calibrate(delta, DATASET_SIZE[pj.model])
