@@ -15,12 +15,12 @@ TYPES = ["ResNet-18 (batch size 32)", "Transformer (batch size 64)", "A3C", "LM 
 
 def check(core: Scheduler) -> None:
     m = len(core.entries)
-    assert core._entry_index == {e: i for i, e in enumerate(core.entries)}
+    assert core.entry_table.index == {e: i for i, e in enumerate(core.entries)}
     for name in ROW_ARRAYS:
         assert len(getattr(core, name)) == m, name
     slots = [[core.slot[j] for j in e] + [-1] * (2 - len(e)) for e in core.entries]
     assert core.members.tolist() == (slots or [])
-    blocked, pairs, single = core._entry_masks()
+    blocked, pairs, single = core.entry_table.masks()
     assert np.array_equal(blocked, ~core.ok | ~core.in_alloc[:, None])
     assert pairs == bool((core.members[:, 1] >= 0).any())
     assert single == bool((core.escale == 1).all())
@@ -114,7 +114,7 @@ def test_pair_entries_follow_the_allocation_in_its_order(first_id, compiled, mon
         wanted = [tuple(int(view.job_ids[i]) for i in p) for p, x in zip(pairs, x_pairs) if x.sum() > 0]
         expect = [e for e in core.entries if len(e) == 1 or e in wanted]
         expect += [p for p in wanted if p not in expect]
-        rows, x = core._follow_pairs(alloc)
+        rows, x = core.entry_table.follow_pairs(alloc)
         assert core.entries == expect
         assert list(rows) == [expect.index(p) for p in wanted]
         assert np.array_equal(x, x_pairs[x_pairs.sum(axis=1) > 0])
@@ -132,10 +132,10 @@ def test_the_views_pair_rates_are_the_tables_while_the_keys_present_change():
             core.remove_job(live.pop(int(rng.integers(len(live)))))
         core.add_job(Job(j, 0.0, TYPES[int(rng.integers(len(TYPES)))] if j % 9 else "unknown-type", 1, 1e6))
         live.append(j)
-        before = core._colocated_last
+        before = core.views._colocated_last
         view = core.view(0.0)
-        reused += core._colocated_last is before
-        rows = core.key_row[core.active_slots_by_id()]
+        reused += core.views._colocated_last is before
+        rows = core.key_row[core.job_slots.active_by_id()]
         keys = np.unique(rows)
         want = table.colocated[np.ix_(keys, keys, core._cols)][:, :, :, 0, :].copy()
         want[keys < 0] = np.nan
@@ -170,7 +170,7 @@ def test_compiled_pair_entries_are_the_numpy_rows(monkeypatch):
         for core, compiled in zip(cores, (True, False)):
             monkeypatch.setattr(kernels, "ENABLED", compiled)
             core.t[:], core.deficit[:], core.alloc[:] = values
-            out.append(core._follow_pairs(alloc)[0])
+            out.append(core.entry_table.follow_pairs(alloc)[0])
         assert np.array_equal(out[0], out[1])
         assert cores[0].entries == cores[1].entries
         for name in ROW_ARRAYS:

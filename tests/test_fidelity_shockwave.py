@@ -124,7 +124,7 @@ def test_scale_trace_baselines_solve_the_per_job_problem(policy, shared_dir, mon
 
     seen = []
     view = PolicyViews.view
-    monkeypatch.setattr(PolicyViews, "view", lambda self, now: seen.append(len(self.jobs)) or view(self, now))
+    monkeypatch.setattr(PolicyViews, "view", lambda self, now: seen.append(len(self.sched.jobs)) or view(self, now))
     (config,) = W.configs("scale_64", [policy])
     ours = run_one(config)
     assert max(seen) > units.AGGREGATE_ABOVE

@@ -42,18 +42,17 @@ def test_rank_is_numpys_lexsort(compiled):
 
 def _walk_numpy(t, S, alloc, deficit, in_alloc, ok, need_priority, members, escale, scale, capacity, order):
     """The numpy select (core/select.py) on the same arrays, through a stand-in scheduler."""
+    from types import SimpleNamespace
+
     from hetsched.core.select import PrioritySelect
 
-    class State(PrioritySelect):
-        pass
-
-    s = State()
-    s.t, s.S, s.alloc, s.deficit, s.ok = t, S, alloc, deficit, ok
-    s._blocked = ~ok | ~in_alloc[:, None]                 # as core/entries.py derives it
-    s.members, s.escale, s.scale, s.capacity, s.remaining = members, escale, scale, capacity, np.zeros(len(scale))
-    s._has_pairs = bool((members[:, 1] >= 0).any())
-    s._all_single_gpu = bool((escale == 1).all())
-    s.policy = type("P", (), {"fills_idle_gpus": not need_priority})()
+    entry_table = SimpleNamespace(blocked=~ok | ~in_alloc[:, None],          # as core/entries.py derives them
+                                  has_pairs=bool((members[:, 1] >= 0).any()), all_single_gpu=bool((escale == 1).all()))
+    policy = SimpleNamespace(fills_idle_gpus=not need_priority, heterogeneity_aware=True, packing=False)
+    sched = SimpleNamespace(t=t, S=S, alloc=alloc, deficit=deficit, ok=ok, in_alloc=in_alloc, members=members,
+                            escale=escale, scale=scale, capacity=capacity, remaining=np.zeros(len(scale)),
+                            entry_table=entry_table, policy=policy)
+    s = PrioritySelect(sched)
     enabled, round_kernels.ENABLED = round_kernels.ENABLED, False
     try:
         return s.select(list(order))

@@ -34,6 +34,13 @@ def test_the_compiled_loops_import_no_stage():
     assert not policies, policies
 
 
+def test_the_scheduler_is_one_class_that_holds_its_stages():
+    """docs/architecture.md: no mixins; the scheduler's parts are objects it holds and calls."""
+    from hetsched.core.scheduler import Scheduler
+
+    assert Scheduler.__bases__ == (object,), Scheduler.__bases__
+
+
 def test_no_module_is_long():
     long = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}

@@ -26,7 +26,7 @@ ENABLED = _rounds is not None and os.environ.get("HETSCHED_KERNELS", "1") != "0"
 
 
 class QuietRounds(NamedTuple):
-    """What `quiet_rounds` reads and writes: the round that ran, the scheduler's walk (`Scheduler.walk_state`),
+    """What `quiet_rounds` reads and writes: the round that ran, the scheduler's walk (`PrioritySelect.walk_state`),
     the result's accounts (`Result.accounts`) and the simulator's clock and rules."""
 
     entry: np.ndarray               # the running round's entries, GPU type columns, steps, finish and end times
@@ -36,7 +36,7 @@ class QuietRounds(NamedTuple):
     ends: np.ndarray
     round_start: float
     budget: int                     # further rounds allowed while nothing happens
-    members: np.ndarray             # the scheduler's entries, rates and the time each received (Scheduler.walk_state)
+    members: np.ndarray             # the scheduler's entries, rates and the time each received (PrioritySelect.walk_state)
     etput: np.ndarray
     escale: np.ndarray
     scale: np.ndarray

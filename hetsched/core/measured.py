@@ -60,11 +60,11 @@ class MeasuredRates:
         self.rates_measured = True
         sched.tput[s, w] = sched.tput_spread[s, w] = rate
         self._moved_rates.setdefault(job_id, {})[w] = rate
-        e = sched._entry_index.get((job_id,))
+        e = sched.entry_table.index.get((job_id,))
         if e is not None:
             sched.etput[e, w, 0] = rate
             sched.ok[e, w] = True
-            sched._entries_changed()
+            sched.entry_table.changed()
         sched.need_update = True
 
     # ---- what a restart gives back (docs/rules.md#runtime-restart) --------------------------------------------

@@ -1,4 +1,4 @@
-"""Compiled loops for the pair entries that follow each solution (`EntryTable._follow_pairs`, core/entries.py).
+"""Compiled loops for the pair entries that follow each solution (`EntryTable.follow_pairs`, core/entries.py).
 
 - `match_pairs`: the solution's job pairs matched with the pair entries (by a hash of their ids), the rows to drop
   and each pair's row afterwards;

@@ -9,12 +9,10 @@ space sharing, job pairs); jobs live in slots of preallocated arrays.
 from __future__ import annotations
 
 import logging
-import random
 from typing import Mapping
 
 import numpy as np
 
-from hetsched.compiled import kernels
 from hetsched.core.entries import EntryTable
 from hetsched.core.measured import MeasuredRates
 from hetsched.core.pins import PinnedJobs
@@ -45,12 +43,14 @@ def check_entity_weights(policy, entity_weights) -> None:
                             f"nothing; use a hierarchical policy (max_min_fairness_water_filling[_perf])")
 
 
-class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect):
+class Scheduler:
     """The one scheduler: it holds the jobs and calls its round rules (`self.rounds`) for each job and round.
     They are Gavel's micro-task rounds (`TaskRounds`) around an allocation policy (priorities = allocation / share
     received, then placement) or a decide stage that picks each round's jobs itself (`DecideStage`: Shockwave's
     planner, an ordering); or a stage that plans, places and credits whole rounds (`RoundStage`: Synergy's server
-    rounds, an elastic system's rounds)."""
+    rounds, an elastic system's rounds). The scheduler holds the state (jobs in slots, their entries, the time
+    each received); the objects it calls act on it: `job_slots`, `entry_table`, `views` (what the policy sees),
+    `selector` (Gavel's priorities and walk), `pins`, `measurements`, `batch_sizes` and the round rules."""
 
     SLOT_ARRAYS = ("remaining", "tput", "tput_spread", "scale", "key_row", "arrival_s", "weight", "deadline",
                    "pin_off")
@@ -81,8 +81,6 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect):
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
         check_entity_weights(policy, self.entity_weights)
         self.pins = PinnedJobs(self)                        # jobs pinned to GPU types (docs/rules.md#pins)
-        self._measured: set[tuple[int, int, int]] = set()     # (table row a, table row b, type) pairs run
-        self._estimates: dict[tuple[int, int], np.ndarray] = {}
         self.measurements = MeasuredRates(self)   # rates the runtime measures (docs/rules.md#measured-rates)
         self.batch_sizes = BatchSizeSwitching(self)     # Shockwave's runtime batch sizes (docs/rules.md#batch-size)
         # Column order, as the policies see them. The runtime passes every type workers may bring, so that
@@ -94,15 +92,13 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect):
         if missing:
             raise HetschedError(f"throughput table {throughputs.name!r} has no GPU type {missing}")
         self._set_capacity(cluster)
-        self.shuffle = not policy.heterogeneity_aware and not policy.packing
-        self._shuffler = random.Random(seed + 5)
-        # The same generator as numbers for the compiled draws (kernels.shuffled), which quiet rounds make too.
-        self._mt = np.array(self._shuffler.getstate()[1], np.int64) if self.shuffle and kernels.ENABLED else None
+        self.selector = PrioritySelect(self, seed)          # Gavel's select stage (docs/rules.md#select)
+        self.views = PolicyViews(self)                       # what the policy sees (its `view`)
         self._cols = np.array([throughputs.gpu_index(g) for g in table_types], np.int64)
         self._row_rates: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # table row -> (tput, spread) per column
         # Jobs by slot.
         size = 64
-        self._init_slots(size)
+        self.job_slots = JobSlots(self, size, self._slots_grown)     # sets jobs, slot, job_of_slot
         self.remaining = np.zeros(size)
         self.tput = np.zeros((size, n))
         self.tput_spread = np.zeros((size, n))
@@ -114,8 +110,7 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect):
         self.deadline = np.zeros(size)
         # Entries (rows aligned): members are slots (-1 = none), insertion order = tie-break order.
         self.entries: list[tuple[int, ...]] = []         # job ids
-        self._index: dict[tuple[int, ...], int] | None = {}    # `_entry_index`, rebuilt after drops
-        self._row_buffers: dict[str, np.ndarray] = {}     # what the row arrays below become views of
+        self.entry_table = EntryTable(self)              # adds, drops and finds the rows below
         self.members = np.zeros((0, 2), np.int64)
         self.t = np.zeros((0, n))               # time received since the last reset (+ prior)
         self.deficit = np.zeros((0, n))
@@ -125,7 +120,6 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect):
         self.escale = np.zeros(0, np.int64)
         self.etput = np.zeros((0, n, 2))        # steps/s of each member on each type
         self.S = np.zeros(n)
-        self._entries_changed()
         self.allocation: Allocation | None = None
         self.need_update = False
         self.last_reset_time = 0.0
@@ -160,10 +154,9 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect):
             self.decide.cluster_changed()
 
     # ---- jobs -------------------------------------------------------------------------------------
-    def _grow(self) -> None:
-        super()._grow()
+    def _slots_grown(self, size: int) -> None:
         if self.decide is not None:
-            self.decide.slots_grown(len(self.job_of_slot))
+            self.decide.slots_grown(size)
 
     def add_job(self, job: Job, remaining_steps: float | None = None) -> None:
         if self.adaptation is None and job.mode != "static":
@@ -201,23 +194,27 @@ class Scheduler(JobSlots, EntryTable, PolicyViews, PrioritySelect):
         """Resynchronise a job's remaining steps with progress measured outside the core (the runtime)."""
         self.remaining[self.slot[job_id]] = float(steps)
 
+    def view(self, now: float):
+        """The `PolicyView` of the active jobs at `now` (what the policy's allocation reads)."""
+        return self.views.view(now)
+
     # ---- allocation -------------------------------------------------------------------------------
     def _reset_and_recompute(self, now: float) -> None:
         """Gavel's reset event (docs/rules.md#priorities) followed by a policy solve."""
         elapsed = now - self.last_reset_time
         self.deficit += self.alloc * elapsed - (self.t - self.prior)
-        allocation = self.policy.allocate(self.view(now)) if self.jobs else None
+        allocation = self.policy.allocate(self.views.view(now)) if self.jobs else None
         self.allocation = allocation
         self.alloc[:] = 0.0
         self.in_alloc[:] = False
         if allocation is not None:
-            pair_rows, x_pairs = self._follow_pairs(allocation)
-            rows, x = self.rows_of_jobs(allocation.job_ids), allocation.x
+            pair_rows, x_pairs = self.entry_table.follow_pairs(allocation)
+            rows, x = self.entry_table.rows_of_jobs(allocation.job_ids), allocation.x
             if len(pair_rows):
                 rows, x = np.concatenate([rows, pair_rows]), np.r_[x, x_pairs]
             self.alloc[rows] = x
             self.in_alloc[rows] = True
-        self._entries_changed()
+        self.entry_table.changed()
         self.t[:] = self.prior
         self.S = np.full(self.n, self.prior * len(self.entries))
         self.last_reset_time = now

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from hetsched.errors import HetschedError
@@ -9,49 +11,57 @@ from hetsched.model.jobs import Job
 
 
 class JobSlots:
-    """`jobs`/`slot` dicts, `job_of_slot`, and per-slot arrays named in `SLOT_ARRAYS` that double when full."""
+    """Gives each active job of `owner` a slot. The owner keeps `jobs`/`slot` dicts, `job_of_slot` and per-slot
+    arrays named in its `SLOT_ARRAYS`, which double when full (`grown(size)` is called after)."""
 
-    SLOT_ARRAYS: tuple[str, ...] = ()
+    def __init__(self, owner, size: int = 64, grown: Callable[[int], None] | None = None):
+        self.owner = owner
+        self.grown = grown
+        owner.jobs = {}
+        owner.slot = {}
+        owner.job_of_slot = np.full(size, -1, np.int64)
+        self._free = list(range(size - 1, -1, -1))
 
-    def _init_slots(self, size: int = 64) -> None:
-        self.jobs: dict[int, Job] = {}
-        self.slot: dict[int, int] = {}
-        self._free_slots = list(range(size - 1, -1, -1))
-        self.job_of_slot = np.full(size, -1, np.int64)
+    def grow(self) -> None:
+        owner = self.owner
+        old = len(owner.job_of_slot)
+        grow_arrays(owner, ("job_of_slot",) + owner.SLOT_ARRAYS, old * 2)
+        owner.job_of_slot[old:] = -1
+        self._free.extend(range(old * 2 - 1, old - 1, -1))
+        if self.grown is not None:
+            self.grown(old * 2)
 
-    def _grow(self) -> None:
-        old = len(self.job_of_slot)
-        grow_arrays(self, ("job_of_slot",) + self.SLOT_ARRAYS, old * 2)
-        self.job_of_slot[old:] = -1
-        self._free_slots.extend(range(old * 2 - 1, old - 1, -1))
-
-    def active_slots_by_id(self) -> np.ndarray:
-        """The slots of the active jobs in ascending job id (the order of `sorted(self.jobs)`)."""
-        slots = np.flatnonzero(self.job_of_slot >= 0)
-        return slots[np.argsort(self.job_of_slot[slots], kind="stable")]
+    def active_by_id(self) -> np.ndarray:
+        """The slots of the active jobs in ascending job id (the order of `sorted(owner.jobs)`)."""
+        of = self.owner.job_of_slot
+        slots = np.flatnonzero(of >= 0)
+        return slots[np.argsort(of[slots], kind="stable")]
 
     def slots_of(self, job_ids: np.ndarray) -> np.ndarray:
         """The slot of each active job in `job_ids`."""
-        return np.fromiter((self.slot[j] for j in np.asarray(job_ids).tolist()), np.int64, len(job_ids))
+        slot = self.owner.slot
+        return np.fromiter((slot[j] for j in np.asarray(job_ids).tolist()), np.int64, len(job_ids))
 
-    def _take_slot(self, job: Job) -> int:
+    def take(self, job: Job) -> int:
         """A free slot for a new active job."""
-        if job.job_id in self.jobs:
+        owner = self.owner
+        if job.job_id in owner.jobs:
             raise HetschedError(f"job {job.job_id} is already active")
-        if not self._free_slots:
-            self._grow()
-        s = self._free_slots.pop()
-        self.jobs[job.job_id] = job
-        self.slot[job.job_id] = s
-        self.job_of_slot[s] = job.job_id
+        if not self._free:
+            self.grow()
+        s = self._free.pop()
+        owner.jobs[job.job_id] = job
+        owner.slot[job.job_id] = s
+        owner.job_of_slot[s] = job.job_id
         return s
 
-    def _release_slot(self, job_id: int) -> int:
+    def release(self, job_id: int) -> int:
         """Forget an active job; returns its slot (free for reuse)."""
-        s = self.slot.pop(job_id)
-        self.jobs.pop(job_id)
-        self.job_of_slot[s] = -1
-        self._free_slots.append(s)
+        owner = self.owner
+        s = owner.slot.pop(job_id)
+        owner.jobs.pop(job_id)
+        owner.job_of_slot[s] = -1
+        self._free.append(s)
         return s
 
 

@@ -91,18 +91,18 @@ class RoundStage(DecideStage):
         if (job.cpu_demand, job.mem_demand_gb) != (None, None):
             raise sched.own_demands_refused(job)
         sched.pins.mask_of(job, self.pool_types)      # its pool's types (the runtime's columns are the table's)
-        s = sched._take_slot(job)
+        s = sched.job_slots.take(job)
         sched.remaining[s] = float(job.total_steps if remaining_steps is None else remaining_steps)
         sched.scale[s], sched.key_row[s] = job.scale_factor, -1
         try:
             self.job_added(job)
         except HetschedError:
-            sched._release_slot(job.job_id)
+            sched.job_slots.release(job.job_id)
             raise
 
     def remove_job(self, job_id: int) -> None:
         self.job_removed(job_id)
-        self.sched._release_slot(job_id)
+        self.sched.job_slots.release(job_id)
 
     def plan_round(self, now: float, force_recompute: bool, place: bool, next_arrival_s: float | None,
                    servers: bool) -> "RoundPlan":

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from hetsched.compiled import round_kernels
-from hetsched.core.entries import EntryTable
 from hetsched.core.plans import Assignment, RoundPlan
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
@@ -31,7 +30,7 @@ class TaskRounds:
         key = JobKey(job.job_type, job.scale_factor)
         known = key in sched.table
         pin = sched.pins.mask_of(job)
-        s = sched._take_slot(job)
+        s = sched.job_slots.take(job)
         if pin is not None:
             sched.pins.masks[s] = pin
             sched.pin_off[s] = pin == 0
@@ -51,21 +50,21 @@ class TaskRounds:
             sched.resources.add_job(s, job.job_type, job.scale_factor, sched.tput[s])
         if sched.adaptation is not None:
             sched.adaptation.add_job(job)
-        sched._add_entries([(job.job_id,)])
+        sched.entry_table.add([(job.job_id,)])
         sched.need_update = True
         if sched.decide is not None:
             sched.decide.job_added(job)
 
     def remove_job(self, job_id: int) -> None:
         sched = self.sched
-        s = sched._release_slot(job_id)
+        s = sched.job_slots.release(job_id)
         if sched.pins.masks.pop(s, None) is not None:
             sched.pin_off[s] = False
         if sched.resources is not None:
             sched.resources.remove_job(s)
         if sched.adaptation is not None:
             sched.adaptation.remove_job(job_id)
-        sched._drop_entries(np.flatnonzero((sched.members[:, 0] == s) | (sched.members[:, 1] == s)))
+        sched.entry_table.drop(np.flatnonzero((sched.members[:, 0] == s) | (sched.members[:, 1] == s)))
         sched.need_update = True
         if sched.decide is not None:
             sched.decide.job_removed(job_id)
@@ -90,11 +89,11 @@ class TaskRounds:
             entry, gpu_type, recomputed = sched.decide.select(now)
             plan = RoundPlan(now, entry, gpu_type, recomputed)
         else:
-            order = sched.type_order_for_round()          # drawn every planning step (docs/rules.md#select)
+            order = sched.selector.type_order_for_round()          # drawn every planning step (docs/rules.md#select)
             recomputed = sched.maybe_recompute(now, force_recompute)
             if not sched.entries:
                 return RoundPlan(now, np.zeros(0, np.int64), np.zeros(0, np.int64), recomputed)
-            entry, gpu_type = sched.select(order)
+            entry, gpu_type = sched.selector.select(order)
             keep = sched.in_alloc[entry]                  # the others leave their GPUs idle (docs/rules.md#select)
             plan = RoundPlan(now, entry[keep], gpu_type[keep], recomputed)
         if sched.resources is not None:
@@ -120,12 +119,12 @@ class TaskRounds:
         sched.last_gpus = {a.job_ids: (a.gpu_type, a.gpus) for a in plan.assignments}
 
     def entry_of(self, job_ids: tuple[int, ...]) -> int | None:
-        return EntryTable.entry_of(self.sched, job_ids)
+        return self.sched.entry_table.entry_of(job_ids)
 
     def credit(self, entry: np.ndarray, gpu_type: np.ndarray, steps: np.ndarray, exec_time: np.ndarray) -> np.ndarray:
         """Record finished micro-tasks (steps per member, (k, 2)); returns slots of jobs that completed."""
         sched = self.sched
-        if sched.decide is None and round_kernels.ENABLED and (sched.estimator is None or not sched._has_pairs):
+        if sched.decide is None and round_kernels.ENABLED and (sched.estimator is None or not sched.entry_table.has_pairs):
             return round_kernels.credit_tasks(entry, gpu_type, sched.members, steps, exec_time, sched.t, sched.S,
                                               sched.remaining)
         if sched.decide is not None:
@@ -133,12 +132,12 @@ class TaskRounds:
         sched.t[entry, gpu_type] += exec_time          # an entry runs at most once per round
         np.add.at(sched.S, gpu_type, exec_time)        # sequential, in plan order (float order matters)
         members = sched.members[entry]
-        if sched.estimator is not None and sched._has_pairs:
+        if sched.estimator is not None and sched.entry_table.has_pairs:
             for (a, b), w in zip(members.tolist(), gpu_type.tolist()):
                 if b >= 0:      # after a pair runs, its measured (oracle) throughput replaces the estimate
                     ra, rb = int(sched.key_row[a]), int(sched.key_row[b])
-                    sched._measured.update({(ra, rb, w), (rb, ra, w)})
-        if not sched._has_pairs:
+                    sched.views.pairs_run.update({(ra, rb, w), (rb, ra, w)})
+        if not sched.entry_table.has_pairs:
             slots = members[:, 0]
             sched.remaining[slots] -= steps[:, 0]      # a job runs at most once per round
         else:

@@ -133,7 +133,7 @@ class Planner(DecideStage):
         # Skip jobs that finished, and a planned type on which a batch-size switch left the job no rate.
         pairs = [(j, w) for j, w in self.schedule[offset] if j in sched.jobs and sched.tput[sched.slot[j], w] > 0] \
             if sched.jobs else []
-        entry = np.array([sched._entry_index[(j,)] for j, _ in pairs], np.int64)
+        entry = np.array([sched.entry_table.index[(j,)] for j, _ in pairs], np.int64)
         return entry, np.array([w for _, w in pairs], np.int64), recomputed
 
     def _set_clock(self, now: float) -> None:

@@ -91,7 +91,7 @@ class OrderingStage(DecideStage):
             if rates[w] <= 0:
                 continue
             free[w] -= g
-            entries.append(sched._entry_index[(ids[i],)])
+            entries.append(sched.entry_table.index[(ids[i],)])
             types.append(w)
             if free.max() <= 0:
                 break

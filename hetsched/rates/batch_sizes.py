@@ -40,7 +40,7 @@ class BatchSizeSwitching:
             self._retype(job_id, sw.job_type, sw.remaining_steps)
             out.append(sw)
         if out:
-            self.sched._entries_changed()
+            self.sched.entry_table.changed()
         return out
 
     def resume(self, job_id: int, batch_size: int, total_steps: float, remaining_steps: float) -> None:
@@ -51,7 +51,7 @@ class BatchSizeSwitching:
             return
         state.batch_size, state.total_steps = int(batch_size), float(total_steps)
         self._retype(job_id, job_type_of(state.model, batch_size), remaining_steps)
-        sched._entries_changed()
+        sched.entry_table.changed()
 
     def _retype(self, job_id: int, job_type: str, remaining_steps: float) -> None:
         """The job runs as `job_type` (another batch size) from now on, with `remaining_steps` left."""
@@ -61,6 +61,6 @@ class BatchSizeSwitching:
         if sched.resources is not None:              # the new batch size has its own CPU/memory class
             sched.resources.add_job(s, job_type, int(sched.scale[s]), sched.tput[s])
         sched.remaining[s] = max(remaining_steps, 0.0)
-        e = sched._entry_index[(job_id,)]
+        e = sched.entry_table.index[(job_id,)]
         sched.etput[e, :, 0] = sched.tput[s]
         sched.ok[e] = sched.tput[s] > 0

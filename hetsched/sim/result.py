@@ -249,14 +249,14 @@ class ResultBuilder:
             members = sched.members[plan.entry]
             scale = sched.escale[plan.entry].astype(float)
         self.busy += round_kernels.gpu_seconds(exec_time if credited is None else credited, scale)
-        valid = members >= 0 if (sched._has_pairs or self.record_timeline) else None
+        valid = members >= 0 if (sched.entry_table.has_pairs or self.record_timeline) else None
         priced = self._priced
         gpu_seconds = exec_time * scale
         cost = self._prices[plan.gpu_type] * exec_time / 3600.0 * scale if priced else None
         acc = self._acc
         if self.core_accounts:                            # the core keeps progress: only the timeline is new
             pass
-        elif not sched._has_pairs:
+        elif not sched.entry_table.has_pairs:
             slots = members[:, 0]                         # a job runs at most once per round: no repeats
             acc[slots, 1] += steps[:, 0]
             acc[slots, 3 + plan.gpu_type] += gpu_seconds

@@ -22,6 +22,8 @@ from hetsched.model.jobs import Job
 from hetsched.compiled import kernels, round_kernels
 from hetsched.compiled.round_kernels import QuietRounds
 from hetsched.core.pipeline import Pipeline, grid_start
+from hetsched.core.select import PrioritySelect
+from hetsched.core.task_rounds import TaskRounds
 from hetsched.core.registry import build_scheduler, decide_of, pipeline_for, policy_for  # noqa: F401  (re-exported)
 from hetsched.sim.result import Result, ResultBuilder
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig, auto_system  # noqa: F401  (re-exported)
@@ -141,7 +143,7 @@ class RoundSimulation:
         sched = self.sched
         self._quiet = round_kernels.ENABLED and not whole and not self.rules.fixed_rounds and not (
             self.place or sched.placement_aware or self.out.record_timeline) and (
-            not sched.shuffle or sched._mt is not None) and (
+            not sched.selector.shuffle or sched.selector.mt is not None) and (
             self.tracker is None and sched.decide is None and sched.resources is None and sched.estimator is None)
         self.budget = self.extra = 0         # quiet rounds allowed in the next step / run in the last one
         self._fits: set[tuple] = set()       # (job type, GPUs, pins) that some GPU type holds
@@ -193,7 +195,7 @@ class RoundSimulation:
         steps = np.zeros_like(tput)
         finish = np.full_like(tput, -np.inf)
         delays = self._lease_delays(plan)            # docs/rules.md#lease-start: a new lease starts late
-        for col in ((0,) if not sched._has_pairs else (0, 1)):
+        for col in ((0,) if not sched.entry_table.has_pairs else (0, 1)):
             v = members[:, col] >= 0
             t = tput[v, col]
             delay = 0.0 if delays is None else delays[v]
@@ -216,9 +218,10 @@ class RoundSimulation:
 
     def _credit_tasks(self, plan) -> None:
         """The round ends at its latest micro-task; each job completes at its own finish time."""
-        if self._quiet:
-            return self._credit_quiet(plan)
         sched, tracker = self.sched, self.tracker
+        # The quiet rounds run Gavel's select and micro-task credit compiled: a swapped stage turns them off.
+        if self._quiet and type(sched.selector) is PrioritySelect and type(sched.rounds) is TaskRounds:
+            return self._credit_quiet(plan)
         # docs/rules.md#fixed-rounds: the runtime's round lasts its length whenever its micro-tasks end
         self.now = self.round_start + self.config.round_s if self.rules.fixed_rounds else float(self._ends.max())
         steps, exec_time = self._steps, self._ends - self.round_start
@@ -240,7 +243,7 @@ class RoundSimulation:
         sched, out, nxt = self.sched, self.out, self.arrivals.peek_time()
         now, self.round_start, self.extra, done, finish, out.busy = round_kernels.quiet_rounds(QuietRounds(
             plan.entry, plan.gpu_type, self._steps, self._finish, self._ends, self.round_start, self.budget,
-            *sched.walk_state(), *out.accounts(), self.config.round_s, math.inf if nxt is None else nxt,
+            *sched.selector.walk_state(), *out.accounts(), self.config.round_s, math.inf if nxt is None else nxt,
             *sched.reset_state(), out.busy))
         self.now = float(now)
         out.rounds += self.extra
