@@ -75,17 +75,17 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     from hetsched.model.cluster import ClusterSpec
     from hetsched.sim.metrics import summary, with_hours
-    from hetsched.core.registry import decide_of, pipeline_for, planner_params
-    from hetsched.elastic.names import elastic_name
+    from hetsched.core.registry import pipeline_for, planner_params, resolve
     from hetsched.sim.simulator import SimulationConfig, policy_for, simulate
     from hetsched.model.throughputs import load_throughputs
 
     from hetsched.io.gpu_map import apply_gpu_map, check_gpu_types, parse_gpu_map
     from hetsched.solvers import clock
 
-    if elastic_name(args.policy):      # elastic jobs come from Sia's workload tables, not Gavel's or Synergy's streams
-        raise HetschedError(f"{elastic_name(args.policy)} schedules elastic jobs: simulate them on Sia's workloads with "
-                            "`hetsched elastic`, or give simulate() jobs of its applications (docs/rules.md R86)")
+    name = resolve(args.policy)       # once: every later call takes the resolved name and its kind
+    if name.kind == "elastic":        # elastic jobs come from Sia's workload tables, not Gavel's or Synergy's streams
+        raise HetschedError(f"{name} schedules elastic jobs: simulate them on Sia's workloads with `hetsched elastic`, "
+                            "or give simulate() jobs of its applications (docs/rules.md R86)")
     if args.jobs_out:               # before the run, not after it: a folder that cannot be made loses nothing
         Path(args.jobs_out).parent.mkdir(parents=True, exist_ok=True)
     mark = clock.reading()
@@ -102,13 +102,13 @@ def run_simulate(args: argparse.Namespace) -> int:
         pins = {t for j in jobs for t in j.allowed_gpu_types} if isinstance(jobs, list) else set()
         _names_used(set(gpu_map), set(cluster.gpu_types) | pins, "--gpu-map maps", "the cluster's GPU types and the "
                     "jobs' pins")
-    kind = decide_of(policy_for(args.policy, 0)).kind
+    kind = name.kind
     planner = kind == "planner"                                     # shockwave, shockwave_agnostic, +tune
     system = _system_rules(args, jobs, kind)
     params = planner_params(kind, args.shockwave_config)
     if args.partitions != 1:
         params["partitions"] = args.partitions
-    policy = policy_for(args.policy, args.seed or 0, system=system, **params)
+    policy = policy_for(name, args.seed or 0, system=system, **params)
     overrides_entities = {"entity_weights": _entity_weights(args, jobs)} if args.entity_weights is not None else {}
     overrides = dict(seed=args.seed or 0, window=window, ideal=args.ideal,
                      **overrides_entities,

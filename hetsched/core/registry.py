@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import difflib
 from itertools import islice
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from hetsched.errors import HetschedError
 from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, GAVEL_ANALOG, READ_BY, CompositionError, Decide, Pipeline,
                                     Place, Rates, RoundRules, Select, Try)
 from hetsched.planner.core import ShockwavePolicy
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
-from hetsched.elastic.names import ElasticDecide, elastic_name
+from hetsched.elastic.names import ELASTIC_POLICIES, ElasticDecide
 from hetsched.policies import catalog  # noqa: F401  (registers every allocation policy)
-from hetsched.policies.base import ALIASES, POLICIES, Policy, resolve_policy_name
+from hetsched.policies.base import ALIASES, FOLDED, KINDS, ORDERING_WORDS, POLICIES, Policy
 from hetsched.policies.ordering import ORDERINGS, ResourcePolicy, parse_resource_policy
 
 #: The round length each decide family's artifact uses when a run does not set one (docs/rules.md#round).
@@ -39,39 +39,77 @@ def _did_you_mean(name: str) -> str:
     return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
 
 
-def make_policy(name: str, **params) -> Policy:
+@dataclass(frozen=True)
+class PolicyName:
+    """A policy name resolved once (docs/rules.md#names): its registry spelling and its decide stage's kind
+    (`allocation`, `planner`, `ordering`, `elastic`). `resolve` makes one; the registry's other calls take either."""
+
+    text: str
+    kind: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def resolve(name: "str | PolicyName") -> PolicyName:
+    """The registry's spelling of a name or alias in any case, also as the head of a composed name (`Gavel+Tune`
+    -> `max_min_fairness_perf+tune`, `fifo+tune` -> `FIFO+tune`, `GAVEL_TJ` -> `gavel+tj`), and its kind. An
+    unknown name is refused, with the names it is close to."""
+    if isinstance(name, PolicyName):
+        return name
+    key = name.strip().lower().replace("gavel_tj", "gavel+tj").replace("themis_tj", "themis+tj")
+    if key in ELASTIC_POLICIES:
+        return PolicyName(key, "elastic")
+    head, *mods = (p.strip() for p in name.split("+"))
+    head = FOLDED.get(head.casefold()) or (head.upper() if head.upper() in ORDERING_WORDS else head)
+    text = "+".join([head] + [m.lower() for m in mods])
+    base, _, arg = head.partition("=")
+    if head in ORDERING_WORDS:
+        return PolicyName(text, "ordering")
+    if head in KINDS or (arg and base in KINDS and base.endswith("_alpha")):
+        return PolicyName(text, KINDS[base if arg else head])
+    raise HetschedError(f"unknown policy {name!r}{_did_you_mean(name)} Known: {', '.join(sorted(POLICIES))}; "
+                        f"aliases: {', '.join(sorted(ALIASES))}; Synergy's ORDERING[+fair|+tune|+opt][+place] "
+                        f"(e.g. FIFO+tune); and any of them composed with a placement (e.g. gavel+tune)")
+
+
+def resolve_policy_name(name: str) -> str:
+    """`resolve(name).text`; an unknown name comes back unchanged."""
+    try:
+        return resolve(name).text
+    except HetschedError:
+        return name
+
+
+def make_policy(name: "str | PolicyName", **params) -> Policy:
     """A new decide-stage object by name, e.g. `make_policy("max_min_fairness_perf")`, `make_policy("FIFO+tune")`;
     a composed name (`gavel+tune`) keeps its placement in the object's name, which `pipeline_for` reads.
     `partitions=k` (k > 1) solves the allocation as k partitions (POP, policies/pop.py; `partition_seed` picks
     another split). An elastic system's name (sia, pollux, gavel+tj) is its decide-stage value."""
-    elastic = elastic_name(name)
-    if elastic is not None:
+    resolved = resolve(name)
+    name = resolved.text
+    if resolved.kind == "elastic":
         if params:
-            raise HetschedError(f"{elastic} takes no parameters here (got {', '.join(sorted(params))})")
-        return ElasticDecide(elastic)
-    name = resolve_policy_name(name)
+            raise HetschedError(f"{name} takes no parameters here (got {', '.join(sorted(params))})")
+        return ElasticDecide(name)
     partitions, split_seed = params.pop("partitions", 1), params.pop("partition_seed", 0)
     if partitions != 1 or isinstance(partitions, bool):
         from hetsched.policies.pop import Partitioned
-        return Partitioned(lambda: make_policy(name, **params), partitions, split_seed)
+        return Partitioned(lambda: make_policy(resolved, **params), partitions, split_seed)
+    if resolved.kind == "ordering":
+        return parse_resource_policy(name, **params)
     base, _, arg = name.partition("=")
     if base in POLICIES and arg and base.endswith("_alpha"):
         params.setdefault("alpha", float(arg))
         name = base
     if name in POLICIES:
         return POLICIES[name](**params)
-    head, *mods = [p.strip() for p in name.split("+")]
-    if head in POLICIES and mods:
-        place = parse_place(name, mods)
-        policy = POLICIES[head](**params)
-        policy.name = "+".join([head, place.kind] + (["place"] if place.least_free else []))
-        return policy
-    resource = parse_resource_policy(name, **params)
-    if resource is not None:
-        return resource
-    raise HetschedError(f"unknown policy {name!r}{_did_you_mean(name)} Known: {', '.join(sorted(POLICIES))}; "
-                        f"aliases: {', '.join(sorted(ALIASES))}; Synergy's ORDERING[+fair|+tune|+opt][+place] "
-                        f"(e.g. FIFO+tune); and any of them composed with a placement (e.g. gavel+tune)")
+    head, *mods = name.split("+")
+    place = parse_place(name, mods)
+    policy = POLICIES[head](**params)
+    policy.name = "+".join([head, place.kind] + (["place"] if place.least_free else []))
+    policy.composed_place = (place.kind, place.least_free)
+    return policy
 
 
 def parse_place(name: str, mods: list[str]) -> Place:
@@ -86,16 +124,16 @@ def policy_names() -> list[str]:
     return sorted(POLICIES)
 
 
-def policy_for(name: str, seed: int, system: str | None = None, **params) -> Policy:
+def policy_for(name: "str | PolicyName", seed: int, system: str | None = None, **params) -> Policy:
     """A fresh decide-stage object; seeded policies (FIFO, Gandiva, Shockwave's MILP solver) get the run's seed,
     and an artifact's policies its driver's parameters."""
-    if elastic_name(name) is not None:
-        return make_policy(name, **params)
-    name = resolve_policy_name(name)
-    head = name.split("+")[0]
+    resolved = resolve(name)
+    if resolved.kind == "elastic":
+        return make_policy(resolved, **params)
+    head = resolved.text.split("+")[0]
     seeded = head.removeprefix("gavel_").split("_")[0] in ("fifo", "shockwave") or head == "gandiva"
     params = {**SYSTEM_POLICY_PARAMS.get(system or "", {}).get(head, {}), **params}
-    return make_policy(name, **({"seed": seed} if seeded else {}), **params)
+    return make_policy(resolved, **({"seed": seed} if seeded else {}), **params)
 
 
 def planner_params(kind: str, shockwave_config: str | None) -> dict:
@@ -125,8 +163,8 @@ def place_of(policy) -> Place:
         return Place()
     if isinstance(policy, ResourcePolicy):
         return Place(policy.mechanism, policy.placement)
-    head, *mods = policy.name.split("+")
-    return parse_place(policy.name, mods) if mods else Place()
+    composed = policy.composed_place                 # set by `make_policy` for `<decide>+<placement>`
+    return Place(*composed) if composed else Place()
 
 
 def pipeline_for(policy, config, cluster=None, *, suggest: bool = True) -> Pipeline:

@@ -1,6 +1,7 @@
 """The interfaces the one `Scheduler` calls on a decide stage that picks rounds itself (docs/architecture.md#stages):
 `DecideStage` (Shockwave's planner, an ordering under Gavel's rules: each round's entries) and `RoundStage`
-(Synergy's server rounds, an elastic system's rounds: whole rounds, placed on servers and credited). The hooks default to doing nothing."""
+(Synergy's server rounds, an elastic system's rounds: whole rounds, placed on servers and credited, which are
+their own round rules). The hooks default to doing nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from hetsched.core.rounds import Rounds
 from hetsched.errors import HetschedError
 
 if TYPE_CHECKING:
@@ -71,7 +73,7 @@ class DecideStage:
         """A restarted runtime gives back what `state` said, before its jobs join."""
 
 
-class RoundStage(DecideStage):
+class RoundStage(DecideStage, Rounds):
     """A decide stage that also selects, places on servers (GPUs, CPU cores, memory) and credits whole rounds:
     every lease ends with the round (Synergy, docs/rules.md#server-credit). A plan may stand for several
     identical rounds (`plan.rounds`)."""
@@ -128,10 +130,6 @@ class RoundStage(DecideStage):
         """The next plan: slots to run, iterations each (`plan.steps`), its end and how many rounds it covers."""
         raise NotImplementedError
 
-    def credit_plan(self, plan: "RoundPlan") -> np.ndarray:
-        """Credit a finished plan; the slots of the jobs that completed."""
-        raise NotImplementedError
-
     def finish_s(self, slot: int, end: float) -> float:
         """When the job in `slot`, completed by the plan ending at `end`, finished (its end, unless the stage
         knows better)."""
@@ -148,14 +146,6 @@ class RoundStage(DecideStage):
     def next_round_time(self, t: float) -> float:
         """The first round start at or after `t` (rounds keep a grid)."""
         raise NotImplementedError
-
-    def idle_plan_s(self, now: float) -> float | None:
-        """When nothing ran: the next plan before the next arrival's (None: waiting changes no plan)."""
-        return None
-
-    def waiting_helps(self, now: float) -> bool:
-        """Whether a plan that runs nothing, with nothing left to arrive, can change by waiting alone."""
-        return False
 
     def account(self, slot: int) -> "tuple[float, float, float, dict[str, float]]":
         """(start time, steps done, cost, GPU-seconds per type) of the job in `slot`."""

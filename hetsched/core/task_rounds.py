@@ -10,15 +10,14 @@ import numpy as np
 
 from hetsched.compiled import round_kernels
 from hetsched.core.plans import Assignment, RoundPlan
+from hetsched.core.rounds import Rounds
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
 from hetsched.model.throughputs import JobKey
 
 
-class TaskRounds:
+class TaskRounds(Rounds):
     """Per-micro-task rounds on the scheduler's entries (its jobs and space-sharing pairs)."""
-
-    reads_table = True          # jobs' rates are the throughput table's rows (docs/rules.md#rates)
 
     def __init__(self, sched):
         self.sched = sched          # the `Scheduler` whose entries these rounds run
@@ -72,14 +71,6 @@ class TaskRounds:
     def next_round_time(self, t: float) -> float:
         """After an idle gap a round starts at the next arrival itself (docs/rules.md#round)."""
         return t
-
-    def idle_plan_s(self, now: float) -> float | None:
-        """When nothing ran: the next plan before the next arrival's (None: waiting changes no plan)."""
-        return None
-
-    def waiting_helps(self, now: float) -> bool:
-        """Whether a plan that runs nothing, with nothing left to arrive, can change by waiting alone."""
-        return False
 
     def plan_round(self, now: float, force_recompute: bool, place: bool, next_arrival_s: float | None,
                    servers: bool) -> RoundPlan:

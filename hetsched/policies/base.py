@@ -135,6 +135,7 @@ class Policy:
     stateful: bool = False                # keeps state between calls: one object per simulation
     uses_entities: bool = False           # sees each job's entity and the entities' weights (hierarchical)
     partitionable: bool = False           # one optimisation over jobs and GPUs that POP may split (policies/pop.py)
+    composed_place: tuple[str, bool] | None = None   # a composed name's CPU/memory placement: (kind, least free)
 
     def allocate(self, view: PolicyView) -> Allocation:
         raise NotImplementedError
@@ -148,13 +149,16 @@ class Policy:
 
 
 POLICIES: dict[str, Callable[..., Policy]] = {}
-_FOLDED: dict[str, str] = {}        # casefolded name or alias -> registry name
+FOLDED: dict[str, str] = {}         # casefolded name or alias -> registry name (core/registry.py `resolve`)
+KINDS: dict[str, str] = {}          # registry name -> its decide stage's kind: "allocation" or "planner"
 DESCRIPTIONS: dict[str, str] = {}
 
 
-def register_policy(name: str, factory: Callable[..., Policy], description: str = "", **defaults) -> None:
-    """Make `name` resolve to `factory(**defaults, **params)`."""
-    if _FOLDED.get(name.casefold(), name) != name or name.upper() in ORDERING_WORDS:
+def register_policy(name: str, factory: Callable[..., Policy], description: str = "", *, kind: str = "allocation",
+                    **defaults) -> None:
+    """Make `name` resolve to `factory(**defaults, **params)`, a decide stage of `kind` ("allocation": an
+    allocation the priorities follow; "planner": a stage that picks each round's jobs, Shockwave's)."""
+    if FOLDED.get(name.casefold(), name) != name or name.upper() in ORDERING_WORDS:
         raise ValueError(f"policy name {name!r} is taken (names are case-insensitive; docs/rules.md#names)")
 
     def make(**params) -> Policy:
@@ -162,7 +166,8 @@ def register_policy(name: str, factory: Callable[..., Policy], description: str 
         policy.name = name
         return policy
     POLICIES[name] = make
-    _FOLDED[name.casefold()] = name
+    KINDS[name] = kind
+    FOLDED[name.casefold()] = name
     DESCRIPTIONS[name] = description or (factory.__doc__ or "").strip().splitlines()[0]
 
 
@@ -184,24 +189,7 @@ ALIASES = {
 ORDERING_WORDS: set[str] = set()
 
 
-_FOLDED.update({alias.casefold(): name for alias, name in ALIASES.items()})
-
-
-def _canonical_head(head: str) -> str:
-    name = _FOLDED.get(head.casefold())
-    if name is not None:
-        return name
-    return head.upper() if head.upper() in ORDERING_WORDS else head
-
-
-def resolve_policy_name(name: str) -> str:
-    """The registry name for `name` or one of its aliases, in any case, also as the head of a composed name
-    (`Gavel+Tune` -> `max_min_fairness_perf+tune`, `fifo+tune` -> `FIFO+tune`); unknown names come back
-    unchanged."""
-    head, *mods = name.split("+")
-    if not mods:
-        return _canonical_head(head.strip())
-    return "+".join([_canonical_head(head.strip())] + [m.strip().lower() for m in mods])
+FOLDED.update({alias.casefold(): name for alias, name in ALIASES.items()})
 
 
 def empty_allocation(view: PolicyView) -> Allocation:

@@ -47,6 +47,6 @@ register_policy("allox_alpha", AlloX, "AlloX with alpha (allox_alpha=<a>)")
 
 from hetsched.planner.core import ShockwavePolicy  # noqa: E402  (the planner builds on the core, which needs base)
 
-register_policy("shockwave", ShockwavePolicy, "Shockwave: NSW over future rounds with FTF priorities")
+register_policy("shockwave", ShockwavePolicy, "Shockwave: NSW over future rounds with FTF priorities", kind="planner")
 register_policy("shockwave_agnostic", ShockwavePolicy, "Shockwave planning as if every GPU type were its profile's",
-                heterogeneity_aware=False)
+                kind="planner", heterogeneity_aware=False)

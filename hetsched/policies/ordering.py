@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 
 from hetsched.errors import HetschedError
-from hetsched.policies.base import _FOLDED, ORDERING_WORDS, Policy
+from hetsched.policies.base import FOLDED, ORDERING_WORDS, Policy
 
 MECHANISMS = ("greedy", "fair", "tune", "opt")
 
@@ -149,7 +149,7 @@ def register_ordering(cls: type[Ordering]) -> type[Ordering]:
     (`NAME+tune`, `NAME+fair`, ...); docs/architecture.md#new-ordering shows one."""
     if not cls.name.isupper() or "+" in cls.name:
         raise HetschedError(f"ordering name {cls.name!r}: upper case, without '+'")
-    if cls.name.casefold() in _FOLDED:
+    if cls.name.casefold() in FOLDED:
         raise HetschedError(f"ordering name {cls.name!r} is already a policy's name (names are case-insensitive)")
     ORDERINGS[cls.name] = cls
     ORDERING_WORDS.add(cls.name)

@@ -60,7 +60,7 @@ class Partitioned(Policy):
             raise HetschedError(f"policy {inner.name!r} cannot be partitioned: POP splits an allocation problem "
                                 f"over jobs and GPUs (the LP policies: LAS, FTF, makespan, max-sum throughput)")
         self.k, self.seed = k, seed
-        self.name = inner.name
+        self.name, self.composed_place = inner.name, inner.composed_place
         self.packing, self.heterogeneity_aware = inner.packing, inner.heterogeneity_aware
         self.fills_idle_gpus, self.stateful, self.uses_entities = (inner.fills_idle_gpus, inner.stateful,
                                                                     inner.uses_entities)

@@ -64,7 +64,7 @@ _FALLBACK = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "
 def display_name(policy: str) -> str:
     """The papers' name for a registry name or alias (`max_min_fairness_perf` -> "Gavel", `FIFO+tune` ->
     "FIFO (Synergy-TUNE)"); names outside the vocabulary pass unchanged."""
-    from hetsched.policies.base import resolve_policy_name
+    from hetsched.core.registry import resolve_policy_name
 
     if policy.strip().lower() in VOCABULARY:         # the elastic systems' names are not the registry's
         return VOCABULARY[policy.strip().lower()][0]
@@ -97,7 +97,7 @@ def display_names(policies: Iterable[str]) -> dict[str, str]:
 
 def color(policy: str) -> str:
     """The policy's fixed colour, by registry name (aliases and composed Synergy names too)."""
-    from hetsched.policies.base import resolve_policy_name
+    from hetsched.core.registry import resolve_policy_name
 
     if policy.strip().lower() in VOCABULARY:
         return VOCABULARY[policy.strip().lower()][1]
