@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from hetsched.elastic.simulator import prepare, simulate_elastic
+from hetsched.sim.elastic import prepare, simulate_elastic
 from hetsched.experiments.elastic import scaled
 
 

@@ -55,7 +55,7 @@ def test_alias_runs_and_the_json_echoes_its_configuration(capsys):
 
 
 def test_aliases_do_not_shadow_synergys_orderings():
-    from hetsched.policies import make_policy
+    from hetsched.core.registry import make_policy
     assert make_policy("gavel_las").name == "max_min_fairness"
     assert make_policy("LAS").name != "max_min_fairness"          # Synergy's LAS ordering
 

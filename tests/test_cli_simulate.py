@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.cli.main import main
-from hetsched.policies import policy_names
+from hetsched.core.registry import policy_names
 
 KEYS = {"avg_jct_s", "makespan_s", "utilization", "num_jobs", "jct_p50_s", "jct_p99_s", "cpu_s", "solver_cpu_s",
         "solver_calls"}

@@ -15,7 +15,7 @@ from hetsched.elastic.apps import load_applications
 from hetsched.elastic.cluster import ElasticCluster, place
 from hetsched.elastic.jobs import Allocation, ElasticJob
 from hetsched.elastic.sia import SiaPolicy, configurations
-from hetsched.elastic.simulator import jobs_from_frame, simulate_elastic
+from hetsched.sim.elastic import jobs_from_frame, simulate_elastic
 from hetsched.core.pipeline import CompositionError
 from hetsched.errors import HetschedError, SpecError
 from hetsched.model.cluster import ClusterSpec
@@ -190,23 +190,23 @@ def test_shockwave_tj_runs_the_rigid_jobs_on_the_core_planner_at_their_measured_
     round pays no preemption penalty); under Gavel+TJ's elastic rounds the same job waits for the next 360-s
     decision and pays its application's restore first. Three 48-GPU jobs on 64 GPUs take turns and all finish."""
     from hetsched.elastic import shockwave_tj
-    from hetsched.elastic.simulator import prepare, simulate_elastic
+    from hetsched.sim.elastic import prepare, run_shockwave_tj, simulate_elastic
 
     cluster = ElasticCluster.parse("sia_homo")
     lone = pd.DataFrame({"name": ["a"], "submit_s": [100.0], "app": ["cifar10"], "num_replicas": [4],
                          "batch_size": [512]})
     policy, jobs, round_s = prepare("gavel+tj", cluster, lone)
     alone = shockwave_tj.alone_s(jobs[0], "t4", cluster)
-    assert shockwave_tj.run(jobs, cluster).jobs["jct_s"].tolist() == [alone]
+    assert run_shockwave_tj(jobs, cluster).jobs["jct_s"].tolist() == [alone]
     gavel = simulate_elastic(jobs, cluster, policy, round_s).jobs["jct_s"][0]
     assert gavel == (360.0 - 100.0) + load_applications()["cifar10"].rescale_s + alone
     three = pd.DataFrame({"name": list("abc"), "submit_s": [100.0] * 3, "app": ["cifar10"] * 3,
                           "num_replicas": [48] * 3, "batch_size": [4096] * 3})
     _, jobs, _ = prepare("gavel+tj", cluster, three)
-    result = shockwave_tj.run(jobs, cluster)
+    result = run_shockwave_tj(jobs, cluster)
     assert len(result.jobs) == 3 and (result.jobs["jct_s"] > shockwave_tj.alone_s(jobs[0], "t4", cluster)).sum() >= 2
     with pytest.raises(HetschedError, match="one GPU type"):
-        shockwave_tj.run(jobs, ElasticCluster.parse("sia_hetero"))
+        run_shockwave_tj(jobs, ElasticCluster.parse("sia_hetero"))
 
 
 def test_a_grid_origin_moves_every_decision():

@@ -12,7 +12,7 @@ from hetsched.elastic.apps import load_applications
 from hetsched.elastic.cluster import ElasticCluster
 from hetsched.elastic.jobs import RIGID, ElasticJob
 from hetsched.elastic.result import ElasticResult
-from hetsched.elastic.simulator import prepare, simulate_elastic
+from hetsched.sim.elastic import prepare, simulate_elastic
 from hetsched.elastic.workloads import load_workload
 
 CLUSTER = ElasticCluster.parse("sia_hetero")

@@ -11,7 +11,11 @@ import hetsched
 
 ROOT = Path(hetsched.__file__).parent
 ROLES = {"cli", "compiled", "core", "elastic", "experiments", "io", "model", "planner", "policies", "rates",
-         "resources", "sim", "solvers", "traces", "ui"}
+         "resources", "sim", "solvers", "stages", "traces", "ui"}
+#: docs/architecture.md#folders: the entry points and drivers above the core, the stage implementations below it,
+#: their interfaces (stages/) below them.
+ABOVE_THE_STAGES = {"cli", "ui", "experiments", "sim", "core"}
+STAGE_FOLDERS = {"policies", "planner", "resources", "elastic", "rates"}
 TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py"}
 MAX_LINES = 410
 
@@ -39,6 +43,24 @@ def test_the_scheduler_is_one_class_that_holds_its_stages():
     from hetsched.core.scheduler import Scheduler
 
     assert Scheduler.__bases__ == (object,), Scheduler.__bases__
+
+
+def _imports(folder: str) -> dict[str, set[str]]:
+    """Module (path under hetsched/) -> the package's folders it imports, lazy imports included."""
+    found = {}
+    for p in (ROOT / folder).rglob("*.py"):
+        folders = set(re.findall(r"^\s*(?:from|import) hetsched\.(\w+)", p.read_text(), re.M))
+        found[str(p.relative_to(ROOT))] = folders - {folder}
+    return found
+
+
+def test_no_stage_imports_the_core_or_anything_above_it():
+    """The scheduler calls the stages; the stages implement the interfaces in stages/ and never import back up."""
+    climbs = {m: sorted(f & ABOVE_THE_STAGES) for d in STAGE_FOLDERS | {"stages"} for m, f in _imports(d).items()
+              if f & ABOVE_THE_STAGES}
+    assert not climbs, climbs
+    interfaces = {m: sorted(f - {"model", "errors"}) for m, f in _imports("stages").items() if f - {"model", "errors"}}
+    assert not interfaces, interfaces
 
 
 def test_no_module_is_long():

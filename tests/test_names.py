@@ -1,7 +1,7 @@
 """The one vocabulary: every policy has the papers' name and a fixed colour; legends sort numbers by value."""
 
 from hetsched.ui.names import VOCABULARY, color, display_name, display_names, legend_order, natural_sorted
-from hetsched.policies import policy_names
+from hetsched.core.registry import policy_names
 
 
 def test_every_registered_policy_has_a_display_name_and_a_distinct_colour():

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from hetsched import ClusterSpec, HetschedError
-from hetsched.policies import make_policy, policy_names, view_from_jobs
+from hetsched.core.registry import make_policy, policy_names
+from hetsched.policies import view_from_jobs
 from hetsched.policies.ftf import FinishTimeFairness
 from hetsched.policies.las import las_coefficients
 from hetsched.policies.makespan import reference_throughput

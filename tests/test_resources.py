@@ -168,7 +168,7 @@ def test_order_free_certificate_holds_for_every_order():
     """Whenever the core says every runnable job fits at its ideal share in any order, random orders of first-fit
     TUNE must indeed place every job at IDEAL with no demotion."""
     from hetsched import Job
-    from hetsched.policies import make_policy
+    from hetsched.core.registry import make_policy
     from hetsched.core.scheduler import Scheduler
     from hetsched.resources.server_rounds import ServerRounds
     from hetsched.model.throughputs import load_throughputs

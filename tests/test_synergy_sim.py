@@ -6,7 +6,7 @@ import pytest
 
 from hetsched import HetschedError, Job
 from hetsched.io.cluster_ini import synergy_cluster
-from hetsched.policies import make_policy
+from hetsched.core.registry import make_policy
 from hetsched.policies.ordering import ORDERINGS
 from hetsched.sim.simulator import simulate
 from hetsched.traces.generators.synergy import SynergyGenerator
@@ -130,7 +130,7 @@ def test_merged_rounds_are_exact_on_a_queueing_single_gpu_stream(policy, single_
 
 def test_opt_artifact_budget_reproduces_the_artifacts_failure(single_stream):
     from hetsched import SolverError
-    from hetsched.policies import make_policy
+    from hetsched.core.registry import make_policy
     policy = make_policy("LAS+opt", opt_artifact_budget=True)
     with pytest.raises(SolverError, match="not a grid point"):
         simulate(single_stream[:20], synergy_cluster(servers=2), policy, record_timeline=False)

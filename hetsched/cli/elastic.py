@@ -42,7 +42,7 @@ def add_elastic_parser(sub) -> None:
 
 
 def run_elastic(args: argparse.Namespace) -> int:
-    from hetsched.elastic.simulator import run_workload
+    from hetsched.sim.elastic import run_workload
 
     options = {k: v for k, v in (("p", args.p), ("lam", args.lam), ("seed", args.seed)) if v is not None}
     if args.round is not None and args.round <= 0:

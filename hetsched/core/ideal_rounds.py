@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.plans import RoundPlan
+from hetsched.stages.plans import RoundPlan
 from hetsched.core.task_rounds import TaskRounds
 from hetsched.errors import SimulationError
 from hetsched.model.jobs import Job

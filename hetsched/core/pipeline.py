@@ -24,11 +24,6 @@ Credit = Literal["task", "round"]
 CPU_MEMORY_PLACEMENTS: tuple[str, ...] = ("fair", "greedy", "tune", "opt")
 
 
-def grid_start(t: float, origin_s: float, round_s: float) -> float:
-    """The first round start at or after `t` on the grid origin + k x round."""
-    return origin_s + max(0, math.ceil((t - origin_s) / round_s - 1e-12)) * round_s
-
-
 @dataclass(frozen=True)
 class Try:
     """A run a refusal suggests instead: a policy name, under other artifact rules (`system`) and fluid or in

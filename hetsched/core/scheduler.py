@@ -16,7 +16,7 @@ import numpy as np
 from hetsched.core.entries import EntryTable
 from hetsched.core.measured import MeasuredRates
 from hetsched.core.pins import PinnedJobs
-from hetsched.core.plans import RoundPlan
+from hetsched.stages.plans import RoundPlan
 from hetsched.core.placement import Placer
 from hetsched.core.select import PrioritySelect
 from hetsched.core.slots import JobSlots
@@ -77,7 +77,10 @@ class Scheduler:
         self.decide = decide
         # The round rules it calls (docs/architecture.md#stages): a decide stage's, else `round_rules` (the class of
         # another, e.g. the ideal mechanism's fluid events) or Gavel's micro-task rounds.
-        self.rounds = decide.round_rules(self) if decide is not None else (round_rules or TaskRounds)(self)
+        if decide is not None:
+            self.rounds = decide.round_rules(self) or TaskRounds(self)
+        else:
+            self.rounds = (round_rules or TaskRounds)(self)
         self.entity_weights = dict(entity_weights or {})   # hierarchical policies: weight per entity (default 1)
         check_entity_weights(policy, self.entity_weights)
         self.pins = PinnedJobs(self)                        # jobs pinned to GPU types (docs/rules.md#pins)

@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from hetsched.errors import HetschedError
+from hetsched.model.arrays import grow_arrays
 from hetsched.model.jobs import Job
 
 
@@ -63,12 +64,3 @@ class JobSlots:
         owner.job_of_slot[s] = -1
         self._free.append(s)
         return s
-
-
-def grow_arrays(owner, names, size: int) -> None:
-    """Each array `owner.<name>` zero-padded to `size` rows (its values kept)."""
-    for name in names:
-        arr = getattr(owner, name)
-        new = np.zeros((size,) + arr.shape[1:], arr.dtype)
-        new[: len(arr)] = arr
-        setattr(owner, name, new)

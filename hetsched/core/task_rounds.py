@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from hetsched.compiled import round_kernels
-from hetsched.core.plans import Assignment, RoundPlan
-from hetsched.core.rounds import Rounds
+from hetsched.stages.plans import Assignment, RoundPlan
+from hetsched.stages.rounds import Rounds
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
 from hetsched.model.throughputs import JobKey

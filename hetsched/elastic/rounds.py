@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from hetsched.core.plans import Assignment, RoundPlan
-from hetsched.core.stages import RoundStage
+from hetsched.stages.plans import Assignment, RoundPlan
+from hetsched.stages.decide import RoundStage
 from hetsched.elastic.apps import Application, load_applications
 from hetsched.elastic.cluster import ElasticCluster, place
 from hetsched.elastic.jobs import ADAPTIVE, Allocation, ElasticJob

@@ -9,7 +9,6 @@ cuts those steps into equal pseudo-epochs, as for any job without a dataset mode
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from hetsched.elastic.cluster import ElasticCluster, place
@@ -54,30 +53,3 @@ def core_stream(jobs: list[ElasticJob], cluster: ElasticCluster):
     rows = [(gpu_type, "consolidated", t, k, None, rate, None) for (t, k), rate in rates.items()]
     table = ThroughputTable.from_frame(normalise_frame(pd.DataFrame(rows, columns=list(COLUMNS))), "tuned jobs")
     return stream, table
-
-
-def run(jobs: list[ElasticJob], cluster: ElasticCluster, seed: int = 0):
-    """The core's Shockwave (its 120-s rounds, its preemption penalty) on the rigid jobs; an `ElasticResult`
-    whose contention is the jobs arrived and unfinished at each of its rounds."""
-    from hetsched.core.run_config import SimulationConfig
-    from hetsched.elastic.result import ElasticResult
-    from hetsched.model.cluster import ClusterSpec, Server
-    from hetsched.sim.simulator import simulate
-
-    stream, table = core_stream(jobs, cluster)
-    spec = ClusterSpec.from_servers([Server(t, per_node, None, None) for t, (nodes, per_node) in cluster.types.items()
-                                     for _ in range(nodes)])
-    config = SimulationConfig.for_system("shockwave", seed=seed, record_timeline=False)
-    frame = simulate(stream, spec, "shockwave", table, config).jobs_frame().sort_values("job_id", kind="stable")
-    ordered = sorted(jobs, key=lambda j: j.submit_s)
-    gpu_s = frame[[c for c in frame if c.startswith("seconds_on_")]].sum(axis=1).to_numpy()
-    out = pd.DataFrame({"name": [j.name for j in ordered], "app": [j.app.name for j in ordered],
-                        "submit_s": frame["arrival_time_s"].to_numpy(),
-                        "completion_s": frame["finish_time_s"].to_numpy(),
-                        "gpu_hours": gpu_s / 3600, "restarts": np.nan})
-    out["jct_s"] = out["completion_s"] - out["submit_s"]
-    round_s = config.round_s
-    times = np.arange(1, int(np.ceil(out["completion_s"].max() / round_s)) + 1) * round_s
-    contention = ((out["submit_s"].to_numpy()[None, :] <= times[:, None])
-                  & (out["completion_s"].to_numpy()[None, :] > times[:, None])).sum(axis=1)
-    return ElasticResult(out, contention, round_s, NAME, str(cluster))

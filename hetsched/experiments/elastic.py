@@ -67,7 +67,7 @@ def run_one(run: ElasticRun) -> dict:
     """One workload under one policy: the artifact's summary metrics, the CPU time and the decide times."""
     from hetsched.elastic.cluster import ElasticCluster
     from hetsched.elastic.fairness import finish_time_fairness, summary as fairness_summary
-    from hetsched.elastic.simulator import prepare, simulate_elastic
+    from hetsched.sim.elastic import prepare, simulate_elastic
     from hetsched.elastic.workloads import load_workload
 
     spec = ElasticCluster.parse(run.cluster)
@@ -77,10 +77,10 @@ def run_one(run: ElasticRun) -> dict:
     start = time.process_time()
     options = {"seed": run.seed, "generations": run.generations} if run.policy == "pollux" else {}
     if run.policy == "shockwave+tj":                  # the core's planner on the same rigid jobs (R83b)
-        from hetsched.elastic import shockwave_tj
+        from hetsched.sim.elastic import run_shockwave_tj
 
         _, jobs, _ = prepare("gavel+tj", spec, frame)
-        result = shockwave_tj.run(jobs, spec)
+        result = run_shockwave_tj(jobs, spec)
     else:
         policy, jobs, round_s = prepare(run.policy, spec, frame, **options)
         result = simulate_elastic(jobs, spec, policy, round_s)
@@ -147,7 +147,7 @@ def time_decide(run: RuntimeRun) -> dict:
     with at least one job to decide for."""
     import numpy as np
 
-    from hetsched.elastic.simulator import prepare, simulate_elastic
+    from hetsched.sim.elastic import prepare, simulate_elastic
 
     cluster, frame = scaled(run.scale)
     policy, jobs, round_s = prepare(run.policy, cluster, frame)

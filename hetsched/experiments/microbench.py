@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from hetsched.model.cluster import ClusterSpec
-from hetsched.policies import make_policy, view_from_jobs
+from hetsched.core.registry import make_policy
+from hetsched.policies import view_from_jobs
 from hetsched.policies.shares import proportional_throughput
 from hetsched.model.throughputs import ThroughputTable
 from hetsched.traces import GavelGenerator

@@ -16,7 +16,7 @@ from hetsched.rates.adaptation.schedules import DATASET_SIZE
 from hetsched.model.catalog import split_job_type
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
-from hetsched.core.stages import DecideStage
+from hetsched.stages.decide import DecideStage
 from hetsched.policies.base import Allocation, Policy, PolicyView
 from hetsched.planner.config import PlannerConfig, load_planner_config
 from hetsched.planner.jobs import PlannerJob, pseudo_profile

@@ -13,7 +13,7 @@ import numpy as np
 
 from hetsched.errors import HetschedError
 from hetsched.model.jobs import Job
-from hetsched.core.stages import DecideStage
+from hetsched.stages.decide import DecideStage
 from hetsched.resources.merging import STARVATION_S
 from hetsched.policies.ordering import Ordering, OrderingView
 

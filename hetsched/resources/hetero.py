@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from hetsched.model.cluster import ClusterSpec, Server
-from hetsched.core.plans import Assignment, RoundPlan
+from hetsched.stages.plans import Assignment, RoundPlan
 from hetsched.errors import HetschedError
 from hetsched.model.throughputs import ThroughputTable, data_dir
 from hetsched.resources import profiles_ratio_for, servers_ratio

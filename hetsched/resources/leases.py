@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.plans import Assignment, RoundPlan
+from hetsched.stages.plans import Assignment, RoundPlan
 from hetsched.errors import HetschedError
 from hetsched.resources.pool import ServerPool
 from hetsched.resources.stats import RoundStats

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from hetsched.core.plans import RoundPlan
+from hetsched.stages.plans import RoundPlan
 from hetsched.policies.ordering import OrderingView
 
 STARVATION_S = 1000 * 3600.0       # a job not run for this long is sorted first (every policy's guard)

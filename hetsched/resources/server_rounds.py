@@ -19,13 +19,13 @@ import math
 import numpy as np
 
 from hetsched.model.cluster import ClusterSpec
-from hetsched.core.plans import RoundPlan
+from hetsched.stages.plans import RoundPlan
 from hetsched.errors import HetschedError, SpecError
 from hetsched.model.jobs import Job
-from hetsched.core.pipeline import grid_start
-from hetsched.core.stages import RoundStage
+from hetsched.stages.rounds import grid_start
+from hetsched.stages.decide import RoundStage
 from hetsched.compiled import kernels
-from hetsched.core.slots import grow_arrays
+from hetsched.model.arrays import grow_arrays
 from hetsched.policies.ordering import OrderingView, ResourcePolicy
 from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources.compiled_placement import CompiledPlacement

@@ -21,7 +21,8 @@ from hetsched.errors import HetschedError, SimulationError  # noqa: F401  (Simul
 from hetsched.model.jobs import Job
 from hetsched.compiled import kernels, round_kernels
 from hetsched.compiled.round_kernels import QuietRounds
-from hetsched.core.pipeline import Pipeline, grid_start
+from hetsched.core.pipeline import Pipeline
+from hetsched.stages.rounds import grid_start
 from hetsched.core.select import PrioritySelect
 from hetsched.core.task_rounds import TaskRounds
 from hetsched.core.registry import build_scheduler, decide_of, pipeline_for, policy_for  # noqa: F401  (re-exported)

@@ -77,7 +77,7 @@ class ElasticExplorer(BackgroundRuns):
         if self.running():
             self.status.value = "A run is already in progress: Run starts nothing until it ends (Cancel stops it)."
             return None
-        from hetsched.elastic.simulator import prepare, simulate_elastic
+        from hetsched.sim.elastic import prepare, simulate_elastic
         from hetsched.elastic.workloads import load_workload
 
         try:

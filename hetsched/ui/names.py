@@ -117,7 +117,7 @@ def vocabulary_frame():
     """The vocabulary as a table: registry name, display name, aliases, description (`hetsched policies`)."""
     import pandas as pd
 
-    from hetsched.policies import policy_names
+    from hetsched.core.registry import policy_names
     from hetsched.policies.base import ALIASES, DESCRIPTIONS
 
     aliases: dict[str, list[str]] = {}

@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from hetsched.core.rounds import Rounds
+from hetsched.stages.rounds import Rounds
 from hetsched.errors import HetschedError
 
 if TYPE_CHECKING:
-    from hetsched.core.plans import RoundPlan
-    from hetsched.core.scheduler import Scheduler
+    from hetsched.stages.plans import RoundPlan
     from hetsched.model.jobs import Job
 
 
@@ -22,14 +21,13 @@ class DecideStage:
     """A decide stage that picks each round's jobs itself (Shockwave's planner, an ordering): the interface the
     one `Scheduler` calls (docs/architecture.md#stages). The hooks default to doing nothing."""
 
-    def attach(self, sched: "Scheduler") -> None:
+    def attach(self, sched) -> None:
+        """`sched`: the `Scheduler` that calls this stage."""
         self.sched = sched
 
-    def round_rules(self, sched: "Scheduler"):
-        """The round rules the scheduler calls with this decide stage: Gavel's micro-task rounds."""
-        from hetsched.core.task_rounds import TaskRounds
-
-        return TaskRounds(sched)
+    def round_rules(self, sched) -> "Rounds | None":
+        """The round rules the scheduler calls with this decide stage; None: Gavel's micro-task rounds."""
+        return None
 
     def cluster_changed(self) -> None:
         """GPUs joined or left."""
@@ -82,7 +80,7 @@ class RoundStage(DecideStage, Rounds):
     own_lease_start: ClassVar[bool] = False     # the stage delays a new lease's progress itself
     pool_types: tuple[str, ...]         # its servers' GPU types (pinned jobs are checked against them)
 
-    def round_rules(self, sched: "Scheduler") -> "RoundStage":
+    def round_rules(self, sched) -> "RoundStage":
         """Its own: the scheduler calls it for every job and round."""
         return self
 

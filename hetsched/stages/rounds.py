@@ -4,13 +4,19 @@ stage (`RoundStage`: Synergy's server rounds, an elastic system's) implement it.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from hetsched.core.plans import RoundPlan
+    from hetsched.stages.plans import RoundPlan
     from hetsched.model.jobs import Job
+
+
+def grid_start(t: float, origin_s: float, round_s: float) -> float:
+    """The first round start at or after `t` on the grid origin + k x round."""
+    return origin_s + max(0, math.ceil((t - origin_s) / round_s - 1e-12)) * round_s
 
 
 class Rounds:

@@ -108,12 +108,35 @@ def run_workload(workload: str, policy_name: str = "sia", cluster: str = "sia_he
 
     spec = ElasticCluster.parse(cluster, {t for a in load_applications().values() for t in a.types})
     if policy_name.strip().lower() in CORE_ON_TUNED_JOBS:
-        from hetsched.elastic import shockwave_tj
-
         if round_s is not None or options:
-            raise HetschedError(f"{shockwave_tj.NAME} runs Shockwave's own rules: it takes no round length or "
+            raise HetschedError(f"{policy_name.strip().lower()} runs Shockwave's own rules: it takes no round length or "
                                 f"options (got {', '.join(['round'] * (round_s is not None) + sorted(options))})")
         _, jobs, _ = prepare("gavel+tj", spec, load_workload(workload))          # the same rigid jobs
-        return shockwave_tj.run(jobs, spec)
+        return run_shockwave_tj(jobs, spec)
     policy, jobs, round_s = prepare(policy_name, spec, load_workload(workload), round_s, **options)
     return simulate_elastic(jobs, spec, policy, round_s, progress)
+
+
+def run_shockwave_tj(jobs: list[ElasticJob], cluster: ElasticCluster, seed: int = 0) -> ElasticResult:
+    """Shockwave+TJ (docs/rules.md#shockwave-tj): the core's Shockwave (its 120-s rounds, its preemption penalty) on
+    the rigid jobs; an `ElasticResult` whose contention is the jobs arrived and unfinished at each of its rounds."""
+    from hetsched.elastic.shockwave_tj import NAME, core_stream
+    from hetsched.sim.simulator import simulate
+
+    stream, table = core_stream(jobs, cluster)
+    spec = ClusterSpec.from_servers([Server(t, per_node, None, None) for t, (nodes, per_node) in cluster.types.items()
+                                     for _ in range(nodes)])
+    config = SimulationConfig.for_system("shockwave", seed=seed, record_timeline=False)
+    frame = simulate(stream, spec, "shockwave", table, config).jobs_frame().sort_values("job_id", kind="stable")
+    ordered = sorted(jobs, key=lambda j: j.submit_s)
+    gpu_s = frame[[c for c in frame if c.startswith("seconds_on_")]].sum(axis=1).to_numpy()
+    out = pd.DataFrame({"name": [j.name for j in ordered], "app": [j.app.name for j in ordered],
+                        "submit_s": frame["arrival_time_s"].to_numpy(),
+                        "completion_s": frame["finish_time_s"].to_numpy(),
+                        "gpu_hours": gpu_s / 3600, "restarts": np.nan})
+    out["jct_s"] = out["completion_s"] - out["submit_s"]
+    round_s = config.round_s
+    times = np.arange(1, int(np.ceil(out["completion_s"].max() / round_s)) + 1) * round_s
+    contention = ((out["submit_s"].to_numpy()[None, :] <= times[:, None])
+                  & (out["completion_s"].to_numpy()[None, :] > times[:, None])).sum(axis=1)
+    return ElasticResult(out, contention, round_s, NAME, str(cluster))
