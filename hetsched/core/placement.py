@@ -18,14 +18,10 @@ class Placer:
 
     def __init__(self, cluster: ClusterSpec, gpu_types: Sequence[str]):
         self.servers: list[list[list[int]]] = [[] for _ in gpu_types]    # type -> servers -> GPU ids
-        next_id = 0
         column = {g: i for i, g in enumerate(gpu_types)}
-        for server in cluster.server_shapes():
-            if server.gpu_type not in column:
-                continue
-            ids = list(range(next_id, next_id + server.num_gpus))
-            next_id += server.num_gpus
-            self.servers[column[server.gpu_type]].append(ids)
+        for server, ids in zip(cluster.server_shapes(), cluster.gpu_ids()):
+            if server.gpu_type in column:
+                self.servers[column[server.gpu_type]].append(list(ids))
         self.server_of = {g: s for t in self.servers for s, ids in enumerate(t) for g in ids}
 
     def place(self, chosen: list[tuple[int, int, int, tuple[int, tuple[int, ...]] | None]],

@@ -191,6 +191,15 @@ class ClusterSpec:
             return self.servers
         return tuple(Server(t, 1) for t, n in zip(self.gpu_types, self.counts) for _ in range(n))
 
+    def gpu_ids(self) -> tuple[tuple[int, ...], ...]:
+        """The GPU ids of each of `server_shapes()`, numbered server by server: the one numbering every placement
+        and every lease uses."""
+        out, first = [], 0
+        for server in self.server_shapes():
+            out.append(tuple(range(first, first + server.num_gpus)))
+            first += server.num_gpus
+        return tuple(out)
+
     @property
     def has_resources(self) -> bool:
         """True when every server carries CPU cores and DRAM (Synergy's resource-aware policies need them)."""

@@ -111,11 +111,8 @@ class TypeAwareResources:
             raise HetschedError(f"'+{self.mechanism}' needs servers with CPU cores and memory, e.g. a cluster "
                                 f"'4x8/24/500@v100+4x8/24/500@k80' or a Synergy .ini file")
         self.sensitivity = self.fixed_sensitivity or load_sensitivity(profiles_ratio_for(cluster))
-        pools, first_gpu, next_id, self.type_sensitivity = [], [], 0, []
-        first_of = []                                     # each server's first GPU id, numbered as the Placer does
-        for server in cluster.servers:
-            first_of.append(next_id)
-            next_id += server.num_gpus
+        pools, first_gpu, self.type_sensitivity = [], [], []
+        first_of = [ids[0] for ids in cluster.gpu_ids()]     # each server's first GPU id (the one numbering)
         for w in self.gpu_types:
             mine = [k for k, s in enumerate(cluster.servers) if s.gpu_type == w]
             pools.append(ServerPool([cluster.servers[k] for k in mine]) if mine else None)
@@ -183,15 +180,12 @@ class TypeAwareResources:
             status = self.stages[w].run(slots, sched.scale, codes, sched.job_of_slot)
             speedups = self.classes[w]["speedup"]
             pool, base = self.pools[w], self.first_gpu[w]
-            used = [0] * pool.num                         # GPUs handed out on each server, numbered as the Placer's
+            used = [0] * pool.num                         # GPUs handed out on each server
             for e, s, code in zip(sel.tolist(), slots.tolist(), codes[slots].tolist()):
                 st = status.get(s)
                 mult = speedups[code] if st == IDEAL and self.mechanism != "fair" else 1.0
                 sched.etput[e, w, 0] = sched.tput[s, w] * mult if st is not None else 0.0
-                gpus = ()
-                for k, n in (pool.where.get(s, ()) if st else ()):
-                    gpus += tuple(range(base[k] + used[k], base[k] + used[k] + n))
-                    used[k] += n
+                gpus = pool.gpus_of(s, base, used) if st else ()
                 cpus, mem = pool.share[s][:2] if st else (0.0, 0.0)
                 plan.assignments.append(Assignment(e, (int(sched.job_of_slot[s]),), w, gpus,
                                                    (float(sched.etput[e, w, 0]),), int(sched.escale[e]),

@@ -53,20 +53,16 @@ class ServerLeases:
             pool = self.compiled.export(self._scratch_pool())
         else:
             pool = self.pool
-        first = np.concatenate([[0], np.cumsum(pool.cap_g)[:-1]]).tolist()
+        first = [ids[0] for ids in self.cluster.gpu_ids()]
         used = [0] * pool.num
         column = self.sched.gpu_types.index(self.gpu_type)
         seconds = max(plan.end - plan.now, 1e-9)
         for s, steps in zip(plan.entry.tolist(), plan.steps.tolist()):
-            where = pool.where.get(s)
-            if where is None:
+            if s not in pool.where:
                 continue
-            gpus = []
-            for k, n in where:
-                gpus.extend(range(first[k] + used[k], first[k] + used[k] + n))
-                used[k] += n
+            gpus = pool.gpus_of(s, first, used)
             c, m, _ = pool.share[s]
-            plan.assignments.append(Assignment(s, (int(self.job_of_slot[s]),), column, tuple(gpus),
+            plan.assignments.append(Assignment(s, (int(self.job_of_slot[s]),), column, gpus,
                                                (steps / seconds,), int(self.escale[s]), cpus=c, mem_gb=m))
 
     def _scratch_pool(self) -> ServerPool:

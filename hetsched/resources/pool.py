@@ -142,6 +142,15 @@ class ServerPool:
         self.where[job] = where
         self.share[job] = (c, m, s)
 
+    def gpus_of(self, job: int, first: list[int], used: list[int]) -> tuple[int, ...]:
+        """The GPU ids of a placed job (none if unplaced): on each of its servers k the next of k's ids, from
+        `first[k]` (the cluster's numbering, `ClusterSpec.gpu_ids`) past the `used[k]` handed out, which it counts."""
+        gpus: tuple[int, ...] = ()
+        for k, n in self.where.get(job, ()):
+            gpus += tuple(range(first[k] + used[k], first[k] + used[k] + n))
+            used[k] += n
+        return gpus
+
     def snapshot(self, where: tuple[tuple[int, int], ...]) -> tuple[tuple[int, float, float, float], ...]:
         """The free CPU, memory and storage of the servers in `where`, for an exact undo: adding a share back
         leaves float residue (500 GB - 20.83 + 20.83 need not be 500), so undoing restores the values."""
