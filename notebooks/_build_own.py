@@ -81,7 +81,7 @@ results[["policy", "num_jobs", "avg_jct_h", "jct_p99_h", "makespan_h", "utilizat
                      "GPU models, so contention concentrates on the scarce models. The quick preset samples 5 % of "
                      "the servers so that the policies have something to decide; the paper preset replays the "
                      "whole cluster."),
-              ("code", """from hetsched.resources import profiles_ratio_for
+              ("code", """from hetsched.model.profiles import profiles_ratio_for
 requests = O.pod_requests(folder / pods, cluster)
 requests.to_csv(out / "pod_requests.csv", index=False)
 ratios = {t: profiles_ratio_for(ClusterSpec.from_servers([s for s in cluster.servers if s.gpu_type == t]))

@@ -369,7 +369,7 @@ def emulated_rate(lease, server: tuple[int, float, float] | None = None) -> floa
     GPUs, cores and GB), the type's speed relative to a V100 being 1 / slowdown."""
     if lease.cpu_cores > 0:
         from hetsched.resources.hetero import share_speedup
-        from hetsched.resources.profiles import load_sensitivity
+        from hetsched.model.profiles import load_sensitivity
         profiles = load_sensitivity(3)
         if lease.job_type not in profiles and server is not None:
             speed = share_speedup(lease.job_type, 1.0 / max(lease.slowdown, 1e-9), lease.world_size, server,

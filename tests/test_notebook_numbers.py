@@ -57,7 +57,7 @@ def _gavel(policy: str, cluster: str, jobs_per_hour: float | None, window=None, 
 def _synergy(policy: str, servers: int, paper_rate: float, *, cpus=24, split=(20, 70, 10), multi_gpu=False,
              ratio=None) -> float:
     """Synergy's generator on the tiny preset's servers (rates x 1/8, jobs 20-59): average JCT in hours."""
-    from hetsched.resources import profiles_ratio_for
+    from hetsched.model.profiles import profiles_ratio_for
     from hetsched.traces.generators.synergy import SynergyGenerator
 
     spec = ClusterSpec.load(f"{servers}x8/{cpus}/500/500")

@@ -14,7 +14,7 @@ from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources import compiled_placement, placement_kernel
 from hetsched.resources.compiled_placement import CompiledPlacement
 from hetsched.resources.pool import ServerPool
-from hetsched.resources.profiles import load_sensitivity
+from hetsched.model.profiles import load_sensitivity
 
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="compiled kernels disabled (HETSCHED_KERNELS=0)")
 C_LOOP = compiled_placement._c_place_round

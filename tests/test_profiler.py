@@ -29,7 +29,7 @@ def test_profile_writes_a_table_simulate_accepts_after_a_merge(tmp_path, capsys)
     assert own > 0 and other > 0
     merged = tmp_path / "merged.parquet"
     assert main(["convert", "throughputs", "data/throughputs/gavel_simulation.parquet", str(out),
-                 str(merged), "--mixed-workloads"]) == 0          # no GPU here to scale by (rates/relative.py)
+                 str(merged), "--mixed-workloads"]) == 0          # no GPU here to scale by (model/relative_speed.py)
     both = ThroughputTable.read(merged)
     assert both.gpu_types == ("cpu", "k80", "p100", "v100")
     gavel = load_throughputs("gavel_simulation")

@@ -6,7 +6,7 @@ import pytest
 
 from hetsched import ClusterSpec, SpecError
 from hetsched.resources import load_sensitivity, profiles_ratio_for
-from hetsched.resources.profiles import derived_sensitivity
+from hetsched.model.profiles import derived_sensitivity
 from hetsched.sim.metrics import summary
 from hetsched.sim.simulator import SimulationConfig, simulate
 from hetsched.traces import make_generator

@@ -11,7 +11,7 @@ from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources.compiled_placement import CompiledPlacement
 from hetsched.resources.opt import CPU, MEM, choose_points, spread_over_servers
 from hetsched.resources.pool import FAIR, IDEAL, ServerPool
-from hetsched.resources.profiles import load_sensitivity
+from hetsched.model.profiles import load_sensitivity
 
 
 def by_slot(jobs, values):

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from hetsched import SpecError
-from hetsched.resources.profiles import load_sensitivity
+from hetsched.model.profiles import load_sensitivity
 from hetsched.traces import make_generator, read_trace, write_trace
 from hetsched.traces.generators.synergy import ClassSplit, SynergyGenerator
 

@@ -40,7 +40,7 @@ def _jobs_for_simulation(args: argparse.Namespace, table, cluster, window: tuple
     if args.generate == "synergy":
         if args.window is None and args.num_jobs is None:
             raise HetschedError("simulate: a continuous stream needs --window START:END or --num-jobs N")
-        from hetsched.resources import profiles_ratio_for
+        from hetsched.model.profiles import profiles_ratio_for
         stream = iter(synergy_generator(args, ratio=args.profiles_ratio or profiles_ratio_for(cluster)))
         return islice(stream, args.num_jobs) if args.num_jobs is not None else stream
     if args.seed is None:

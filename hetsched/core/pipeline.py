@@ -147,7 +147,7 @@ class Place:
             raise CompositionError(str(d), str(self), "Synergy-OPT solves one pool's CPU/memory program over an "
                                    "ordering's jobs", tries=(Try(f"{p.head}+tune"), Try("FIFO+opt", "synergy")))
         if self.kind == "opt" and cluster is not None and cluster.has_resources:
-            from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
+            from hetsched.model.profiles import CPU_LEVELS, MEM_LEVELS
             for server in cluster.server_shapes():
                 share = (server.cpu_cores / server.num_gpus, server.dram_gb / server.num_gpus)
                 if share[0] not in CPU_LEVELS or share[1] not in MEM_LEVELS:

@@ -285,7 +285,7 @@ def job_catalog(pipeline: Pipeline, table):
         from hetsched.elastic.apps import load_applications
         from hetsched.elastic.rounds import ApplicationKeys
         return ApplicationKeys(load_applications())
-    from hetsched.resources.profiles import ProfileJobKeys, load_sensitivity
+    from hetsched.model.profiles import ProfileJobKeys, load_sensitivity
     return ProfileJobKeys(load_sensitivity(pipeline.rates.profiles_ratio or 3))
 
 

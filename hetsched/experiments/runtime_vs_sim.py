@@ -64,7 +64,7 @@ def trace(system: str, num_jobs: int, round_s: float, gap_s: float, seed: int) -
                 for i, (app, k) in enumerate(zip(np.resize(SIA_APPS, num_jobs), rng.choice([1, 2], num_jobs)))]
     rounds = rng.uniform(1.0, 6.0, num_jobs)
     if system == "synergy":
-        from hetsched.resources.profiles import load_sensitivity
+        from hetsched.model.profiles import load_sensitivity
         profiles = load_sensitivity(3)
         return [Job(i, i * gap_s, m, 1, float(int(r * round_s * EMULATED_TIME_SCALE / profiles[m].iteration_time_s)),
                     command="emulated")

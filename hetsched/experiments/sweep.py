@@ -224,7 +224,7 @@ def _jobs(config: RunConfig, table):
         return jobs[: config.num_jobs] if config.num_jobs else jobs
     if config.generator == "synergy":
         from hetsched.model.cluster import ClusterSpec
-        from hetsched.resources import profiles_ratio_for
+        from hetsched.model.profiles import profiles_ratio_for
         from hetsched.traces.generators.synergy import SynergyGenerator
 
         ratio = config.profiles_ratio or profiles_ratio_for(ClusterSpec.load(config.cluster))

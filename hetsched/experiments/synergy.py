@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, load_sensitivity
+from hetsched.model.profiles import CPU_LEVELS, MEM_LEVELS, load_sensitivity
 from hetsched.experiments import choose
 from hetsched.experiments.sweep import RunConfig
 from hetsched.model.throughputs import data_dir

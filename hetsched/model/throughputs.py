@@ -232,7 +232,7 @@ def merge_tables(paths, relative_to: str | None = None, mixed_workloads: bool = 
     well; their other types join the first file's in its units (relative speed, docs/rules.md#relative-speed).
     Without it, types measured on different workloads (the Gavel table's full models beside a profile's toy
     models) are refused unless `mixed_workloads` says to keep their rates as measured."""
-    from hetsched.rates.relative import scaled_columns
+    from hetsched.model.relative_speed import scaled_columns
 
     paths = [Path(p) for p in paths]
     if relative_to is not None and len(paths) < 2:

@@ -20,7 +20,7 @@ or `a100` column).
   what the file already holds, if it measures the same workloads.
 - **Workloads.** Every row says what it measured (`workloads`: these toy models at their width), so a
   profiled column is not taken for one of the artifacts' tables, whose rates are those of the full models:
-  `hetsched convert throughputs --relative-to TYPE` scales it into such a table (rates/relative.py).
+  `hetsched convert throughputs --relative-to TYPE` scales it into such a table (model/relative_speed.py).
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def measure_cpu_grid(spec: ProfileSpec, job_type: str, cpu_levels, mem_levels, d
     import torch
     from torch.utils.data import DataLoader, IterableDataset
 
-    from hetsched.resources.profiles import MEM_LEVELS
+    from hetsched.model.profiles import MEM_LEVELS
 
     nominal = max(MEM_LEVELS)
     trainer = _Trainer(job_type, _device(spec.device), spec.width, spec.threads)
@@ -374,7 +374,7 @@ def profile_cpu_grid(spec: ProfileSpec, out: str | Path, progress: bool = True, 
     """The CPU/memory grid of every job type into `<out>.cpu_grid.<ext>`, resuming by job type."""
     from tqdm.auto import tqdm
 
-    from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
+    from hetsched.model.profiles import CPU_LEVELS, MEM_LEVELS
 
     cores = os.cpu_count() or 1
     cpu_levels = cpu_levels or [c for c in CPU_LEVELS if c <= cores]

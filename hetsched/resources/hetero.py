@@ -24,10 +24,10 @@ from hetsched.model.cluster import ClusterSpec, Server
 from hetsched.stages.plans import Assignment, RoundPlan
 from hetsched.errors import HetschedError
 from hetsched.model.throughputs import ThroughputTable, data_dir
-from hetsched.resources import profiles_ratio_for, servers_ratio
+from hetsched.model.profiles import profiles_ratio_for, servers_ratio
 from hetsched.resources.mechanism import PlacementStage
 from hetsched.resources.pool import IDEAL, ServerPool
-from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
+from hetsched.model.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
 
 REFERENCE_TYPE = "v100"          # the profiles were measured on V100s
 

@@ -21,7 +21,7 @@ from scipy.optimize import linprog
 
 from hetsched.errors import SolverError
 from hetsched.solvers import clock, new_highs
-from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
+from hetsched.model.profiles import CPU_LEVELS, MEM_LEVELS
 
 CPU = np.repeat(np.asarray(CPU_LEVELS, float), len(MEM_LEVELS))       # per grid point (row-major c, m)
 MEM = np.tile(np.asarray(MEM_LEVELS, float), len(CPU_LEVELS))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS
+from hetsched.model.profiles import CPU_LEVELS, MEM_LEVELS
 
 
 class OptRound:

@@ -34,7 +34,7 @@ from hetsched.resources.leases import ServerLeases
 from hetsched.resources.opt_round import OptRound
 from hetsched.resources.pool import FAIR, ServerPool
 from hetsched.resources.stats import RoundStats
-from hetsched.resources.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
+from hetsched.model.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
 
 class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
     """Synergy's round on one homogeneous pool of servers (single GPU type): decide (the ordering), select (the

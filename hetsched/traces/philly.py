@@ -143,7 +143,7 @@ def parse_philly_trace(data: bytes | str, source: str = "<cluster_job_log>", *, 
     if mapping is not None or filters is not None:
         from hetsched.traces.production import convert
         return convert(philly_records(data, source), mapping=mapping, filters=filters, report=report)
-    from hetsched.resources.profiles import load_sensitivity
+    from hetsched.model.profiles import load_sensitivity
     from hetsched.traces.generators.synergy import ClassSplit
 
     records = parse_philly_records(data, source, multi_gpu=multi_gpu, exponential=False)

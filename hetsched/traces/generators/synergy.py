@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 
 from hetsched.errors import SpecError
 from hetsched.model.jobs import Job
-from hetsched.resources.profiles import TASKS, SensitivityTable, load_sensitivity
+from hetsched.model.profiles import TASKS, SensitivityTable, load_sensitivity
 from hetsched.traces.generators.base import register_generator
 
 
