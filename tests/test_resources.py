@@ -187,7 +187,7 @@ def test_order_free_certificate_holds_for_every_order():
             sched.add_job(Job(i, float(i), rng.choice(models), rng.choice([1, 1, 1, 2, 4]), 1000))
         core._refresh_class_arrays()
         slots = core.active_slots()
-        if not core._everyone_fits(slots):
+        if not core.merging.everyone_fits(slots):
             continue
         certified += 1
         for _ in range(5):

@@ -19,9 +19,12 @@ STARVATION_S = 1000 * 3600.0       # a job not run for this long is sorted first
 
 
 class RoundMerging:
-    """Mixin of `ServerRounds`: order-free rounds and merged rounds."""
+    """Order-free rounds and merged rounds of a `ServerRounds` (`stage`), which holds it as `merging`."""
 
-    def _everyone_fits(self, slots: np.ndarray) -> bool:
+    def __init__(self, stage):
+        self.stage = stage
+
+    def everyone_fits(self, slots: np.ndarray) -> bool:
         """True when every runnable job gets its GPUs and its share (ideal, or fair under `fair`) in any order.
 
         A job fails only if every server is blocked: all its GPUs taken, or less left than the largest per-GPU
@@ -30,36 +33,37 @@ class RoundMerging:
         whose measures sum to at least 1, so fewer servers than the sum over all jobs can be blocked. When that
         leaves as many free servers as the widest job has GPUs, no order can make a job fail.
         """
-        pool = self.pool
-        if self._demand_gpus > pool.num_gpus:
+        stage = self.stage
+        pool = stage.pool
+        if stage._demand_gpus > pool.num_gpus:
             return False
-        if self._fair:
+        if stage._fair:
             return True
-        if not pool.identical or (self._k_penalized and self._multi_gpu_jobs):
+        if not pool.identical or (stage._k_penalized and stage._multi_gpu_jobs):
             return False                     # the bound assumes identical servers and no placement penalty
-        present = self._class_count > 0
+        present = stage._class_count > 0
         key = present.tobytes()
-        cached = self._measures.get(key)
+        cached = stage._measures.get(key)
         if cached is None:
-            shares = self._k_share[present]
+            shares = stage._k_share[present]
             room = np.asarray(pool.size[1:], float) - shares.max(axis=0)
             if (room <= 0).any():
                 cached = (None, 0)
             else:
-                g = self._k_gpus[present].astype(float)
+                g = stage._k_gpus[present].astype(float)
                 measure = np.zeros(len(present))
                 measure[present] = np.maximum(g / pool.size[0], ((shares * g[:, None]) / room).max(axis=1))
-                cached = (measure, int(self._k_gpus[present].max()))
-            if len(self._measures) > 4096:
-                self._measures.clear()
-            self._measures[key] = cached
+                cached = (measure, int(stage._k_gpus[present].max()))
+            if len(stage._measures) > 4096:
+                stage._measures.clear()
+            stage._measures[key] = cached
         measure, widest = cached
         if measure is None:
             return False
-        blocked = int(float(self._class_count @ measure) + 1e-9)
+        blocked = int(float(stage._class_count @ measure) + 1e-9)
         return pool.num - blocked >= widest
 
-    def _repeatable_rounds(self, now: float, run: np.ndarray, credit: np.ndarray, order_free: bool,
+    def repeatable_rounds(self, now: float, run: np.ndarray, credit: np.ndarray, order_free: bool,
                            order: np.ndarray | None = None) -> int:
         """How many identical rounds this plan stands for: until a job completes or the order may change.
 
@@ -67,22 +71,23 @@ class RoundMerging:
         are idle. Other orderings last while no job arrives, no waiting job reaches the starvation guard, and
         no two jobs swap places (`_rounds_until_reorder`).
         """
+        stage = self.stage
         if not len(run):
             return 1
-        rounds = int(np.ceil(self.remaining[run] / credit).min())
+        rounds = int(np.ceil(stage.remaining[run] / credit).min())
         if rounds <= 1:
             return 1
-        ordering = self.policy.ordering
+        ordering = stage.policy.ordering
         arrival = self._pending_arrival_rounds(now)
         if order_free:
             limits = [arrival]
         elif ordering.name == "FIFO":
-            limits = [arrival if self.pool.num_gpus > self.escale[run].sum() else None]
+            limits = [arrival if stage.pool.num_gpus > stage.escale[run].sum() else None]
         else:
             limits = [arrival]
-            mask = np.zeros(len(self.remaining), bool)
+            mask = np.zeros(len(stage.remaining), bool)
             mask[run] = True
-            active = self.active_slots()
+            active = stage.active_slots()
             limits.append(self._guard_rounds(active[~mask[active]], now))
             if not ordering.static and order is not None:
                 limits.append(self._rounds_until_reorder(now, order, run, credit))
@@ -98,26 +103,27 @@ class RoundMerging:
         so they are evaluated after one and two more rounds and extrapolated; the plan stops one round before
         the first pair of neighbours could meet (ties break by arrival, so meeting counts as a swap).
         """
-        if not self.policy.ordering.linear:
+        stage = self.stage
+        if not stage.policy.ordering.linear:
             return 1
-        per_round = np.zeros(len(self.remaining))
+        per_round = np.zeros(len(stage.remaining))
         per_round[run] = credit
         step = per_round[order]
         ran = (step > 0).astype(float)
 
-        view = OrderingView(self, order, now)
-        remaining, attained = self.remaining[order], self.attained[order]
+        view = OrderingView(stage, order, now)
+        remaining, attained = stage.remaining[order], stage.attained[order]
 
         def keys(n: int) -> np.ndarray:
-            view.now = now + n * self.round_s
+            view.now = now + n * stage.round_s
             view.remaining = np.maximum(remaining - n * step, 0.0)
-            view.attained_s = attained + n * self.round_s * ran
+            view.attained_s = attained + n * stage.round_s * ran
             view.__dict__.pop("executed", None)
-            return self.policy.ordering.key(view)
+            return stage.policy.ordering.key(view)
 
         k1, k2 = keys(1), keys(2)
-        prio = self.priority[order]
-        if self._fair and not self._multi_gpu_jobs and not prio.any():
+        prio = stage.priority[order]
+        if stage._fair and not stage._multi_gpu_jobs and not prio.any():
             return self._rounds_until_swap_in(k1, k2 - k1, step > 0)
         same = prio[1:] == prio[:-1]
         gap = (k1[1:] - k1[:-1])[same]
@@ -151,39 +157,41 @@ class RoundMerging:
 
     def _pending_arrival_rounds(self, now: float) -> int | None:
         """Rounds until the next arrival is admitted (set by the simulator; None = no arrival known)."""
-        nxt = self.next_arrival_s
+        stage = self.stage
+        nxt = stage.next_arrival_s
         if nxt is None:
             return None
-        return max(1, math.ceil((nxt - now) / self.round_s - 1e-12))
+        return max(1, math.ceil((nxt - now) / stage.round_s - 1e-12))
 
-    def _fair_set_round(self, slots: np.ndarray, now: float) -> RoundPlan | None:
+    def fair_set_round(self, slots: np.ndarray, now: float) -> RoundPlan | None:
         """GPU-proportional shares, single-GPU jobs, a dynamic order, no raised priorities: a round runs the
         G jobs with the smallest keys, in any order. Selected in linear time; merged while no waiting job can
         overtake a running one. None when this shortcut does not apply (ties at the boundary, ...)."""
-        ordering = self.policy.ordering
-        G = self.pool.num_gpus
-        if ordering.static or not ordering.linear or self._multi_gpu_jobs or len(slots) <= G or self._k_penalized:
+        stage = self.stage
+        ordering = stage.policy.ordering
+        G = stage.pool.num_gpus
+        if ordering.static or not ordering.linear or stage._multi_gpu_jobs or len(slots) <= G or stage._k_penalized:
             return None
-        if self.priority[slots].any():
+        if stage.priority[slots].any():
             return None
-        view = OrderingView(self, slots, now)
+        view = OrderingView(stage, slots, now)
         key = ordering.key(view)
         part = np.argpartition(key, G - 1)
         top, rest = part[:G], part[G:]
         kth = key[part[G - 1]]
         if (key[rest] <= kth).any():
             return None                                   # a tie at the boundary: the stable sort decides
-        self._raise_guard(slots, now)
+        stage._raise_guard(slots, now)
         run = slots[top]
-        credit = self.credit_free[run]                      # the fair-share credit
-        alloc = tuple((np.bincount(self.cls[run], minlength=len(self._class_count)) @ self._k_alloc[:, 1]).tolist())
-        rounds = int(np.ceil(self.remaining[run] / credit).min()) if self.macro_rounds else 1
+        credit = stage.credit_free[run]                      # the fair-share credit
+        alloc = tuple((np.bincount(stage.cls[run], minlength=len(stage._class_count)) @ stage._k_alloc[:, 1]).tolist())
+        rounds = int(np.ceil(stage.remaining[run] / credit).min()) if stage.macro_rounds else 1
         if rounds > 1:
             step = np.zeros(len(slots))
             step[top] = credit
-            view.now = now + self.round_s
+            view.now = now + stage.round_s
             view.remaining = np.maximum(view.remaining - step, 0.0)
-            view.attained_s = view.attained_s + self.round_s * (step > 0)
+            view.attained_s = view.attained_s + stage.round_s * (step > 0)
             running = step > 0
             delta = ordering.key(view) - key
             gap = key[rest].min() - key[top].max()
@@ -196,11 +204,12 @@ class RoundMerging:
             for limit in (self._pending_arrival_rounds(now), self._guard_rounds(slots[~running], now)):
                 if limit is not None:
                     rounds = min(rounds, limit)
-        return self._finish_plan(now, run, credit, max(rounds, 1), alloc)
+        return stage._finish_plan(now, run, credit, max(rounds, 1), alloc)
 
     def _guard_rounds(self, waiting: np.ndarray, now: float) -> int | None:
         """Rounds until a waiting job reaches the starvation guard (None: nobody waits)."""
+        stage = self.stage
         if not len(waiting):
             return None
-        since = np.where(self.last_run[waiting] >= 0, self.last_run[waiting], self.arrival[waiting])
-        return int(np.floor((since.min() + self.starvation_s - now) / self.round_s))
+        since = np.where(stage.last_run[waiting] >= 0, stage.last_run[waiting], stage.arrival[waiting])
+        return int(np.floor((since.min() + stage.starvation_s - now) / stage.round_s))

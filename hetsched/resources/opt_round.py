@@ -8,38 +8,44 @@ from hetsched.model.profiles import CPU_LEVELS, MEM_LEVELS
 
 
 class OptRound:
-    """Mixin of `ServerRounds` for the `+opt` mechanism (docs/rules.md#opt)."""
+    """The `+opt` mechanism's round (docs/rules.md#opt) of a `ServerRounds` (`stage`), which holds it as `opt`."""
 
-    def _opt_budgets(self) -> tuple[float, float]:
-        pool = self.pool
-        if self.policy.opt_artifact_budget and self.policy.ordering.name not in ("FIFO", "SRTF"):
+    def __init__(self, stage):
+        self.stage = stage
+
+    def budgets(self) -> tuple[float, float]:
+        stage = self.stage
+        pool = stage.pool
+        if stage.policy.opt_artifact_budget and stage.policy.ordering.name not in ("FIFO", "SRTF"):
             return float(pool.size[0] * pool.num), float(pool.size[0] * pool.num)   # the artifact's bug
         return pool.totals[1], pool.totals[2]
 
-    def _opt_everyone_best(self, slots: np.ndarray) -> bool:
+    def everyone_best(self, slots: np.ndarray) -> bool:
         """All runnable jobs fit by GPUs and every one at its best grid point fits the CPU/memory budgets."""
-        if self._demand_gpus > self.pool.num_gpus:
+        stage = self.stage
+        if stage._demand_gpus > stage.pool.num_gpus:
             return False
-        cpu, mem = self._opt_budgets()
-        need = self._class_count @ self._k_best[:, 2:4]
+        cpu, mem = self.budgets()
+        need = stage._class_count @ stage._k_best[:, 2:4]
         return bool(need[0] <= cpu and need[1] <= mem)
 
-    def _opt_round(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    def plan(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
         """Synergy-OPT on the GPU-count fill: every job runs at the grid point program 1 gives it (no GPUs
         are reserved: an idealised upper bound, docs/rules.md#opt). Returns the jobs, their credits and whether the
         solution is every job at its best point (then the order does not matter)."""
         from hetsched.resources.opt import choose_points
 
-        jobs = self._gpu_fill(order)
+        stage = self.stage
+        jobs = stage._gpu_fill(order)
         if not len(jobs):
-            self._opt_alloc = (0.0,) * 5
+            stage._opt_alloc = (0.0,) * 5
             return jobs, np.zeros(0), False
-        codes = self.cls[jobs]
-        counts = np.bincount(codes, minlength=len(self._c_grid))
-        pool = self.pool
-        cpu_budget, mem_budget = self._opt_budgets()
-        grids = self._k_grid
-        points = choose_points(list(grids), [r.gpus for r in self._c_res], counts.tolist(), cpu_budget,
+        codes = stage.cls[jobs]
+        counts = np.bincount(codes, minlength=len(stage._c_grid))
+        pool = stage.pool
+        cpu_budget, mem_budget = self.budgets()
+        grids = stage._k_grid
+        points = choose_points(list(grids), [r.gpus for r in stage._c_res], counts.tolist(), cpu_budget,
                                mem_budget, cpu_budget / pool.num_gpus, mem_budget / pool.num_gpus)
         # Jobs of a class take its points best first, in the policy's order.
         flat = np.array([p for pts in points for p, n in pts for _ in range(n)], np.int64)
@@ -49,28 +55,29 @@ class OptRound:
         rank[by_class] = np.arange(len(jobs)) - offset[codes[by_class]]
         point = flat[offset[codes] + rank]
         tput = grids[codes, point]
-        credit = np.floor(self.round_s / (self.iter_time[jobs] / tput))
-        g = self.escale[jobs].astype(float)
+        credit = np.floor(stage.round_s / (stage.iter_time[jobs] / tput))
+        g = stage.escale[jobs].astype(float)
         nm = len(MEM_LEVELS)
         cpu = np.asarray(CPU_LEVELS)[point // nm] * g
         mem = np.asarray(MEM_LEVELS)[point % nm] * g
-        self._opt_alloc = (float(g.sum()), float(cpu.sum()), float(mem.sum()),
-                           float(np.minimum(cpu, self.cpu_demand[jobs]).sum()),
-                           float(np.minimum(mem, self.mem_demand[jobs]).sum()))
+        stage._opt_alloc = (float(g.sum()), float(cpu.sum()), float(mem.sum()),
+                           float(np.minimum(cpu, stage.cpu_demand[jobs]).sum()),
+                           float(np.minimum(mem, stage.mem_demand[jobs]).sum()))
         everyone_best = all(len(pts) <= 1 for pts in points) and \
             all(not pts or grids[k, pts[0][0]] == grids[k].max() for k, pts in enumerate(points))
-        return jobs, credit, everyone_best and len(jobs) == len(self.active_slots())
+        return jobs, credit, everyone_best and len(jobs) == len(stage.active_slots())
 
-    def _best_points(self) -> np.ndarray:
+    def best_points(self) -> np.ndarray:
         """Per class, Synergy-OPT's best point: (throughput, GPUs, CPUs, GB, CPUs, GB) - allocation twice, as
         allocated and as used (capped at the ideal demand)."""
         from hetsched.resources.opt import CPU, MEM, fair_index, pareto_points
 
-        cpu, mem = self._opt_budgets()
-        gpus = self.pool.num_gpus
+        stage = self.stage
+        cpu, mem = self.budgets()
+        gpus = stage.pool.num_gpus
         fair_p = fair_index(CPU_LEVELS, cpu / gpus) * len(MEM_LEVELS) + fair_index(MEM_LEVELS, mem / gpus)
         rows = []
-        for grid, res in zip(self._c_grid, self._c_res):
+        for grid, res in zip(stage._c_grid, stage._c_res):
             flat = grid.ravel()
             pts = pareto_points(flat, flat[fair_p]) or [fair_p]
             p = max(pts, key=lambda q: (flat[q], -q))

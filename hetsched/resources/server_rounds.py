@@ -36,7 +36,7 @@ from hetsched.resources.pool import FAIR, ServerPool
 from hetsched.resources.stats import RoundStats
 from hetsched.model.profiles import CPU_LEVELS, MEM_LEVELS, SensitivityTable, load_sensitivity
 
-class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
+class ServerRounds(ServerLeases, RoundStage):
     """Synergy's round on one homogeneous pool of servers (single GPU type): decide (the ordering), select (the
     GPU-count fill, or placement order), place (fair, greedy, tune, opt) and credit per round."""
 
@@ -58,6 +58,8 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         self.pool = ServerPool(cluster.server_shapes())
         self.gpu_type = cluster.gpu_types[0]
         self.stats = RoundStats(self.pool.totals)
+        self.merging = RoundMerging(self)     # merged and order-free rounds (resources/merging.py)
+        self.opt = OptRound(self)             # the +opt mechanism's rounds (resources/opt_round.py)
         self._fair = policy.mechanism == "fair"
         # Job classes (model, GPUs): demands, speedup and per-round credits, in Python lists for the hot loop.
         self._class: dict[tuple[str, int], int] = {}
@@ -265,19 +267,19 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
         self.sched.num_recomputes += 1
         self._refresh_class_arrays()
         mech = self.policy.mechanism
-        order_free = mech != "opt" and self._everyone_fits(slots)
+        order_free = mech != "opt" and self.merging.everyone_fits(slots)
         self._placed, self._ideal_shares = False, order_free and not self._fair
         if mech == "opt":
             self.speedup_now[slots] = self.speedup[slots]
-            if self._opt_everyone_best(slots):            # every job at its best point: no order, no program
+            if self.opt.everyone_best(slots):            # every job at its best point: no order, no program
                 code = self.cls[slots]
                 credit = np.floor(self.round_s / (self.iter_time[slots] / self._k_best[code, 0]))
                 self._opt_alloc = tuple(self._k_best[code, 1:].sum(axis=0).tolist())
-                rounds = self._repeatable_rounds(now, slots, credit, True) if self.macro_rounds else 1
+                rounds = self.merging.repeatable_rounds(now, slots, credit, True) if self.macro_rounds else 1
                 return self._finish_plan(now, slots, credit, rounds, self._opt_alloc)
             order = self._order(slots, now)
-            run, credit, order_free = self._opt_round(order)
-            rounds = self._repeatable_rounds(now, run, credit, order_free, order) if self.macro_rounds else 1
+            run, credit, order_free = self.opt.plan(order)
+            rounds = self.merging.repeatable_rounds(now, run, credit, order_free, order) if self.macro_rounds else 1
             return self._finish_plan(now, run, credit, rounds, self._opt_alloc)
         if order_free:                   # every job runs at its class's share: no order, no placement
             stage = self.compiled or self.stage
@@ -287,11 +289,11 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
             alloc = tuple((self._class_count @ self._k_alloc[:, int(self._fair)]).tolist())
             if self.policy.ordering.uses_speedup:
                 self.speedup_now[slots] = self.speedup[slots]
-            rounds = self._repeatable_rounds(now, slots, credit, True) if self.macro_rounds else 1
+            rounds = self.merging.repeatable_rounds(now, slots, credit, True) if self.macro_rounds else 1
             return self._finish_plan(now, slots, credit, rounds, alloc)
         demoted: list[int] = []
         order = None
-        fast = self._fair_set_round(slots, now) if self._fair else None
+        fast = self.merging.fair_set_round(slots, now) if self._fair else None
         if fast is not None:
             return fast
         if self._fair and not (self.policy.placement and self._k_penalized):
@@ -311,7 +313,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
             self.speedup_now[slots] = self.speedup[slots]
             if len(demoted):
                 self.speedup_now[demoted] = 1.0
-        rounds = self._repeatable_rounds(now, run, credit, order_free, order) if self.macro_rounds else 1
+        rounds = self.merging.repeatable_rounds(now, run, credit, order_free, order) if self.macro_rounds else 1
         return self._finish_plan(now, run, credit, rounds, alloc)
 
     def _refresh_class_arrays(self) -> None:
@@ -321,7 +323,7 @@ class ServerRounds(ServerLeases, RoundStage, RoundMerging, OptRound):
             self._k_share = np.array(self._c_share, float).reshape(-1, 3)
             self._k_adjust = np.array(self._c_adjust, bool)
             self._k_gpus = np.array([r.gpus for r in self._c_res], np.int64)
-            self._k_best = self._best_points() if self.policy.mechanism == "opt" else None
+            self._k_best = self.opt.best_points() if self.policy.mechanism == "opt" else None
             self._k_grid = np.array([g.ravel() for g in self._c_grid], float).reshape(
                 -1, len(CPU_LEVELS) * len(MEM_LEVELS))
             self._k_penalized = bool(any(self._c_penalized))
