@@ -60,12 +60,11 @@ class WorkerCalls:
         """Workers joined or left: new capacities for the same core (jobs and time received stay)."""
         order = sorted(self.workers)
         self.gpu_owner = {}
-        for w in order:
-            for local in range(self.workers[w].num_gpus):
-                self.gpu_owner[len(self.gpu_owner)] = (w, local)      # the placer numbers GPUs server by server
         if not order:
             return
         cluster = ClusterSpec.from_servers([self._server(self.workers[w]) for w in order])
+        # A plan names GPUs in the cluster's one numbering (ClusterSpec.gpu_ids): each id is a worker's local GPU.
+        self.gpu_owner = {g: (w, local) for w, ids in zip(order, cluster.gpu_ids()) for local, g in enumerate(ids)}
         self.peak_gpus = max(self.peak_gpus, cluster.num_gpus)
         if self.core is None:
             self.core = build_scheduler(self.pipeline, cluster, self.table, seed=self.seed,
