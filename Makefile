@@ -11,7 +11,7 @@ PRESET ?= quick
 
 # Re-install only when the project's metadata, pins or C kernels changed (or the venv is missing). constraints.txt
 # pins the numerical packages, so that a fresh machine gets the numbers the fidelity tests were checked with.
-$(STAMP): pyproject.toml setup.py constraints.txt hetsched/compiled/_rounds.c hetsched/compiled/_arrays.h hetsched/resources/_placement.c hetsched/ui/clean_save.py
+$(STAMP): pyproject.toml setup.py constraints.txt hetsched/compiled/_rounds.c hetsched/compiled/_arrays.h hetsched/place/_placement.c hetsched/ui/clean_save.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
@@ -44,7 +44,7 @@ data: $(STAMP)
 	$(BIN)/hetsched convert throughputs $(SHARED)/data/shockwave/wisr_throughputs.json data/throughputs/shockwave_wisr.parquet
 	$(BIN)/hetsched convert trace $(SHARED)/data/synergy/deploy_trace/static_100job_6_3_1100.0 data/traces/synergy_static_100.csv --from synergy --to csv
 	$(BIN)/hetsched convert trace $(SHARED)/data/synergy/deploy_trace/dynamic/srtf.log data/traces/synergy_dynamic_srtf.csv --from synergy --to csv
-	$(BIN)/python -c "from hetsched.elastic.convert import convert_all as c; print(c('$(SHARED)/data/sia', 'data/sia'))"
+	$(BIN)/python -c "from hetsched.decide.elastic.convert import convert_all as c; print(c('$(SHARED)/data/sia', 'data/sia'))"
 	$(BIN)/python -c "from hetsched.rates.adaptation.schedules import convert_gns_json as c; c('$(SHARED)/data/shockwave/gns_table.json', 'data/shockwave/gns_schedule.csv')"
 	for t in 120_0.2_5_100_40_25:120_40_25 220_0.2_5_100_25_4:220_25_4 460_0.2_5_100_10_1:460_10_1 900_0.2_5_1000_5_15:900_5_15 900_0.2_5_100_5_15:900_5_15_grid100; do \
 	  $(BIN)/hetsched convert trace "$(SHARED)/data/shockwave/traces/$${t%%:*}_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace" data/traces/shockwave_$${t##*:}.csv --from shockwave --to csv; done

@@ -1,8 +1,8 @@
 """The one thing pyproject.toml cannot say without setuptools' experimental table: the optional C extensions.
 
-Gavel's round kernels (hetsched/compiled/_rounds.c) and Synergy's placement stage (hetsched/resources/_placement.c) in
+Gavel's round kernels (hetsched/compiled/_rounds.c) and Synergy's placement stage (hetsched/place/_placement.c) in
 C. Optional, so that a machine without a C compiler installs the project and runs the numpy path of the rounds and
-numba's placement loop instead (hetsched/compiled/round_kernels.py, hetsched/resources/compiled_placement.py). No fused
+numba's placement loop instead (hetsched/compiled/round_kernels.py, hetsched/place/compiled_placement.py). No fused
 multiply-adds: the same doubles as the reference loops.
 """
 
@@ -12,4 +12,4 @@ FLAGS = dict(extra_compile_args=["-O2", "-ffp-contract=off"], include_dirs=["het
              depends=["hetsched/compiled/_arrays.h"], optional=True)
 
 setup(ext_modules=[Extension("hetsched.compiled._rounds", ["hetsched/compiled/_rounds.c"], **FLAGS),
-                   Extension("hetsched.resources._placement", ["hetsched/resources/_placement.c"], **FLAGS)])
+                   Extension("hetsched.place._placement", ["hetsched/place/_placement.c"], **FLAGS)])

@@ -3,7 +3,7 @@
     python benchmarks/lp_backends.py [--policy max_min_fairness_packed] [--rate 4.4] [--seed 0] [--every 25]
 
 Runs one paper-preset Fig. 8 point (36:36:36, window 4000-4999) and keeps every `--every`-th LP that the policy
-poses on the allocation polytope (policies/lp.py: packed LAS, water filling, FTF, ...). Then it solves each kept
+poses on the allocation polytope (decide/gavel/lp.py: packed LAS, water filling, FTF, ...). Then it solves each kept
 LP with every back end of `hetsched.solvers` and prints, per back end, the median and total CPU milliseconds per
 LP, the worst relative objective gap to ECOS and the largest distance of its point from ECOS's. ECOS is the
 reference: the artifact's cvxpy handed these problems to ECOS, and an interior point without crossover lands
@@ -21,7 +21,7 @@ from unittest import mock
 
 import numpy as np
 
-import hetsched.policies.lp as polytope_lp
+import hetsched.decide.gavel.lp as polytope_lp
 from hetsched.experiments.continuous import configs
 from hetsched.experiments.sweep import run_one
 from hetsched.solvers import BACKENDS, ConicProblem, solve

@@ -24,7 +24,7 @@ from hetsched.core.run_config import SimulationConfig
 from hetsched.experiments import compare_systems as S
 from hetsched.experiments import shockwave as W
 from hetsched.model.cluster import ClusterSpec
-from hetsched.planner.core import ShockwavePolicy
+from hetsched.decide.shockwave.core import ShockwavePolicy
 from hetsched.sim.metrics import summary
 from hetsched.sim.simulator import simulate
 from hetsched.traces import read_trace

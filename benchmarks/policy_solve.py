@@ -12,7 +12,7 @@ import statistics
 import time
 
 from hetsched import ClusterSpec, load_throughputs
-from hetsched.policies import make_policy, view_from_jobs
+from hetsched.decide.gavel import make_policy, view_from_jobs
 from hetsched.traces import GavelGenerator
 
 # The artifact's times at 2048 jobs etc. on its own benchmark (spec s.8.7, fidelity/README.md), for ratios.

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 import shockwave as bench
-from hetsched.planner import core, milp
+from hetsched.decide.shockwave import core, milp
 
 
 def main() -> None:

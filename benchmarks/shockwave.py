@@ -21,7 +21,7 @@ import pandas as pd
 from hetsched.model.cluster import ClusterSpec
 from hetsched.experiments import shockwave as W
 from hetsched.sim.metrics import summary
-from hetsched.planner.core import ShockwavePolicy
+from hetsched.decide.shockwave.core import ShockwavePolicy
 from hetsched.sim.simulator import RoundSimulation, SimulationConfig
 from hetsched.traces import read_trace
 

@@ -208,7 +208,7 @@ def build_hetero() -> None:
              "Four variants on the same Gavel job stream: type-agnostic LAS (the baseline), TUNE alone "
              "(type-agnostic LAS + TUNE), Gavel alone (type-aware LAS at the GPU-proportional share) and both. "
              "Servers: 8 GPUs, 24 CPUs, 500 GB each, equally many V100, P100 and K80 servers (paper preset: "
-             "4 of each, 96 GPUs; quick: 2; tiny: 1). Rate model: `hetsched/resources/hetero.py` (a job gains "
+             "4 of each, 96 GPUs; quick: 2; tiny: 1). Rate model: `hetsched/place/hetero.py` (a job gains "
              "from CPU only while its GPU is not the bottleneck, so a K80 gains little).",
              PARAMS + "\nseeds = None",
              [("code", SETUP),

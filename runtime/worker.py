@@ -368,7 +368,7 @@ def emulated_rate(lease, server: tuple[int, float, float] | None = None) -> floa
     Gavel job type at the speedup heterogeneity-aware TUNE credits at that share on this worker (`server`: its
     GPUs, cores and GB), the type's speed relative to a V100 being 1 / slowdown."""
     if lease.cpu_cores > 0:
-        from hetsched.resources.hetero import share_speedup
+        from hetsched.place.hetero import share_speedup
         from hetsched.model.profiles import load_sensitivity
         profiles = load_sensitivity(3)
         if lease.job_type not in profiles and server is not None:

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 from scipy.optimize import linprog
 
-from hetsched.policies import PolicyView
+from hetsched.decide.gavel import PolicyView
 
 
 def combos(view: PolicyView, packing: bool):

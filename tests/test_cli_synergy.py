@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hetsched.cli.main import main
-from hetsched.policies.ordering import ORDERINGS
+from hetsched.decide.synergy.ordering import ORDERINGS
 
 KEYS = {"avg_jct_s", "jct_p50_s", "jct_p99_s", "makespan_s", "cpu_s", "avg_gpu_alloc_pct", "avg_cpu_alloc_pct",
         "avg_mem_alloc_pct", "avg_cpu_used_pct"}

@@ -7,8 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 from hetsched.solvers import ecos_workspaces as ew
-from hetsched.policies.las import _cvxpy_layout, _program
-from hetsched.policies.shares import proportional_throughput
+from hetsched.decide.gavel.las import _cvxpy_layout, _program
+from hetsched.decide.gavel.shares import proportional_throughput
 from hetsched.solvers import solve_lp_csc
 
 _ecos = pytest.importorskip("_ecos")

@@ -1,4 +1,4 @@
-"""Elastic jobs (hetsched/elastic): the goodput model, Sia's integer program, placement, the job model and bad input."""
+"""Elastic jobs (hetsched/decide/elastic): the goodput model, Sia's integer program, placement, the job model and bad input."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from scipy.optimize import approx_fprime
 
-from hetsched.elastic import goodput
-from hetsched.elastic.apps import load_applications
-from hetsched.elastic.cluster import ElasticCluster, place
-from hetsched.elastic.jobs import Allocation, ElasticJob
-from hetsched.elastic.sia import SiaPolicy, configurations
+from hetsched.decide.elastic import goodput
+from hetsched.decide.elastic.apps import load_applications
+from hetsched.decide.elastic.cluster import ElasticCluster, place
+from hetsched.decide.elastic.jobs import Allocation, ElasticJob
+from hetsched.decide.elastic.sia import SiaPolicy, configurations
 from hetsched.sim.elastic import jobs_from_frame, simulate_elastic
 from hetsched.core.pipeline import CompositionError
 from hetsched.errors import HetschedError, SpecError
@@ -175,7 +175,7 @@ def test_a_waiting_job_starts_at_the_round_its_restart_factor_lets_it_even_with_
 def test_a_time_scaled_run_is_the_applications_run_compressed_exactly(policy):
     """R86a: with time_scale k, one second of the clock stands for k seconds of the applications' training; the
     same jobs arriving k times sooner, in rounds k times shorter, finish k times sooner (k = 16: exact in floats)."""
-    from hetsched.elastic.names import ELASTIC_ROUND_S
+    from hetsched.decide.elastic.names import ELASTIC_ROUND_S
 
     cluster, k = ClusterSpec.load("2x4/8/64@t4+1x4/8/64@a100"), 16.0
     jobs = [Job(i, 120.0 * i, app, 1 + i % 2, 1.0) for i, app in enumerate(["ncf", "cifar10", "bert", "ncf"])]
@@ -189,7 +189,7 @@ def test_shockwave_tj_runs_the_rigid_jobs_on_the_core_planner_at_their_measured_
     """R83b: a lone rigid job under Shockwave+TJ takes its time alone from the measured traces (the core's first
     round pays no preemption penalty); under Gavel+TJ's elastic rounds the same job waits for the next 360-s
     decision and pays its application's restore first. Three 48-GPU jobs on 64 GPUs take turns and all finish."""
-    from hetsched.elastic import shockwave_tj
+    from hetsched.decide.elastic import shockwave_tj
     from hetsched.sim.elastic import prepare, run_shockwave_tj, simulate_elastic
 
     cluster = ElasticCluster.parse("sia_homo")
@@ -269,7 +269,7 @@ def test_cli_runs_a_short_workload_and_converts_a_sia_file(tmp_path):
 
 
 def test_committed_tables_equal_a_fresh_conversion(shared_dir, tmp_path):
-    from hetsched.elastic.convert import convert_all
+    from hetsched.decide.elastic.convert import convert_all
     from hetsched.model.throughputs import data_dir
 
     convert_all(shared_dir / "data" / "sia", tmp_path)
@@ -279,7 +279,7 @@ def test_committed_tables_equal_a_fresh_conversion(shared_dir, tmp_path):
 
 
 def test_nsga2_rank_zero_is_the_pareto_front():
-    from hetsched.elastic.pollux_kernels import rank_crowding
+    from hetsched.decide.elastic.pollux_kernels import rank_crowding
 
     rng = np.random.default_rng(3)
     objs = np.round(rng.random((60, 2)), 1)                 # ties and duplicates on purpose
@@ -294,7 +294,7 @@ def test_nsga2_rank_zero_is_the_pareto_front():
 
 
 def test_pollux_repair_makes_every_state_feasible():
-    from hetsched.elastic.pollux_kernels import MAX_NODES, repair
+    from hetsched.decide.elastic.pollux_kernels import MAX_NODES, repair
 
     rng = np.random.default_rng(5)
     caps = np.array([4] * 10)
@@ -309,7 +309,7 @@ def test_pollux_repair_makes_every_state_feasible():
 
 
 def test_pollux_keeps_the_type_holding_most_gpus_and_is_reproducible_by_seed():
-    from hetsched.elastic.pollux import PolluxPolicy
+    from hetsched.decide.elastic.pollux import PolluxPolicy
 
     cluster = ElasticCluster.parse("1x4@t4+1x8@a100")
     policy = PolluxPolicy(cluster)
@@ -332,7 +332,7 @@ def test_pollux_keeps_the_type_holding_most_gpus_and_is_reproducible_by_seed():
 def test_themis_tj_allocates_within_capacity_and_recomputes_when_the_jobs_change():
     """docs/rules.md#themis-tj: the core's finish-time-fairness policy over the rigid jobs' rates; x in [0, 1], at
     most 1 per job, each type's GPUs respected; the same job set keeps its allocation, a new job recomputes it."""
-    from hetsched.elastic.policies import make_elastic_policy
+    from hetsched.decide.elastic.policies import make_elastic_policy
 
     cluster = ElasticCluster.parse("sia_hetero")
     frame = pd.DataFrame({"name": ["a", "b", "c"], "submit_s": [0.0, 0.0, 0.0], "app": ["cifar10", "bert", "imagenet"],

@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hetsched.elastic import fairness
-from hetsched.elastic.apps import load_applications
-from hetsched.elastic.cluster import ElasticCluster
-from hetsched.elastic.jobs import RIGID, ElasticJob
-from hetsched.elastic.result import ElasticResult
+from hetsched.decide.elastic import fairness
+from hetsched.decide.elastic.apps import load_applications
+from hetsched.decide.elastic.cluster import ElasticCluster
+from hetsched.decide.elastic.jobs import RIGID, ElasticJob
+from hetsched.decide.elastic.result import ElasticResult
 from hetsched.sim.elastic import prepare, simulate_elastic
-from hetsched.elastic.workloads import load_workload
+from hetsched.decide.elastic.workloads import load_workload
 
 CLUSTER = ElasticCluster.parse("sia_hetero")
 

@@ -63,7 +63,7 @@ def walk(cand, gpus, free):
 
 
 def test_the_vectorised_first_fit_takes_what_the_walk_takes():
-    from hetsched.core.select import first_fit_in_order
+    from hetsched.select.priority import first_fit_in_order
     rng = np.random.default_rng(0)
     for _ in range(2000):
         n = int(rng.integers(0, 40))
@@ -76,7 +76,7 @@ def test_the_vectorised_first_fit_takes_what_the_walk_takes():
 
 
 def test_identical_rows_groups_as_numpy_unique_does():
-    from hetsched.policies.units import identical_rows
+    from hetsched.decide.gavel.units import identical_rows
     rng = np.random.default_rng(2)
     for _ in range(200):
         n = int(rng.integers(1, 60))
@@ -97,7 +97,7 @@ def test_pair_entries_follow_the_allocation_in_its_order(first_id, compiled, mon
     """Pairs without time leave, the others keep their rows in order, new pairs are appended in the allocation's
     order, and the rows returned are each wanted pair's (compared with a list-based reference), for any job ids,
     on the compiled path (core/pair_entries.py; huge ids fall back to numpy) and on the numpy path."""
-    from hetsched.policies.base import Allocation
+    from hetsched.decide.gavel.base import Allocation
     monkeypatch.setattr(kernels, "ENABLED", compiled and kernels.ENABLED)
     table = load_throughputs("gavel_simulation")
     core = Scheduler(ClusterSpec.parse("3:3:3"), policy_for("max_min_fairness_packed", 0), table)
@@ -149,7 +149,7 @@ def test_compiled_pair_entries_are_the_numpy_rows(monkeypatch):
     """core/pair_entries.py builds, keeps and compacts the same rows as the numpy code: two cores follow the same
     allocations, one on each path, with every row holding its own values (time, deficits, allocation) and a job
     type the table does not know (its pairs have no rates)."""
-    from hetsched.policies.base import Allocation
+    from hetsched.decide.gavel.base import Allocation
     if not kernels.ENABLED:
         pytest.skip("numba is off")
     table = load_throughputs("gavel_simulation")

@@ -120,7 +120,7 @@ def test_scale_trace_baselines_solve_the_per_job_problem(policy, shared_dir, mon
     off. Under Shockwave's rules the LP baselines solve the artifact's per-job problem at any number of jobs
     (docs/rules.md#per-job-solves), so the run does not depend on the grouping threshold."""
     from hetsched.core.views import PolicyViews
-    from hetsched.policies import las, units
+    from hetsched.decide.gavel import las, units
 
     seen = []
     view = PolicyViews.view

@@ -4,7 +4,7 @@ import pytest
 
 from hetsched import ClusterSpec, HetschedError
 from hetsched.core.registry import make_policy
-from hetsched.resources.hetero import gavel_models, type_demand
+from hetsched.place.hetero import gavel_models, type_demand
 from hetsched.model.profiles import load_sensitivity
 from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator

@@ -7,7 +7,7 @@ import pytest
 
 from hetsched import ClusterSpec
 from hetsched.compiled import kernels, ranking, round_kernels
-from hetsched.resources import compiled_placement
+from hetsched.place import compiled_placement
 from hetsched.model.cluster import GAVEL_GCP_PRICES
 from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator
@@ -41,10 +41,10 @@ def test_rank_is_numpys_lexsort(compiled):
 
 
 def _walk_numpy(t, S, alloc, deficit, in_alloc, ok, need_priority, members, escale, scale, capacity, order):
-    """The numpy select (core/select.py) on the same arrays, through a stand-in scheduler."""
+    """The numpy select (select/priority.py) on the same arrays, through a stand-in scheduler."""
     from types import SimpleNamespace
 
-    from hetsched.core.select import PrioritySelect
+    from hetsched.select.priority import PrioritySelect
 
     entry_table = SimpleNamespace(blocked=~ok | ~in_alloc[:, None],          # as core/entries.py derives them
                                   has_pairs=bool((members[:, 1] >= 0).any()), all_single_gpu=bool((escale == 1).all()))
@@ -217,9 +217,9 @@ def test_codes_are_numpys_unique(path):
 @pytest.mark.parametrize("path", PATHS)
 def test_las_program_is_the_numpy_program(path):
     """The per-job LAS program's data bit for bit, with zero and NaN proportional throughputs and weights."""
-    from hetsched.policies.base import PolicyView
-    from hetsched.policies.las import _cvxpy_layout, _program
-    from hetsched.policies.shares import proportional_throughput
+    from hetsched.decide.gavel.base import PolicyView
+    from hetsched.decide.gavel.las import _cvxpy_layout, _program
+    from hetsched.decide.gavel.shares import proportional_throughput
 
     program = _path("las_program", path)
     rng = np.random.default_rng(3)
@@ -287,9 +287,9 @@ def test_job_pairs_are_the_numpy_decomposition(form, gavel_table, monkeypatch):
     """decompose_pairs with the compiled pairing gives the numpy code's pairs and fractions bit for bit, for both
     pair forms, with folded (same-group) and crossed groups, zero and tiny pair times."""
     from hetsched import ClusterSpec, Job
-    from hetsched.policies.formulation import build_polytope, decompose_pairs
-    from hetsched.policies.units import make_units
-    from hetsched.policies.view import view_from_jobs
+    from hetsched.decide.gavel.formulation import build_polytope, decompose_pairs
+    from hetsched.decide.gavel.units import make_units
+    from hetsched.decide.gavel.view import view_from_jobs
 
     types = sorted({k.job_type for k in gavel_table.keys if k.scale_factor == 1})[:9]
     rng = np.random.default_rng(11)
@@ -315,7 +315,7 @@ def test_job_pairs_are_the_numpy_decomposition(form, gavel_table, monkeypatch):
 
 def test_the_pairing_kernels_run_as_python_too():
     """The kernels' own code, interpreted, agrees with the compiled code (a guard on the loops themselves)."""
-    from hetsched.policies import pair_kernels as P
+    from hetsched.decide.gavel import pair_kernels as P
 
     rng = np.random.default_rng(12)
     for _ in range(30):
@@ -332,8 +332,8 @@ def test_crossing_merges_what_numpy_sorts(monkeypatch):
     """pair_kernels.cross merges the two sides' breakpoints and walks to each overlap's owners (the sides come in
     combo order with positive supplies): formulation._cross's numpy results bit for bit, with zero supplies too
     (repeated breakpoints) and combos that one side lacks."""
-    from hetsched.policies import formulation as F
-    from hetsched.policies import pair_kernels as P
+    from hetsched.decide.gavel import formulation as F
+    from hetsched.decide.gavel import pair_kernels as P
 
     rng = np.random.default_rng(13)
     for trial in range(200):

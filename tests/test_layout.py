@@ -10,12 +10,13 @@ import pytest
 import hetsched
 
 ROOT = Path(hetsched.__file__).parent
-ROLES = {"cli", "compiled", "core", "elastic", "experiments", "io", "model", "planner", "policies", "rates",
-         "resources", "sim", "solvers", "stages", "traces", "ui"}
-#: docs/architecture.md#folders: the entry points and drivers above the core, the stage implementations below it,
-#: their interfaces (stages/) below them.
+ROLES = {"cli", "compiled", "core", "decide", "experiments", "io", "model", "place", "rates", "rounds", "select", "sim",
+         "solvers", "stages", "traces", "ui"}
+#: docs/architecture.md#folders: the entry points and drivers above the core, the stages below it in the diagram's
+#: order, their interfaces (stages/) below them.
 ABOVE_THE_STAGES = {"cli", "ui", "experiments", "sim", "core"}
-STAGE_FOLDERS = {"policies", "planner", "resources", "elastic", "rates"}
+STAGE_ORDER = ("decide", "select", "place", "rates", "rounds")
+STAGE_FOLDERS = set(STAGE_ORDER)
 VOCABULARY = {"model", "io", "traces", "compiled", "solvers"}      # tables, files, job streams, kernels, solvers
 TOP_LEVEL = {"__init__.py", "__main__.py", "errors.py"}
 MAX_LINES = 410
@@ -34,7 +35,7 @@ def test_the_compiled_loops_import_no_stage():
     found = {p.name: sorted(set(re.findall(r"(?:from|import) (hetsched\.\w+)", p.read_text())) - {"hetsched.compiled"})
              for p in (ROOT / "compiled").glob("*.py")}
     assert not any(found.values()), found
-    policies = {p.name for p in (ROOT / "policies").glob("*.py")
+    policies = {p.name for p in (ROOT / "decide").rglob("*.py")
                 if re.search(r"from hetsched\.core(\.| import )(kernels|jit|round_kernels)", p.read_text())}
     assert not policies, policies
 
@@ -56,8 +57,9 @@ def _imports(folder: str) -> dict[str, set[str]]:
 
 
 def test_no_stage_imports_the_core_or_anything_above_it():
-    """The scheduler calls the stages; the stages implement the interfaces in stages/ and never import back up;
-    the vocabulary below them (tables, files, streams, kernels, solvers) imports no stage."""
+    """The scheduler calls the stages; the stages implement the interfaces in stages/ and never import back up, nor
+    a stage above their own in the diagram (decide, select, place, rates, rounds); the vocabulary below them
+    (tables, files, streams, kernels, solvers) imports no stage."""
     climbs = {m: sorted(f & ABOVE_THE_STAGES) for d in STAGE_FOLDERS | {"stages"} for m, f in _imports(d).items()
               if f & ABOVE_THE_STAGES}
     assert not climbs, climbs
@@ -66,6 +68,9 @@ def test_no_stage_imports_the_core_or_anything_above_it():
     below = {m: sorted(f - VOCABULARY - {"errors"}) for d in VOCABULARY for m, f in _imports(d).items()
              if f - VOCABULARY - {"errors"}}
     assert not below, below
+    upward = {m: sorted(set(STAGE_ORDER[:STAGE_ORDER.index(d)]) & f) for d in STAGE_ORDER for m, f in _imports(d).items()
+              if set(STAGE_ORDER[:STAGE_ORDER.index(d)]) & f}
+    assert not upward, f"a stage imports a stage above it in the diagram: {upward}"
 
 
 def test_no_module_is_long():

@@ -6,11 +6,11 @@ import pytest
 
 from hetsched import ClusterSpec, Job
 from hetsched.compiled import kernels
-from hetsched.policies import formulation as F
-from hetsched.policies import pair_kernels, polytope_kernel
-from hetsched.policies.rows import Rows, stack
-from hetsched.policies.units import _groups_by_first, identical_rows, make_units
-from hetsched.policies.view import view_from_jobs
+from hetsched.decide.gavel import formulation as F
+from hetsched.decide.gavel import pair_kernels, polytope_kernel
+from hetsched.decide.gavel.rows import Rows, stack
+from hetsched.decide.gavel.units import _groups_by_first, identical_rows, make_units
+from hetsched.decide.gavel.view import view_from_jobs
 
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="numba is not installed or HETSCHED_KERNELS=0")
 

@@ -14,8 +14,8 @@ from hetsched.cli.main import main
 from hetsched.core.scheduler import Scheduler
 
 #: Folders by layer of docs/architecture.md's diagram (0 = the entry points).
-LAYERS = {"cli": 0, "ui": 0, "experiments": 0, "sim": 1, "core": 2, "policies": 3, "planner": 3, "elastic": 3,
-          "resources": 3, "rates": 4, "model": 5, "io": 5, "traces": 5, "compiled": 5, "solvers": 5}
+LAYERS = {"cli": 0, "ui": 0, "experiments": 0, "sim": 1, "core": 2, "decide": 3, "select": 4, "place": 5, "rates": 6,
+          "rounds": 7, "stages": 8, "model": 9, "io": 9, "traces": 9, "compiled": 9, "solvers": 9}
 
 CASES = {
     "Max_Min_Fairness_PERF": ["--generate", "gavel", "--jobs-per-hour", "4", "--cluster", "2:2:2"],

@@ -12,7 +12,7 @@ import pytest
 from hetsched.io.cluster_ini import synergy_cluster
 from hetsched.sim.metrics import summary
 from hetsched.core.pipeline import CompositionError
-from hetsched.policies.ordering import ORDERINGS
+from hetsched.decide.synergy.ordering import ORDERINGS
 from hetsched.sim.simulator import simulate
 from hetsched.traces import make_generator
 

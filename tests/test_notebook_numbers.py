@@ -182,8 +182,8 @@ def test_shockwave_planner_point_and_its_adaptation(runs):
 def test_shockwave_seed_point(runs):
     """The canonical notebook's solver-seed panel: seed 2's worst rho is a direct run whose planner config sets
     solver seed 2 itself (not through the run's seed, so a seed dropped on the way there fails here)."""
-    from hetsched.planner.config import load_planner_config
-    from hetsched.planner.core import ShockwavePolicy
+    from hetsched.decide.shockwave.config import load_planner_config
+    from hetsched.decide.shockwave.core import ShockwavePolicy
 
     frame = _results(runs, "shockwave_canonical", "seeds.csv")
     row = _one(frame, run="seed 2", metric="Worst FTF (rho)")

@@ -1,4 +1,4 @@
-"""The compiled placement stage (hetsched/resources/placement_kernel.py, and its C loop _placement.c) against the
+"""The compiled placement stage (hetsched/place/placement_kernel.py, and its C loop _placement.c) against the
 Python one, round by round; bad arguments are an error from C, never a crash."""
 
 import random
@@ -10,10 +10,10 @@ from hetsched import Server
 from hetsched.errors import SimulationError
 from hetsched.compiled import kernels
 from hetsched.io.cluster_ini import synergy_cluster
-from hetsched.resources.mechanism import PlacementStage
-from hetsched.resources import compiled_placement, placement_kernel
-from hetsched.resources.compiled_placement import CompiledPlacement
-from hetsched.resources.pool import ServerPool
+from hetsched.place.mechanism import PlacementStage
+from hetsched.place import compiled_placement, placement_kernel
+from hetsched.place.compiled_placement import CompiledPlacement
+from hetsched.place.pool import ServerPool
 from hetsched.model.profiles import load_sensitivity
 
 pytestmark = pytest.mark.skipif(not kernels.ENABLED, reason="compiled kernels disabled (HETSCHED_KERNELS=0)")

@@ -7,9 +7,9 @@ import pytest
 from hetsched.rates.adaptation.profile import EpochProfile
 from hetsched.model.cluster import ClusterSpec
 from hetsched.model.jobs import AdaptationMode, Job
-from hetsched.planner.config import PlannerConfig, load_planner_config
-from hetsched.planner.jobs import PlannerJob
-from hetsched.planner.milp import (WindowInputs, artifact_window_program, fair_finish_reachable, rank_program,
+from hetsched.decide.shockwave.config import PlannerConfig, load_planner_config
+from hetsched.decide.shockwave.jobs import PlannerJob
+from hetsched.decide.shockwave.milp import (WindowInputs, artifact_window_program, fair_finish_reachable, rank_program,
                                   uncontended_counts, window_program)
 from hetsched.sim.simulator import SimulationConfig, simulate
 
@@ -97,7 +97,7 @@ def test_an_unreachable_fair_finish_bound_is_known_without_the_solver(speed):
 def test_the_window_programs_matrix_is_the_one_scipy_builds():
     import scipy.sparse as sp
 
-    from hetsched.planner.milp import _csr
+    from hetsched.decide.shockwave.milp import _csr
 
     rng = np.random.default_rng(3)
     cells = rng.choice(40 * 30, 200, replace=False)
@@ -121,7 +121,7 @@ def test_solver_options_reach_highs_and_a_wrong_one_is_refused_at_once():
     back to HiGHS's defaults for the next solve without them; an unknown option or a value of the wrong kind is a
     SpecError when the configuration is made, as is a non-HiGHS solver with options."""
     from hetsched.errors import SpecError
-    from hetsched.planner import solve as milp
+    from hetsched.decide.shockwave import solve as milp
 
     config = load_planner_config({"solver_options": {"presolve": "off", "mip_heuristic_run_feasibility_jump": False}})
     assert config.solver_options == (("mip_heuristic_run_feasibility_jump", False), ("presolve", "off"))
@@ -245,7 +245,7 @@ def test_scip_reaches_the_same_optimum(seed):
 
 def test_a_failing_solver_never_stops_the_run(monkeypatch, caplog):
     """The artifact dies on `assert status in SOLUTION_PRESENT`; here the plan falls back to remaining time."""
-    import hetsched.planner.core as core
+    import hetsched.decide.shockwave.core as core
 
     monkeypatch.setattr(core, "window_program", lambda *a, **k: (None, "error"))
     jobs = [Job(i, 60.0 * i, "LM (batch size 20)", 1 + (i % 2), 3000.0 * (i + 1), mode=AdaptationMode.GNS)
@@ -260,8 +260,8 @@ def test_the_solve_log_times_the_rank_program_inside_each_solve(monkeypatch):
     """`rank_seconds` (benchmarks/shockwave.py's rank_share) is the ranking's part of each re-plan's seconds."""
     import time
 
-    import hetsched.planner.core as core
-    from hetsched.planner.core import ShockwavePolicy
+    import hetsched.decide.shockwave.core as core
+    from hetsched.decide.shockwave.core import ShockwavePolicy
     from hetsched.sim.simulator import RoundSimulation
 
     def slowed(solve, seconds):
@@ -283,7 +283,7 @@ def test_the_solve_log_times_the_rank_program_inside_each_solve(monkeypatch):
 
 
 def test_the_run_seed_seeds_the_solver_and_overrides_keep_the_config():
-    from hetsched.planner.core import ShockwavePolicy
+    from hetsched.decide.shockwave.core import ShockwavePolicy
     from hetsched.sim.simulator import policy_for
 
     assert policy_for("shockwave", 3, system="shockwave").config.solver_seed == 3
@@ -322,7 +322,7 @@ def test_planner_solves_after_synergy_opt_in_one_process():
     code = """
 import numpy as np
 from hetsched.io.cluster_ini import synergy_cluster
-from hetsched.planner.milp import WindowInputs, window_program
+from hetsched.decide.shockwave.milp import WindowInputs, window_program
 from hetsched.sim.simulator import simulate
 from hetsched.traces import make_generator
 simulate(make_generator("synergy", jobs_per_hour=30.0).jobs(30), synergy_cluster(servers=1), "LAS+opt")
@@ -374,7 +374,7 @@ def test_the_planners_clock_catches_up_with_rounds_that_went_by_unplanned():
     an idle cluster (a gap between jobs, a runtime without workers) left the planner's time behind the clock: jobs
     arriving after a gap of 1e6 s looked 1e6 s less behind than they were. The offset now takes up the lag."""
     from hetsched import load_throughputs
-    from hetsched.planner.core import ShockwavePolicy
+    from hetsched.decide.shockwave.core import ShockwavePolicy
     from hetsched.sim.simulator import RoundSimulation, SimulationConfig
     from hetsched.traces import GavelGenerator
 
@@ -404,7 +404,7 @@ def test_ratios_of_durations_do_not_fade_as_the_stream_ages():
     since arrival, as soon as its JCT passes its fair one."""
     from hetsched import load_throughputs
     from hetsched.errors import SpecError
-    from hetsched.planner.core import ShockwavePolicy
+    from hetsched.decide.shockwave.core import ShockwavePolicy
 
     table = load_throughputs("gavel_simulation")
     kind = "ResNet-18 (batch size 64)"

@@ -7,10 +7,10 @@ import pytest
 
 from hetsched import ClusterSpec, HetschedError
 from hetsched.core.registry import make_policy, policy_names
-from hetsched.policies import view_from_jobs
-from hetsched.policies.ftf import FinishTimeFairness
-from hetsched.policies.las import las_coefficients
-from hetsched.policies.makespan import reference_throughput
+from hetsched.decide.gavel import view_from_jobs
+from hetsched.decide.gavel.ftf import FinishTimeFairness
+from hetsched.decide.gavel.las import las_coefficients
+from hetsched.decide.gavel.makespan import reference_throughput
 from hetsched.traces import GavelGenerator
 
 import policy_reference as ref
@@ -150,9 +150,9 @@ def test_water_filling_is_lexicographically_optimal(gavel_table, seed, packing):
 @pytest.mark.parametrize("seed", range(3))
 def test_both_pair_forms_agree_and_decompose_exactly(gavel_table, seed):
     """Unit-pair and unit-key space sharing: same LAS optimum; job pairs reproduce each unit's throughput."""
-    from hetsched.policies.formulation import build_polytope
-    from hetsched.policies.units import make_units
-    from hetsched.policies.lp import epigraph_objective, solve_on_polytope
+    from hetsched.decide.gavel.formulation import build_polytope
+    from hetsched.decide.gavel.units import make_units
+    from hetsched.decide.gavel.lp import epigraph_objective, solve_on_polytope
 
     view = instance(gavel_table, seed, 60, gpus="4:4:4")
     units = make_units(view, aggregate=True)
@@ -181,8 +181,8 @@ def test_both_pair_forms_agree_and_decompose_exactly(gavel_table, seed):
 def test_unit_pairs_decompose_any_point(gavel_table, seed):
     """Any y >= 0 in the unit-pair form (same-unit pairs included) becomes job pairs with the same per-job
     time and throughput: the decomposition is exact, not just at LP optima."""
-    from hetsched.policies.formulation import build_polytope
-    from hetsched.policies.units import make_units
+    from hetsched.decide.gavel.formulation import build_polytope
+    from hetsched.decide.gavel.units import make_units
 
     view = instance(gavel_table, seed, 40, gpus="2:2:2")
     units = make_units(view, aggregate=True)
@@ -242,8 +242,8 @@ def test_packed_policies_accept_mixed_scale_factors(gavel_table):
 
 
 def test_solver_failure_falls_back_to_isolated(gavel_table, caplog, monkeypatch):
-    import hetsched.policies.lp as lp
-    import hetsched.policies.las as las
+    import hetsched.decide.gavel.lp as lp
+    import hetsched.decide.gavel.las as las
     from hetsched.solvers import Solution
 
     def broken(*args, **kwargs):
@@ -312,7 +312,7 @@ def test_allox_keeps_the_optimal_cost_above_the_full_matrix_limit(gavel_table, m
     a full matrix would reach is still reachable (jobs of a type share its identical workers round-robin)."""
     from scipy.optimize import linear_sum_assignment
 
-    from hetsched.policies import allox
+    from hetsched.decide.gavel import allox
 
     view = instance(gavel_table, 2, 40, gpus="4:4:4")
     policy, waiting = make_policy("allox"), list(range(view.num_jobs))
@@ -328,8 +328,8 @@ def test_allox_keeps_the_optimal_cost_above_the_full_matrix_limit(gavel_table, m
 def test_allox_gangs_get_one_over_scale_factor_and_are_matched_again():
     """A single-GPU job given its GPU holds it; a gang first on a worker gets 1 / s of its type, never holds a
     worker (its allocation does not sum to 1) and is matched again at the next call, keeping its share."""
-    from hetsched.policies.allox import AlloX
-    from hetsched.policies.base import PolicyView
+    from hetsched.decide.gavel.allox import AlloX
+    from hetsched.decide.gavel.base import PolicyView
 
     def view(ids, scale, remaining):
         k = len(ids)
@@ -352,8 +352,8 @@ def test_allox_gangs_get_one_over_scale_factor_and_are_matched_again():
 def test_allox_tie_seed_picks_among_optimal_matchings_only():
     """Three jobs, two identical GPUs: the shortest job runs first on one GPU and either longer job runs alone
     on the other -- an arbitrary pick the solver makes. Tie seeds must reach both picks, never a worse matching."""
-    from hetsched.policies.allox import AlloX
-    from hetsched.policies.base import PolicyView
+    from hetsched.decide.gavel.allox import AlloX
+    from hetsched.decide.gavel.base import PolicyView
 
     view = PolicyView(job_ids=np.array([0, 1, 2]), gpu_types=("v100",), capacity=np.array([2.0]),
                       throughput=np.ones((3, 1)), scale_factor=np.ones(3), priority_weight=np.ones(3),
@@ -381,7 +381,7 @@ def _scalar_pair_quality(view, i, k):
 def test_gandiva_pair_quality_is_the_scalar_rule(gavel_table, seed):
     from dataclasses import replace
 
-    from hetsched.policies.gandiva import Gandiva
+    from hetsched.decide.gavel.gandiva import Gandiva
 
     view = instance(gavel_table, seed, 40)
     rng = np.random.default_rng(seed)

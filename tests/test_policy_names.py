@@ -8,8 +8,8 @@ import pytest
 from hetsched.core.registry import make_policy, policy_for
 from hetsched.errors import HetschedError
 from hetsched.core.registry import resolve_policy_name
-from hetsched.policies.base import ALIASES, POLICIES, register_policy
-from hetsched.policies.ordering import ORDERINGS, ResourcePolicy, register_ordering, Ordering
+from hetsched.decide.gavel.base import ALIASES, POLICIES, register_policy
+from hetsched.decide.synergy.ordering import ORDERINGS, ResourcePolicy, register_ordering, Ordering
 from hetsched.ui.names import vocabulary_frame
 
 

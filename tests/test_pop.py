@@ -1,4 +1,4 @@
-"""POP partitions (hetsched/policies/pop.py, docs/rules.md#pop)."""
+"""POP partitions (hetsched/decide/gavel/pop.py, docs/rules.md#pop)."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ import pytest
 from hetsched import ClusterSpec
 from hetsched.core.registry import make_policy
 from hetsched.errors import HetschedError
-from hetsched.policies.pop import Partitioned, partition_of, sub_view
-from hetsched.policies.view import view_from_jobs
+from hetsched.decide.gavel.pop import Partitioned, partition_of, sub_view
+from hetsched.decide.gavel.view import view_from_jobs
 from hetsched.sim.metrics import average_jct
 from hetsched.sim.simulator import simulate
 from hetsched.traces import GavelGenerator

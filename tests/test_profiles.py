@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from hetsched import ClusterSpec, SpecError
-from hetsched.resources import load_sensitivity, profiles_ratio_for
+from hetsched.place import load_sensitivity, profiles_ratio_for
 from hetsched.model.profiles import derived_sensitivity
 from hetsched.sim.metrics import summary
 from hetsched.sim.simulator import SimulationConfig, simulate
@@ -61,7 +61,7 @@ def test_tune_gains_little_where_the_fair_share_already_meets_the_demands():
 def test_each_gpu_types_servers_credit_the_profiles_of_their_own_ratio(gavel_table):
     """Gavel's allocation + TUNE: V100 servers with 3 cores a GPU and K80 servers with 12 credit the classes that
     a cluster of only those servers would (one ratio for the whole cluster, 8, gave both the same set)."""
-    from hetsched.resources.hetero import TypeAwareResources
+    from hetsched.place.hetero import TypeAwareResources
 
     def speedups(cluster: str, types: tuple[str, ...]) -> dict[str, list[float]]:
         r = TypeAwareResources(ClusterSpec.load(cluster), types, gavel_table, "tune")

@@ -7,10 +7,10 @@ import pytest
 
 from hetsched import Server, SpecError
 from hetsched.io.cluster_ini import synergy_cluster
-from hetsched.resources.mechanism import PlacementStage
-from hetsched.resources.compiled_placement import CompiledPlacement
-from hetsched.resources.opt import CPU, MEM, choose_points, spread_over_servers
-from hetsched.resources.pool import FAIR, IDEAL, ServerPool
+from hetsched.place.mechanism import PlacementStage
+from hetsched.place.compiled_placement import CompiledPlacement
+from hetsched.place.opt import CPU, MEM, choose_points, spread_over_servers
+from hetsched.place.pool import FAIR, IDEAL, ServerPool
 from hetsched.model.profiles import load_sensitivity
 
 
@@ -170,7 +170,7 @@ def test_order_free_certificate_holds_for_every_order():
     from hetsched import Job
     from hetsched.core.registry import make_policy
     from hetsched.core.scheduler import Scheduler
-    from hetsched.resources.server_rounds import ServerRounds
+    from hetsched.decide.synergy.server_rounds import ServerRounds
     from hetsched.model.throughputs import load_throughputs
 
     table = load_sensitivity(3)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hetsched.core.select import PrioritySelect
-from hetsched.core.task_rounds import TaskRounds
+from hetsched.select.priority import PrioritySelect
+from hetsched.rounds.tasks import TaskRounds
 from hetsched.model.cluster import ClusterSpec
 from hetsched.sim.simulator import RoundSimulation
 from hetsched.traces import GavelGenerator
@@ -88,7 +88,7 @@ def test_the_round_rules_call_the_select_stage_the_scheduler_holds(gavel_table):
 def test_a_whole_round_stage_is_its_own_round_rules():
     """Synergy's server rounds: the stage the scheduler holds as its decide stage is the one it calls."""
     from hetsched.io.cluster_ini import synergy_cluster
-    from hetsched.resources.server_rounds import ServerRounds
+    from hetsched.decide.synergy.server_rounds import ServerRounds
     from hetsched.traces import make_generator
 
     jobs = make_generator("synergy", jobs_per_hour=9.0).jobs(8)

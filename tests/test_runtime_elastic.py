@@ -158,7 +158,7 @@ def test_elastic_jobs_given_to_simulate_run_in_the_one_loop_as_a_workload_table_
     name runs the same stage in the same loop as `hetsched elastic` on the workload table: each job's JCT and
     GPU-hours, to the bit (Gavel+TJ on helios-1, 160 jobs on the paper's 64-GPU cluster)."""
     from hetsched.sim.elastic import run_workload
-    from hetsched.elastic.workloads import load_workload
+    from hetsched.decide.elastic.workloads import load_workload
 
     frame = load_workload("helios-1").sort_values("submit_s", kind="stable").reset_index(drop=True)
     jobs = [Job(i, float(r.submit_s), f"{r.app} (batch size {r.batch_size})", int(r.num_replicas), 1.0)

@@ -7,7 +7,7 @@ import pytest
 from hetsched import HetschedError, Job
 from hetsched.io.cluster_ini import synergy_cluster
 from hetsched.core.registry import make_policy
-from hetsched.policies.ordering import ORDERINGS
+from hetsched.decide.synergy.ordering import ORDERINGS
 from hetsched.sim.simulator import simulate
 from hetsched.traces.generators.synergy import SynergyGenerator
 
@@ -71,7 +71,7 @@ def test_greedy_leaves_gpus_idle_when_cpus_run_out():
 
 
 def test_starvation_guard_reorders(monkeypatch):
-    from hetsched.resources.server_rounds import ServerRounds
+    from hetsched.decide.synergy.server_rounds import ServerRounds
     monkeypatch.setattr(ServerRounds, "starvation_s", 3000.0)
     long = Job(0, 0.0, "res50", 1, 50_000)
     shorts = [Job(i, 0.0 + i, "res50", 1, 300) for i in range(1, 40)]

@@ -17,8 +17,8 @@ LABELS = {"avg_jct_h": "avg JCT (h)", "p99_jct_h": "p99 JCT (h)", "makespan_h": 
 
 
 def add_elastic_parser(sub) -> None:
-    from hetsched.elastic.cluster import NAMED
-    from hetsched.elastic.names import CORE_ON_TUNED_JOBS, ELASTIC_POLICIES
+    from hetsched.decide.elastic.cluster import NAMED
+    from hetsched.decide.elastic.names import CORE_ON_TUNED_JOBS, ELASTIC_POLICIES
 
     el = sub.add_parser("elastic", formatter_class=DefaultsHelp,
                         help="simulate elastic jobs (GPU count, type and batch size that change) under Sia, "
@@ -85,7 +85,7 @@ def _progress():
 
 def convert_sia_workload(source: Path, target: Path) -> int:
     """`hetsched convert trace IN.csv OUT.csv --from sia`: a Sia workload as the project's workload table."""
-    from hetsched.elastic.convert import read_sia_workload
+    from hetsched.decide.elastic.convert import read_sia_workload
     from hetsched.io.atomic import replacing
 
     if not target.parent.is_dir():

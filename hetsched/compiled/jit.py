@@ -1,7 +1,7 @@
 """The one switch for compiled loops: numba when it is installed and `HETSCHED_KERNELS` is not 0.
 
-Every compiled kernel (compiled/kernels.py, compiled/ranking.py, core/pair_entries.py, policies/pair_kernels.py,
-policies/polytope_kernel.py, policies/units.py, resources/placement_kernel.py) is built with `compiled`; without
+Every compiled kernel (compiled/kernels.py, compiled/ranking.py, core/pair_entries.py, decide/gavel/pair_kernels.py,
+decide/gavel/polytope_kernel.py, decide/gavel/units.py, place/placement_kernel.py) is built with `compiled`; without
 numba each stays the plain Python function it decorates.
 """
 

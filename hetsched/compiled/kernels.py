@@ -160,7 +160,7 @@ _BIG = np.finfo(np.float64).max
 @_compiled
 def finite(v):
     """`np.nan_to_num` of one float: NaN -> 0, +-inf -> the largest finite float of that sign (the pair rates'
-    reading in policies/polytope_kernel.py and core/pair_entries.py)."""
+    reading in decide/gavel/polytope_kernel.py and core/pair_entries.py)."""
     if v != v:
         return 0.0
     if v == np.inf:
@@ -174,7 +174,8 @@ def finite(v):
 def coo_to_csc(data, row, col, indptr, indices, out):
     """CSC of COO entries without duplicates, into `indptr` (zeros, one more than the columns), `indices` and `out`
     (the data): column by column, rows ascending, as scipy's canonical `csc_matrix((data, (row, col)))`. False if
-    two entries share a position (scipy then sums them, in an order of its own: policies/rows.py falls back to it)."""
+    two entries share a position (scipy then sums them, in an order of its own:
+    decide/gavel/rows.py falls back to it)."""
     num_cols = len(indptr) - 1
     for k in range(len(data)):
         indptr[col[k] + 1] += 1
@@ -220,7 +221,7 @@ def codes_of(values):
 
 
 def proportional_rates(throughput, row):
-    """`(throughput * row).sum(axis=1)` (policies/shares.py `proportional_throughput`), summed left to right as
+    """`(throughput * row).sum(axis=1)` (decide/gavel/shares.py `proportional_throughput`), summed left to right as
     numpy sums fewer than 8 columns."""
     m, n = throughput.shape
     out = np.empty(m)
@@ -233,7 +234,7 @@ def proportional_rates(throughput, row):
 
 
 def las_program(throughput, priority_weight, scale_factor, prop, capacity, template, x_cols):
-    """The per-job LAS program's ECOS data (policies/las.py `_allocate_per_job`): epigraph coefficients
+    """The per-job LAS program's ECOS data (decide/gavel/las.py `_allocate_per_job`): epigraph coefficients
     -(T_ij x w_i) x s_i with w_i = (1 / weight_i) x (1 / prop_i, or 0 where prop_i <= 0), capacity coefficients s_i,
     right-hand sides (capacities, then 1 per job) and the objective (minimise t')."""
     m, n = throughput.shape

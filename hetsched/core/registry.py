@@ -16,12 +16,12 @@ from dataclasses import dataclass, replace
 from hetsched.errors import HetschedError
 from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, GAVEL_ANALOG, READ_BY, CompositionError, Decide, Pipeline,
                                     Place, Rates, RoundRules, Select, Try)
-from hetsched.planner.core import ShockwavePolicy
+from hetsched.decide.shockwave.core import ShockwavePolicy
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
-from hetsched.elastic.names import ELASTIC_POLICIES, ElasticDecide
-from hetsched.policies import catalog  # noqa: F401  (registers every allocation policy)
-from hetsched.policies.base import ALIASES, FOLDED, KINDS, ORDERING_WORDS, POLICIES, Policy
-from hetsched.policies.ordering import ORDERINGS, ResourcePolicy, parse_resource_policy
+from hetsched.decide.elastic.names import ELASTIC_POLICIES, ElasticDecide
+from hetsched.decide.gavel import catalog  # noqa: F401  (registers every allocation policy)
+from hetsched.decide.gavel.base import ALIASES, FOLDED, KINDS, ORDERING_WORDS, POLICIES, Policy
+from hetsched.decide.synergy.ordering import ORDERINGS, ResourcePolicy, parse_resource_policy
 
 #: The round length each decide family's artifact uses when a run does not set one (docs/rules.md#round).
 DEFAULT_ROUND_S = {"allocation": 360.0, "ordering": 300.0, "planner": 120.0}
@@ -84,7 +84,7 @@ def resolve_policy_name(name: str) -> str:
 def make_policy(name: "str | PolicyName", **params) -> Policy:
     """A new decide-stage object by name, e.g. `make_policy("max_min_fairness_perf")`, `make_policy("FIFO+tune")`;
     a composed name (`gavel+tune`) keeps its placement in the object's name, which `pipeline_for` reads.
-    `partitions=k` (k > 1) solves the allocation as k partitions (POP, policies/pop.py; `partition_seed` picks
+    `partitions=k` (k > 1) solves the allocation as k partitions (POP, decide/gavel/pop.py; `partition_seed` picks
     another split). An elastic system's name (sia, pollux, gavel+tj) is its decide-stage value."""
     resolved = resolve(name)
     name = resolved.text
@@ -94,7 +94,7 @@ def make_policy(name: "str | PolicyName", **params) -> Policy:
         return ElasticDecide(name)
     partitions, split_seed = params.pop("partitions", 1), params.pop("partition_seed", 0)
     if partitions != 1 or isinstance(partitions, bool):
-        from hetsched.policies.pop import Partitioned
+        from hetsched.decide.gavel.pop import Partitioned
         return Partitioned(lambda: make_policy(resolved, **params), partitions, split_seed)
     if resolved.kind == "ordering":
         return parse_resource_policy(name, **params)
@@ -282,8 +282,8 @@ def job_catalog(pipeline: Pipeline, table):
     if not whole_rounds(pipeline):
         return table
     if pipeline.decide.kind == "elastic":
-        from hetsched.elastic.apps import load_applications
-        from hetsched.elastic.rounds import ApplicationKeys
+        from hetsched.decide.elastic.apps import load_applications
+        from hetsched.decide.elastic.rounds import ApplicationKeys
         return ApplicationKeys(load_applications())
     from hetsched.model.profiles import ProfileJobKeys, load_sensitivity
     return ProfileJobKeys(load_sensitivity(pipeline.rates.profiles_ratio or 3))
@@ -295,21 +295,21 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
     d, rates, rules = pipeline.decide, pipeline.rates, pipeline.rules
     from hetsched.core.scheduler import Scheduler
     if d.kind == "elastic":
-        from hetsched.elastic.rounds import ElasticRounds
+        from hetsched.decide.elastic.rounds import ElasticRounds
         rounds = ElasticRounds(cluster, d.policy.name, rules.round_s, seed=seed, prepared=d.policy.prepared,
                                time_scale=rules.time_scale, lease_start_s=rules.lease_start_s,
                                round_origin_s=rules.grid_origin_s)
         return Scheduler(cluster, d.policy, table, round_s=rules.round_s, seed=seed, decide=rounds, gpu_types=gpu_types)
     if whole_rounds(pipeline):
-        from hetsched.resources import load_sensitivity, profiles_ratio_for
-        from hetsched.resources.server_rounds import ServerRounds
+        from hetsched.place import load_sensitivity, profiles_ratio_for
+        from hetsched.decide.synergy.server_rounds import ServerRounds
         ratio = rates.profiles_ratio or profiles_ratio_for(cluster)
         rounds = ServerRounds(cluster, d.policy, load_sensitivity(ratio), round_s=rules.round_s,
                               macro_rounds=rules.macro_rounds and not rules.lease_start_s,     # one lease a round
                               round_origin_s=rules.grid_origin_s)
         return Scheduler(cluster, d.policy, table, round_s=rules.round_s, seed=seed, decide=rounds,
                          gpu_types=gpu_types)
-    from hetsched.policies.view import sorted_gpu_types
+    from hetsched.decide.gavel.view import sorted_gpu_types
     columns = tuple(sorted(gpu_types)) if gpu_types else sorted_gpu_types(cluster)
     estimator = resources = adaptation = None
     if rates.estimate_colocation is not None:
@@ -317,8 +317,8 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
         refs, fraction = rates.estimate_colocation
         estimator = ThroughputEstimator(table, columns, num_reference=refs, profiling_fraction=fraction, seed=seed)
     if pipeline.place.cpu_memory:
-        from hetsched.resources import load_sensitivity
-        from hetsched.resources.hetero import TypeAwareResources
+        from hetsched.place import load_sensitivity
+        from hetsched.place.hetero import TypeAwareResources
         resources = TypeAwareResources(cluster, columns, table, pipeline.place.kind,    # None: the servers' ratio
                                        load_sensitivity(rates.profiles_ratio) if rates.profiles_ratio else None,
                                        least_free=pipeline.place.least_free)
@@ -327,13 +327,13 @@ def build_scheduler(pipeline: Pipeline, cluster, table, *, seed: int = 0, entity
         adaptation = RuntimeAdaptation(table)
     stage = round_rules = None
     if rules.ideal:                             # fluid rates between events, no rounds (docs/rules.md#ideal)
-        from hetsched.core.ideal_rounds import IdealRounds
+        from hetsched.rounds.ideal import IdealRounds
         round_rules = IdealRounds
     if d.kind == "planner":
-        from hetsched.planner.core import Planner
+        from hetsched.decide.shockwave.core import Planner
         stage = Planner(d.policy.config)
     elif d.kind == "ordering":
-        from hetsched.policies.ordering_stage import OrderingStage
+        from hetsched.decide.synergy.ordering_stage import OrderingStage
         stage = OrderingStage(d.policy.ordering, fair=pipeline.place.kind == "fair")
     return Scheduler(cluster, d.policy, table, round_s=rules.round_s,
                      min_reset_interval_s=rules.min_reset_interval_s, seed=seed, placement_aware=rates.placement_aware,

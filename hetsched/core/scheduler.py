@@ -17,17 +17,17 @@ from hetsched.core.entries import EntryTable
 from hetsched.core.measured import MeasuredRates
 from hetsched.core.pins import PinnedJobs
 from hetsched.stages.plans import RoundPlan
-from hetsched.core.placement import Placer
-from hetsched.core.select import PrioritySelect
+from hetsched.place.gpus import Placer
+from hetsched.select.priority import PrioritySelect
 from hetsched.core.slots import JobSlots
-from hetsched.core.task_rounds import TaskRounds
+from hetsched.rounds.tasks import TaskRounds
 from hetsched.core.views import PolicyViews
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import ClusterSpec
 from hetsched.model.jobs import Job
 from hetsched.model.throughputs import ThroughputTable
-from hetsched.policies.base import Allocation, Policy
-from hetsched.policies.view import sorted_gpu_types
+from hetsched.decide.gavel.base import Allocation, Policy
+from hetsched.decide.gavel.view import sorted_gpu_types
 from hetsched.rates.batch_sizes import BatchSizeSwitching
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from hetsched.compiled import round_kernels
-from hetsched.policies.base import PolicyView
+from hetsched.decide.gavel.base import PolicyView
 
 
 class PolicyViews:
@@ -20,7 +20,7 @@ class PolicyViews:
         self.sched = sched
         self.last_slots: np.ndarray | None = None     # the active slots by job id when the last view was built
         self._colocated_last: tuple[bytes, np.ndarray] | None = None
-        self.pairs_run: set[tuple[int, int, int]] = set()     # (table row a, table row b, type): measured, not estimated
+        self.pairs_run: set[tuple[int, int, int]] = set()     # (table row a, table row b, type): measured pairs
         self._estimates: dict[tuple[int, int], np.ndarray] = {}
 
     def view(self, now: float) -> PolicyView:

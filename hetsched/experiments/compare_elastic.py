@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from hetsched.elastic.names import ELASTIC_POLICIES
+from hetsched.decide.elastic.names import ELASTIC_POLICIES
 
 ELASTIC = tuple(ELASTIC_POLICIES)
 STREAM = "sia"
@@ -36,7 +36,7 @@ def refusal(stream: str, policy: str) -> str:
 def run(case, preset) -> dict:
     """One elastic case: workload helios-(seed mod 10 + 1), its first `preset.sia_jobs` jobs; the comparison's
     metrics (FTF, CPU, memory and cost have no counterpart for these jobs: NaN)."""
-    from hetsched.elastic.cluster import ElasticCluster
+    from hetsched.decide.elastic.cluster import ElasticCluster
     from hetsched.experiments.elastic import ElasticRun, run_one
 
     out = run_one(ElasticRun(case.policy.strip().lower(), f"helios-{case.seed % 10 + 1}", "sia_hetero",

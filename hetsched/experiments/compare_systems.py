@@ -264,7 +264,7 @@ def cpu_pressure(streams, preset: str, openb_dir: str | None = None) -> pd.DataF
     """Per stream (its first seed): the servers' CPU cores per GPU, the fair share (per GPU type the smallest
     server's cores per GPU, docs/rules.md#unlike-servers, averaged over the GPUs), and the share of jobs whose
     profile's ideal cores per GPU exceed it (what TUNE can act on). The elastic stream has no CPU model: skipped."""
-    from hetsched.resources.hetero import gavel_models
+    from hetsched.place.hetero import gavel_models
     from hetsched.model.profiles import load_sensitivity
     from hetsched.model.catalog import split_job_type
 

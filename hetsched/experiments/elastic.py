@@ -65,10 +65,10 @@ class ElasticRun:
 
 def run_one(run: ElasticRun) -> dict:
     """One workload under one policy: the artifact's summary metrics, the CPU time and the decide times."""
-    from hetsched.elastic.cluster import ElasticCluster
-    from hetsched.elastic.fairness import finish_time_fairness, summary as fairness_summary
+    from hetsched.decide.elastic.cluster import ElasticCluster
+    from hetsched.decide.elastic.fairness import finish_time_fairness, summary as fairness_summary
     from hetsched.sim.elastic import prepare, simulate_elastic
-    from hetsched.elastic.workloads import load_workload
+    from hetsched.decide.elastic.workloads import load_workload
 
     spec = ElasticCluster.parse(run.cluster)
     frame = load_workload(run.workload)
@@ -121,8 +121,8 @@ def _pollux_on(preset: Preset, trace: str) -> bool:
 def scaled(scale: int, workload: str = "helios-1"):
     """(cluster, workload table): the paper's 64-GPU cluster with its nodes x `scale`, and every job of the
     workload `scale` times (as the artifact's scale_Kx workloads)."""
-    from hetsched.elastic.cluster import ElasticCluster
-    from hetsched.elastic.workloads import load_workload
+    from hetsched.decide.elastic.cluster import ElasticCluster
+    from hetsched.decide.elastic.workloads import load_workload
 
     base = ElasticCluster.parse("sia_hetero")
     frame = load_workload(workload)

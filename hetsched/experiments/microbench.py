@@ -10,8 +10,8 @@ import pandas as pd
 
 from hetsched.model.cluster import ClusterSpec
 from hetsched.core.registry import make_policy
-from hetsched.policies import view_from_jobs
-from hetsched.policies.shares import proportional_throughput
+from hetsched.decide.gavel import view_from_jobs
+from hetsched.decide.gavel.shares import proportional_throughput
 from hetsched.model.throughputs import ThroughputTable
 from hetsched.traces import GavelGenerator
 

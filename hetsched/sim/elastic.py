@@ -9,13 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hetsched.elastic.apps import Application, load_applications
-from hetsched.elastic.cluster import ElasticCluster
-from hetsched.elastic.jobs import ADAPTIVE, CATEGORIES, ElasticJob
+from hetsched.decide.elastic.apps import Application, load_applications
+from hetsched.decide.elastic.cluster import ElasticCluster
+from hetsched.decide.elastic.jobs import ADAPTIVE, CATEGORIES, ElasticJob
 from hetsched.core.run_config import SimulationConfig
-from hetsched.elastic.names import ElasticDecide
-from hetsched.elastic.result import ElasticResult
-from hetsched.elastic.rounds import ApplicationKeys
+from hetsched.decide.elastic.names import ElasticDecide
+from hetsched.decide.elastic.result import ElasticResult
+from hetsched.decide.elastic.rounds import ApplicationKeys
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import ClusterSpec, Server
 from hetsched.model.jobs import Job
@@ -93,7 +93,7 @@ def prepare(policy_name: str, cluster: ElasticCluster, frame: pd.DataFrame, roun
             **options):
     """(decide stage, jobs, round length) for a policy on a workload table: the jobs in the category the policy
     runs them as, with one goodput model over every type where the policy is heterogeneity-unaware."""
-    from hetsched.elastic.policies import make_elastic_policy
+    from hetsched.decide.elastic.policies import make_elastic_policy
 
     policy, category, round_s = make_elastic_policy(policy_name, cluster, round_s, **options)
     jobs = jobs_from_frame(frame, load_applications(), cluster, category, getattr(policy, "unaware", False))
@@ -103,8 +103,8 @@ def prepare(policy_name: str, cluster: ElasticCluster, frame: pd.DataFrame, roun
 def run_workload(workload: str, policy_name: str = "sia", cluster: str = "sia_hetero", round_s: float | None = None,
                  progress=None, **options) -> ElasticResult:
     """One of the paper's workloads (e.g. 'helios-1') under a policy, on a named or written cluster."""
-    from hetsched.elastic.names import CORE_ON_TUNED_JOBS
-    from hetsched.elastic.workloads import load_workload
+    from hetsched.decide.elastic.names import CORE_ON_TUNED_JOBS
+    from hetsched.decide.elastic.workloads import load_workload
 
     spec = ElasticCluster.parse(cluster, {t for a in load_applications().values() for t in a.types})
     if policy_name.strip().lower() in CORE_ON_TUNED_JOBS:
@@ -120,7 +120,7 @@ def run_workload(workload: str, policy_name: str = "sia", cluster: str = "sia_he
 def run_shockwave_tj(jobs: list[ElasticJob], cluster: ElasticCluster, seed: int = 0) -> ElasticResult:
     """Shockwave+TJ (docs/rules.md#shockwave-tj): the core's Shockwave (its 120-s rounds, its preemption penalty) on
     the rigid jobs; an `ElasticResult` whose contention is the jobs arrived and unfinished at each of its rounds."""
-    from hetsched.elastic.shockwave_tj import NAME, core_stream
+    from hetsched.decide.elastic.shockwave_tj import NAME, core_stream
     from hetsched.sim.simulator import simulate
 
     stream, table = core_stream(jobs, cluster)

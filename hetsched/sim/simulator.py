@@ -23,8 +23,8 @@ from hetsched.compiled import kernels, round_kernels
 from hetsched.compiled.round_kernels import QuietRounds
 from hetsched.core.pipeline import Pipeline
 from hetsched.stages.rounds import grid_start
-from hetsched.core.select import PrioritySelect
-from hetsched.core.task_rounds import TaskRounds
+from hetsched.select.priority import PrioritySelect
+from hetsched.rounds.tasks import TaskRounds
 from hetsched.core.registry import build_scheduler, decide_of, pipeline_for, policy_for  # noqa: F401  (re-exported)
 from hetsched.sim.result import Result, ResultBuilder
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig, auto_system  # noqa: F401  (re-exported)

@@ -2,7 +2,7 @@
 
 `_ecos.csolve` sets up a workspace for every LP: it equilibrates the data, builds the KKT matrix, orders it (AMD)
 and factors its pattern, solves, and frees it all. About a fifth of ECOS's time on Gavel's per-job LPs was that
-setup, although their pattern depends only on the number of jobs and GPU types (policies/las.py's cvxpy layout).
+setup, although their pattern depends only on the number of jobs and GPU types (decide/gavel/las.py's cvxpy layout).
 Here one workspace per pattern is set up once; each later LP with that pattern copies its numbers into the
 workspace's buffers and calls ECOS's expert interface `ECOS_updateData` (re-equilibrate, refill the KKT entries),
 then `ECOS_solve`, which starts every solve from scratch (its own initialisation, right-hand sides and scalings).

@@ -20,9 +20,9 @@ from hetsched.ui.plots import cdf_points
 class ElasticExplorer(BackgroundRuns):
     def __init__(self, workload: str = "helios-1", jobs: int = 40):
         super().__init__()
-        from hetsched.elastic.cluster import NAMED
-        from hetsched.elastic.names import ELASTIC_POLICIES
-        from hetsched.elastic.workloads import workload_names
+        from hetsched.decide.elastic.cluster import NAMED
+        from hetsched.decide.elastic.names import ELASTIC_POLICIES
+        from hetsched.decide.elastic.workloads import workload_names
 
         self.policy = W.Dropdown(options=[(display_name(p), p) for p in ELASTIC_POLICIES], value="sia",
                                  description="policy")
@@ -54,8 +54,8 @@ class ElasticExplorer(BackgroundRuns):
         display(self.widget)
 
     def cluster_spec(self):
-        from hetsched.elastic.apps import load_applications
-        from hetsched.elastic.cluster import ElasticCluster
+        from hetsched.decide.elastic.apps import load_applications
+        from hetsched.decide.elastic.cluster import ElasticCluster
 
         return ElasticCluster.parse(self.cluster.value, {t for a in load_applications().values() for t in a.types})
 
@@ -78,7 +78,7 @@ class ElasticExplorer(BackgroundRuns):
             self.status.value = "A run is already in progress: Run starts nothing until it ends (Cancel stops it)."
             return None
         from hetsched.sim.elastic import prepare, simulate_elastic
-        from hetsched.elastic.workloads import load_workload
+        from hetsched.decide.elastic.workloads import load_workload
 
         try:
             spec = self.cluster_spec()

@@ -118,7 +118,7 @@ def vocabulary_frame():
     import pandas as pd
 
     from hetsched.core.registry import policy_names
-    from hetsched.policies.base import ALIASES, DESCRIPTIONS
+    from hetsched.decide.gavel.base import ALIASES, DESCRIPTIONS
 
     aliases: dict[str, list[str]] = {}
     for alias, name in ALIASES.items():

@@ -8,8 +8,8 @@ import ipywidgets as W
 from hetsched.errors import HetschedError
 from hetsched.ui.names import display_name
 from hetsched.core.pipeline import Pipeline
-from hetsched.policies.base import DESCRIPTIONS
-from hetsched.policies.ordering import ORDERINGS
+from hetsched.decide.gavel.base import DESCRIPTIONS
+from hetsched.decide.synergy.ordering import ORDERINGS
 from hetsched.core.registry import DEFAULT_ROUND_S, decide_of, pipeline_for, policy_for, policy_names
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
 from hetsched.model.throughputs import available_datasets

@@ -1,0 +1,314 @@
+"""The planner's two programs, built as sparse matrices and solved by HiGHS (docs/rules.md#planner-programs).
+
+The artifact's model has a binary x[j, r] per job and round plus SOS2 binaries for the log. The objective
+sees a job's rounds only through n_j = sum_r x[j, r], and the weighted log is concave, so its piecewise-linear
+hypograph needs no binaries. `window_program` therefore has N integer n_j and 3N + 1 continuous columns, with
+the capacity over the whole window (sum_j w_j n_j <= G R) in place of the per-round one. That is a relaxation:
+with mixed gang sizes some count vectors do not pack into rounds (tests/test_planner.py has such cases). The
+rounds are assigned afterwards by `rank_program`, the artifact's own second MILP (it keeps n_j and puts
+high-priority jobs first); when the counts do not pack, it keeps as many planned GPU-rounds as fit instead.
+On the canonical and scale traces every count vector packed (see the issue note).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from hetsched.decide.shockwave.solve import solve_milp   # called through this module's name (benchmarks patch it)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WindowInputs:
+    """Per-job data of one re-solve (arrays of length N)."""
+
+    gpus: np.ndarray           # w_j
+    epochs: np.ndarray         # E_j
+    progress: np.ndarray       # p_j^0 (epochs done)
+    mean_epoch_s: np.ndarray   # d-bar_j
+    remaining_s: np.ndarray    # R-hat_j
+    priority: np.ndarray       # weights on the log utility (1 without the relaxation)
+    ftf_slack_s: np.ndarray | None = None   # FTF attempt: Rem_j <= share * (rhomax FT-bar_j - t_next)
+    speed: np.ndarray | None = None         # (N, W) rate on each GPU type relative to the profile's; None: one type
+    nsw_within_gap: bool = False            # a second stage: the plan within the gap with the largest sum_j U_j (R32b)
+
+
+def _csr(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, num_rows: int, num_cols: int) -> sp.csr_matrix:
+    """The CSR matrix scipy builds from these COO triplets (entries sorted by row, then column; no duplicates
+    here), without its conversion's overhead."""
+    order = np.lexsort((cols, rows))
+    indptr = np.zeros(num_rows + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
+    return sp.csr_matrix((data[order], cols[order], indptr), shape=(num_rows, num_cols))
+
+
+def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, k: float,
+                   bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
+                   solver: str = "highs", start: np.ndarray | None = None, seed: int = 0, options: tuple = ()
+                   ) -> tuple[np.ndarray | None, str]:
+    """Rounds n[j, w] per job and GPU type that maximise sum_j prio_j U_j / (N R) - k max_j Rem_j; None when
+    infeasible. `capacity` is the GPUs per type (a number for one type).
+
+    Columns: n (N x W, integer in [0, R]), P (N planned epochs), U (N log utility), M (max remaining seconds).
+    With several types a job's rounds on them add up to at most R, and a round on type w is worth speed[j, w]
+    profile rounds (the planner chooses the GPU type per job, which the artifact, V100-only, never had to).
+    """
+    N = len(inp.gpus)
+    speed = np.ones((N, 1)) if inp.speed is None else np.asarray(inp.speed, float)
+    W = speed.shape[1]
+    cap = np.atleast_1d(np.asarray(capacity, float))
+    NW = N * W
+    cols = NW + 2 * N + 1
+    P_, U_, M_ = NW, NW + N, NW + 2 * N          # n[j, w] come first
+    j = np.arange(N)
+    nj = (j[:, None] * W + np.arange(W)[None, :])            # n[j, w] columns
+    b = np.asarray(bases, float)
+    with np.errstate(divide="ignore"):
+        vals = np.log(b)
+    vals[0] = np.log(log_origin)
+    slope = np.diff(vals) / np.diff(b)                      # S segments
+    S = len(slope)
+    E = inp.epochs.astype(float)
+    rows, cols_, data, lo, hi = [], [], [], [], []
+
+    def block(r, c, v, lower, upper):
+        rows.append(np.asarray(r) + sum(len(x) for x in lo))
+        cols_.append(np.asarray(c))
+        data.append(np.asarray(v, float))
+        lo.append(np.asarray(lower, float))
+        hi.append(np.asarray(upper, float))
+
+    # plan: d_j P_j - round_s sum_w speed_jw n_jw <= 0
+    cat = np.concatenate
+    block(cat([j, np.repeat(j, W)]), cat([P_ + j, nj.ravel()]),
+          cat([inp.mean_epoch_s, -round_s * speed.ravel()]), np.full(N, -np.inf), np.zeros(N))
+    # capacity over the window, per type: sum_j w_j n_jw <= G_w R
+    block(np.tile(np.arange(W), N), nj.ravel(), np.repeat(inp.gpus, W), np.full(W, -np.inf), cap * rounds)
+    if W > 1:                                               # a job runs on one type per round
+        block(np.repeat(j, W), nj.ravel(), np.ones(NW), np.full(N, -np.inf), np.full(N, float(rounds)))
+    # log hypograph: U_j - slope_s / E_j P_j <= val_s + slope_s (p_j / E_j - base_s)
+    rr = (j[:, None] * S + np.arange(S)[None, :]).ravel()
+    block(cat([rr, rr]), cat([np.repeat(U_ + j, S), np.repeat(P_ + j, S)]),
+          cat([np.ones(N * S), (-slope[None, :] / E[:, None]).ravel()]), np.full(N * S, -np.inf),
+          (vals[:-1][None, :] + slope[None, :] * (inp.progress[:, None] / E[:, None] - b[:-1][None, :])).ravel())
+    # makespan epigraph: M + d_j P_j >= R-hat_j
+    block(cat([j, j]), cat([np.full(N, M_), P_ + j]), cat([np.ones(N), inp.mean_epoch_s]), inp.remaining_s,
+          np.full(N, np.inf))
+    if inp.ftf_slack_s is not None:      # R-hat_j - d_j P_j <= slack_j
+        block(j, P_ + j, inp.mean_epoch_s, inp.remaining_s - inp.ftf_slack_s, np.full(N, np.inf))
+    A = _csr(cat(rows), cat(cols_), cat(data), sum(len(x) for x in lo), cols)
+    c = np.zeros(cols)
+    c[U_:U_ + N] = -inp.priority / (N * rounds)
+    c[M_] = k
+    if W > 1:            # among equally good plans, rounds on a job's faster types (a tie-break far below the rest)
+        c[:NW] = 1e-7 / (N * rounds) * (1.0 - speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12)).ravel()
+    col_lo = np.zeros(cols)
+    col_lo[U_:U_ + N] = vals[0]
+    col_hi = cat([np.where(speed.ravel() > 0, float(rounds), 0.0), np.maximum(E - inp.progress, 0.0), np.zeros(N),
+                  [np.inf]])
+    integer = np.zeros(cols, bool)
+    integer[:NW] = True
+    res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=gap,
+                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
+    if not res.ok:
+        return None, res.status
+    x = res.x
+    if inp.nsw_within_gap:
+        x = nsw_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, np.arange(U_, U_ + N), gap=gap,
+                           time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
+    n = np.rint(x[:NW]).astype(np.int64).reshape(N, W)
+    return (n[:, 0] if inp.speed is None else n), res.status
+
+
+def nsw_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, utility: np.ndarray, **solve) -> np.ndarray:
+    """The second, lexicographic stage (docs/rules.md#planner-fairness): among the plans whose objective c'x is
+    within the gap of the first stage's bound (and no worse than its incumbent), the one with the largest unweighted
+    sum of the jobs' log utilities, so that no job's rounds are left to where the solver stopped. Returns the first
+    stage's x if the second finds nothing."""
+    limit = max(res.objective, res.bound + solve["gap"] * abs(res.bound))
+    nz = np.flatnonzero(c)
+    welfare = sp.csr_matrix((c[nz], (np.zeros(len(nz), np.int64), nz)), shape=(1, len(c)))
+    c2 = np.zeros(len(c))
+    c2[utility] = -1.0
+    res2 = solve_milp(c2, sp.vstack([A, welfare], format="csr"), np.r_[row_lo, -np.inf], np.r_[row_hi, limit],
+                      col_lo, col_hi, integer, start=res.x, **solve)
+    return res2.x if res2.ok else res.x
+
+
+def fair_finish_reachable(inp: WindowInputs, rounds: int, round_s: float, ftf_slack_s: np.ndarray) -> bool | None:
+    """Whether every job can meet its fair-finish bound (R-hat_j - d_j P_j <= slack_j) with as many epochs as the
+    window allows it alone (every round on its fastest type): False means the window program's fair-finish
+    attempt is infeasible, which the solver need not prove (docs/rules.md#planner-programs); None when a job is
+    within 1e-6 of its bound, where the solver decides."""
+    top = np.ones(len(inp.gpus)) if inp.speed is None else inp.speed.max(axis=1)
+    epochs = np.minimum(np.maximum(inp.epochs - inp.progress, 0.0), round_s * rounds * top / inp.mean_epoch_s)
+    need = inp.remaining_s - ftf_slack_s                   # d_j P_j must reach it
+    excess = need - inp.mean_epoch_s * epochs
+    tol = 1e-6 * np.maximum(1.0, np.abs(need))
+    if (excess > tol).any():
+        return False
+    return None if (excess > -tol).any() or np.isnan(excess).any() else True
+
+
+def uncontended_counts(inp: WindowInputs, capacity: np.ndarray, rounds: int) -> np.ndarray | None:
+    """Several GPU types, when every job fits on its fastest type at once (docs/rules.md#planner-programs): each
+    job on that type in every round is an optimum of `window_program`, since it makes every P_j as large as it
+    can be (utility up, makespan term down) at a tie-break cost of 0, and it meets the fair-finish bounds
+    whenever any plan does. None when jobs contend for a type."""
+    speed = inp.speed
+    N, W = speed.shape
+    fastest = np.argmax(speed, axis=1)                     # the first of equally fast types, as typed_rounds
+    if N == 0 or (speed[np.arange(N), fastest] <= 0).any():
+        return None
+    if (np.bincount(fastest, weights=inp.gpus, minlength=W) > np.asarray(capacity, float)).any():
+        return None
+    n = np.zeros((N, W), np.int64)
+    n[np.arange(N), fastest] = rounds
+    return n
+
+
+def typed_rounds(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, speed: np.ndarray, capacity: np.ndarray,
+                 rounds: int) -> np.ndarray:
+    """Several GPU types: (N, R) type index per job and round (-1 = not planned). Jobs in order of priority per
+    planned round take, fastest type first, their earliest rounds where they are free and the type has room."""
+    N, W = n.shape
+    total = n.sum(axis=1)
+    live = np.flatnonzero(total > 0)
+    order = live[np.argsort(-priority[live] / total[live], kind="stable")]
+    used = np.zeros((W, rounds), np.int64)
+    plan = np.full((N, rounds), -1, np.int64)
+    fastest_first = np.argsort(-speed, axis=1, kind="stable")
+    counts = n.tolist()
+    for j in order.tolist():
+        for w in fastest_first[j].tolist():
+            if counts[j][w] == 0:
+                continue
+            room = np.flatnonzero((plan[j] < 0) & (used[w] + gpus[j] <= capacity[w]))[: counts[j][w]]
+            plan[j, room] = w
+            used[w, room] += gpus[j]
+    return plan
+
+
+def greedy_rounds(n: np.ndarray, gpus: np.ndarray, order: np.ndarray, capacity: int, rounds: int) -> np.ndarray:
+    """Jobs in `order` take their n_j earliest rounds with room; a job that does not fit everywhere gets fewer."""
+    used = np.zeros(rounds, np.int64)
+    y = np.zeros((len(n), rounds), bool)
+    for j in order.tolist():
+        room = np.flatnonzero(used + gpus[j] <= capacity)[: n[j]]
+        y[j, room] = True
+        used[room] += gpus[j]
+    return y
+
+
+def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capacity: int, rounds: int,
+                 gap: float, time_limit_s: float, solver: str = "highs", seed: int = 0,
+                 options: tuple = ()) -> np.ndarray:
+    """(N, R) rounds per job: keep n_j rounds each, minimise sum_j prio_j mean(round index of j)."""
+    N = len(n)
+    live = np.flatnonzero(n > 0)
+    order = live[np.argsort(-priority[live] / n[live], kind="stable")]
+    greedy = greedy_rounds(n, gpus, order, capacity, rounds)
+    if len(live) == 0 or (greedy.sum(axis=1) == n).all() and np.ptp(gpus[live]) == 0:
+        return greedy                     # equal gang sizes: the greedy order is optimal (exchange argument)
+    L, R = len(live), rounds
+    var = (np.arange(L)[:, None] * R + np.arange(R)[None, :])        # y[l, r]
+    eq_rows = np.repeat(np.arange(L), R)
+    cap_rows = L + np.tile(np.arange(R), L)
+    A = sp.csr_matrix((np.r_[np.ones(L * R), np.repeat(gpus[live], R).astype(float)],
+                       (np.r_[eq_rows, cap_rows], np.r_[var.ravel(), var.ravel()])), shape=(L + R, L * R))
+    lo = np.r_[n[live].astype(float), np.full(R, -np.inf)]
+    hi = np.r_[n[live].astype(float), np.full(R, float(capacity))]
+    c = ((priority[live] / n[live])[:, None] * np.arange(1, R + 1)[None, :]).ravel()
+    start = greedy[live].ravel().astype(float) if (greedy.sum(axis=1) == n).all() else None
+    res = solve_milp(c, A, lo, hi, np.zeros(L * R), np.ones(L * R), np.ones(L * R, bool), gap=gap,
+                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
+    if not res.ok:
+        # The counts do not pack: keep as many planned GPU-rounds as fit (at most n_j per job), earlier rounds
+        # to higher-priority jobs as a tie-break far below one GPU-round.
+        log.info("rank program %s: the round counts do not pack; keeping as many as fit", res.status)
+        order_cost = c / max(c.max(), 1e-12) * 1e-3
+        c_fit = -np.repeat(gpus[live].astype(float), R) + order_cost
+        res = solve_milp(c_fit, A, np.r_[np.zeros(L), lo[L:]], hi, np.zeros(L * R), np.ones(L * R),
+                         np.ones(L * R, bool), gap=gap, time_limit_s=time_limit_s, solver=solver, seed=seed,
+                         options=options)
+        if not res.ok:
+            return greedy
+    y = np.zeros((N, R), bool)
+    y[live] = np.rint(res.x).reshape(L, R) > 0.5
+    return y
+
+
+def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,
+                            bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
+                            solver: str = "highs", start=None, seed: int = 0,
+                            options: tuple = ()) -> tuple[np.ndarray | None, str]:
+    """The artifact's own model (docs/rules.md#planner-programs): x[j, r] binaries per round and an SOS2 lambda
+    formulation of the log. Same optimum as `window_program`, far larger; kept to measure what the reformulation
+    changes."""
+    N, R = len(inp.gpus), rounds
+    B = len(bases)
+    b = np.asarray(bases, float)
+    with np.errstate(divide="ignore"):
+        vals = np.log(b)
+    vals[0] = np.log(log_origin)
+    X = 0                                  # x[j, r] at X + j R + r
+    P_ = N * R
+    L_ = P_ + N                            # lambda[j, b]
+    Z_ = L_ + N * B                        # z[j, b]
+    M_ = Z_ + N * B
+    cols = M_ + 1
+    j = np.arange(N)
+    rows, cc, data, lo, hi = [], [], [], [], []
+    count = [0]
+
+    def block(r, c, v, lower, upper):
+        rows.append(np.asarray(r) + count[0])
+        cc.append(np.asarray(c))
+        data.append(np.asarray(v, float))
+        lo.append(np.asarray(lower, float))
+        hi.append(np.asarray(upper, float))
+        count[0] += len(lo[-1])
+
+    xr = X + j[:, None] * R + np.arange(R)[None, :]
+    block(np.tile(np.arange(R), N), xr.ravel(), np.repeat(inp.gpus, R), np.full(R, -np.inf), np.full(R, capacity))
+    block(np.r_[j, np.repeat(j, R)], np.r_[P_ + j, xr.ravel()], np.r_[inp.mean_epoch_s, np.full(N * R, -round_s)],
+          np.full(N, -np.inf), np.zeros(N))
+    lam = L_ + j[:, None] * B + np.arange(B)[None, :]
+    z = Z_ + j[:, None] * B + np.arange(B)[None, :]
+    E = inp.epochs.astype(float)
+    block(np.r_[np.repeat(j, B), j], np.r_[lam.ravel(), P_ + j], np.r_[np.tile(b, N), -1.0 / E],
+          inp.progress / E, inp.progress / E)
+    block(np.repeat(j, B), lam.ravel(), np.ones(N * B), np.ones(N), np.ones(N))
+    block(np.r_[np.arange(N * B), np.arange(N * B)], np.r_[lam.ravel(), z.ravel()],
+          np.r_[np.ones(N * B), -np.ones(N * B)], np.full(N * B, -np.inf), np.zeros(N * B))
+    block(np.repeat(j, B), z.ravel(), np.ones(N * B), np.full(N, -np.inf), np.full(N, 2.0))
+    pairs = [(a, c) for a in range(B) for c in range(a + 2, B)]
+    pr = np.arange(N * len(pairs))
+    ja = np.repeat(j, len(pairs))
+    a_idx = np.tile([a for a, _ in pairs], N)
+    c_idx = np.tile([c for _, c in pairs], N)
+    block(np.r_[pr, pr], np.r_[Z_ + ja * B + a_idx, Z_ + ja * B + c_idx], np.ones(2 * len(pr)),
+          np.full(len(pr), -np.inf), np.ones(len(pr)))
+    block(np.r_[j, j], np.r_[np.full(N, M_), P_ + j], np.r_[np.ones(N), inp.mean_epoch_s], inp.remaining_s,
+          np.full(N, np.inf))
+    if inp.ftf_slack_s is not None:
+        block(j, P_ + j, inp.mean_epoch_s, inp.remaining_s - inp.ftf_slack_s, np.full(N, np.inf))
+    A = sp.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(cc))), shape=(count[0], cols))
+    c = np.zeros(cols)
+    c[lam.ravel()] = -(inp.priority[:, None] * vals[None, :]).ravel() / (N * R)
+    c[M_] = k
+    col_lo = np.zeros(cols)
+    col_hi = np.r_[np.ones(N * R), np.full(N, np.inf), np.ones(N * B), np.ones(N * B), np.inf]
+    integer = np.zeros(cols, bool)
+    integer[:N * R] = True
+    integer[Z_:Z_ + N * B] = True
+    res = solve_milp(c, A, np.concatenate(lo), np.concatenate(hi), col_lo, col_hi, integer, gap=gap,
+                     time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
+    if not res.ok:
+        return None, res.status
+    return np.rint(res.x[:N * R]).reshape(N, R).sum(axis=1).astype(np.int64), res.status

@@ -1,8 +1,0 @@
-"""Scheduling policies: one file per family, open-source solvers only. They register their names here; the
-registry above them builds them (`hetsched.core.registry.make_policy`, `policy_names`)."""
-
-from hetsched.policies.base import Allocation, Policy, PolicyView, register_policy
-from hetsched.policies.view import view_from_jobs
-
-
-__all__ = ["Allocation", "Policy", "PolicyView", "register_policy", "view_from_jobs"]

@@ -1,0 +1,1 @@
+"""Stage 2, select: Gavel's priorities and walk over GPU types (`priority`)."""
