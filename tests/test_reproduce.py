@@ -66,3 +66,22 @@ def _injected(path):
     cell = next(c for c in cells if "injected-parameters" in c["metadata"].get("tags", []))
     tree = ast.parse("".join(cell["source"]))
     return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)}
+
+
+def test_a_cell_past_its_time_fails_its_notebook_with_the_reason_and_the_paper_preset_sets_no_limit(tmp_path):
+    """A paper-preset sweep ran past papermill's hour and the whole `reproduce` ended with an empty error: now the
+    notebook is recorded as failed with why, and the paper preset has no per-cell limit."""
+    import nbformat
+
+    from hetsched.experiments.reproduce import CELL_TIMEOUT_S, run_notebook
+
+    book = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("preset = 'tiny'")
+    params.metadata["tags"] = ["parameters"]
+    book.cells = [params, nbformat.v4.new_code_cell("import time\ntime.sleep(60)")]
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "slow.ipynb"
+    nbformat.write(book, str(path))
+    run = run_notebook(path, tmp_path / "out", "tiny", timeout_s=2)
+    assert run.error is not None and "longer than 2 s" in run.error
+    assert CELL_TIMEOUT_S["paper"] is None and CELL_TIMEOUT_S["quick"] == 3600

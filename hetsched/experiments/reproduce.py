@@ -21,6 +21,10 @@ from hetsched.io.atomic import replacing, write_text
 
 log = logging.getLogger(__name__)
 INTERACTIVE = {"explore"}  # notebooks that are not figures
+#: How long one cell may run: an hour at the presets meant for minutes (a hung cell fails the figure, not CI's whole
+#: budget); none at the paper preset, whose sweeps run for hours by design (Sia's Table 3: 2.4 h or more on two
+#: workers, README). A caller may set its own (`timeout_s`).
+CELL_TIMEOUT_S = {"tiny": 3600, "quick": 3600, "paper": None}
 
 
 def notebook_dir() -> Path:
@@ -54,9 +58,10 @@ def _quiet_kernel() -> list[str]:
 
 
 def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | None = None,
-                 timeout_s: int = 3600, dask_address: str | None = None) -> NotebookRun:
+                 timeout_s: int | None | str = "preset", dask_address: str | None = None) -> NotebookRun:
     """Execute one notebook into `out_root/<name>/` (executed copy + its figure files); `dask_address`: the
-    Dask scheduler its sweeps use, where it declares one (see `reproduce`)."""
+    Dask scheduler its sweeps use, where it declares one (see `reproduce`). A cell that fails or runs past
+    `timeout_s` (default: the preset's, `CELL_TIMEOUT_S`) fails this notebook only: the run records why."""
     import papermill as pm
 
     from hetsched import __version__
@@ -69,6 +74,8 @@ def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | Non
     # reproduce's own settings go only where the notebook declares them (motivation has no sweep, no cache);
     # a caller's parameters always go, so papermill warns about a misspelt one.
     params = {**{k: v for k, v in defaults.items() if k in declared}, **(parameters or {})}
+    if timeout_s == "preset":
+        timeout_s = CELL_TIMEOUT_S.get(preset, 3600)
     start = time.perf_counter()
     error = None
     batch = os.environ.get("HETSCHED_BATCH")
@@ -79,6 +86,10 @@ def run_notebook(path: Path, out_root: Path, preset: str, parameters: dict | Non
                             extra_arguments=_quiet_kernel())
     except pm.PapermillExecutionError as exc:
         error = f"{exc.ename}: {exc.evalue}"
+        log.error("%s failed: %s", path.name, error)
+    except TimeoutError:                            # nbclient's CellTimeoutError: the kernel is shut down
+        error = (f"a cell ran longer than {timeout_s} s (the {preset} preset's limit per cell); the sweep cache "
+                 f"keeps the runs that finished")
         log.error("%s failed: %s", path.name, error)
     finally:
         if batch is None:
