@@ -91,14 +91,15 @@ class ElasticRounds(RoundStage):
 
     # ---- the cluster --------------------------------------------------------------------------------
     def _layout(self, cluster) -> None:
-        """Nodes per GPU type in the cluster's server order, each with its first GPU id (GPUs are numbered server by
-        server, as the runtime numbers its workers' GPUs); one node per type where the cluster names no servers."""
+        """Nodes per GPU type in the cluster's server order, each with its first GPU id and size (the cluster's one
+        numbering, `ClusterSpec.gpu_ids`); one node per type where the cluster names no servers."""
         nodes: dict[str, list[tuple[int, int]]] = {}
-        servers = [(s.gpu_type, s.num_gpus) for s in cluster.servers] or list(cluster.as_dict().items())
-        first = 0
-        for gpu_type, gpus in servers:
-            nodes.setdefault(gpu_type, []).append((first, gpus))
-            first += gpus
+        for server, ids in zip(cluster.server_shapes(), cluster.gpu_ids()):
+            group = nodes.setdefault(server.gpu_type, [])
+            if cluster.servers or not group:
+                group.append((ids[0], len(ids)))
+            else:                                          # single-GPU shapes of one type: one node
+                group[0] = (group[0][0], group[0][1] + len(ids))
         unmeasured = sorted(t for t in nodes if t not in self.keys.gpu_types)
         if unmeasured:
             raise HetschedError(f"elastic jobs: no measurements on GPU type(s) {', '.join(unmeasured)}; measured: "
