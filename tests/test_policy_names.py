@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from hetsched.core.registry import make_policy, policy_for
+from hetsched.core.registry import make_policy, policy_for, resolve_policy_name
 from hetsched.errors import HetschedError
-from hetsched.core.registry import resolve_policy_name
 from hetsched.decide.gavel.base import ALIASES, POLICIES, register_policy
 from hetsched.decide.synergy.ordering import ORDERINGS, ResourcePolicy, register_ordering, Ordering
 from hetsched.ui.names import vocabulary_frame
@@ -71,3 +70,14 @@ def test_a_name_equal_to_another_ignoring_case_cannot_be_registered():
     with pytest.raises(HetschedError, match="already a policy's name"):
         register_ordering(Gandiva)
     assert "GANDIVA" not in ORDERINGS
+
+
+def test_a_name_with_an_empty_part_is_refused_not_built_as_nothing():
+    """`fifo+` once built no policy at all (None) and crashed in the registry; it is an unknown name."""
+    from hetsched.cli.main import main
+
+    for name in ("fifo+", "FIFO++tune"):
+        with pytest.raises(HetschedError, match="unknown policy"):
+            policy_for(name, seed=0)
+    assert main(["simulate", "--policy", "fifo+", "--generate", "synergy", "--num-jobs", "3", "--jobs-per-hour", "4",
+                 "--cluster", "1x4/24/500@v100"]) == 2

@@ -18,7 +18,7 @@ from hetsched.core.pipeline import (CPU_MEMORY_PLACEMENTS, GAVEL_ANALOG, READ_BY
                                     Place, Rates, RoundRules, Select, Try)
 from hetsched.decide.shockwave.core import ShockwavePolicy
 from hetsched.core.run_config import SYSTEM_RULES, SimulationConfig
-from hetsched.decide.elastic.names import ELASTIC_POLICIES, ElasticDecide
+from hetsched.decide.elastic.names import ElasticDecide, elastic_name
 from hetsched.decide.gavel import catalog  # noqa: F401  (registers every allocation policy)
 from hetsched.decide.gavel.base import ALIASES, FOLDED, KINDS, ORDERING_WORDS, POLICIES, Policy
 from hetsched.decide.synergy.ordering import ORDERINGS, ResourcePolicy, parse_resource_policy
@@ -41,11 +41,13 @@ def _did_you_mean(name: str) -> str:
 
 @dataclass(frozen=True)
 class PolicyName:
-    """A policy name resolved once (docs/rules.md#names): its registry spelling and its decide stage's kind
-    (`allocation`, `planner`, `ordering`, `elastic`). `resolve` makes one; the registry's other calls take either."""
+    """A policy name resolved once (docs/rules.md#names): its registry spelling, its decide stage's kind
+    (`allocation`, `planner`, `ordering`, `elastic`) and, for `<decide>+<placement>`, the CPU/memory placement.
+    `resolve` makes one; the registry's other calls take either."""
 
     text: str
     kind: str
+    place: Place | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -57,20 +59,27 @@ def resolve(name: "str | PolicyName") -> PolicyName:
     unknown name is refused, with the names it is close to."""
     if isinstance(name, PolicyName):
         return name
-    key = name.strip().lower().replace("gavel_tj", "gavel+tj").replace("themis_tj", "themis+tj")
-    if key in ELASTIC_POLICIES:
+    key = elastic_name(name)
+    if key is not None:
         return PolicyName(key, "elastic")
-    head, *mods = (p.strip() for p in name.split("+"))
+    head, *mods = map(str.strip, name.split("+"))
     head = FOLDED.get(head.casefold()) or (head.upper() if head.upper() in ORDERING_WORDS else head)
     text = "+".join([head] + [m.lower() for m in mods])
     base, _, arg = head.partition("=")
     if head in ORDERING_WORDS:
         return PolicyName(text, "ordering")
-    if head in KINDS or (arg and base in KINDS and base.endswith("_alpha")):
-        return PolicyName(text, KINDS[base if arg else head])
-    raise HetschedError(f"unknown policy {name!r}{_did_you_mean(name)} Known: {', '.join(sorted(POLICIES))}; "
-                        f"aliases: {', '.join(sorted(ALIASES))}; Synergy's ORDERING[+fair|+tune|+opt][+place] "
-                        f"(e.g. FIFO+tune); and any of them composed with a placement (e.g. gavel+tune)")
+    if not (head in KINDS or (arg and base in KINDS and base.endswith("_alpha"))):
+        raise _unknown(name)
+    place = composed_place([m.lower() for m in mods]) if mods else None
+    if mods and place is None:
+        raise HetschedError(f"policy {name!r}: expected <policy>+tune|+fair|+greedy|+opt[+place]")
+    return PolicyName(text, KINDS[base if arg else head], place)
+
+
+def _unknown(name: str) -> HetschedError:
+    return HetschedError(f"unknown policy {name!r}{_did_you_mean(name)} Known: {', '.join(sorted(POLICIES))}; "
+                         f"aliases: {', '.join(sorted(ALIASES))}; Synergy's ORDERING[+fair|+tune|+opt][+place] "
+                         f"(e.g. FIFO+tune); and any of them composed with a placement (e.g. gavel+tune)")
 
 
 def resolve_policy_name(name: str) -> str:
@@ -97,26 +106,30 @@ def make_policy(name: "str | PolicyName", **params) -> Policy:
         from hetsched.decide.gavel.pop import Partitioned
         return Partitioned(lambda: make_policy(resolved, **params), partitions, split_seed)
     if resolved.kind == "ordering":
-        return parse_resource_policy(name, **params)
+        policy = parse_resource_policy(name, **params)
+        if policy is None:                       # an empty part (`FIFO+`)
+            raise _unknown(name)
+        return policy
     base, _, arg = name.partition("=")
     if base in POLICIES and arg and base.endswith("_alpha"):
         params.setdefault("alpha", float(arg))
         name = base
-    if name in POLICIES:
+    place = resolved.place
+    if place is None:
         return POLICIES[name](**params)
-    head, *mods = name.split("+")
-    place = parse_place(name, mods)
+    head = name.split("+")[0]
     policy = POLICIES[head](**params)
     policy.name = "+".join([head, place.kind] + (["place"] if place.least_free else []))
     policy.composed_place = (place.kind, place.least_free)
     return policy
 
 
-def parse_place(name: str, mods: list[str]) -> Place:
-    """The placement of a composed name's `+...` parts (`tune`, `fair`, `greedy`, `opt`, and `place`)."""
+def composed_place(mods: list[str]) -> Place | None:
+    """The placement of a composed name's `+...` parts (`tune`, `fair`, `greedy`, `opt`, and `place`); None when
+    they are not one placement and at most one `place`."""
     kinds = [m for m in mods if m in CPU_MEMORY_PLACEMENTS]
     if len(kinds) != 1 or any(m not in (*CPU_MEMORY_PLACEMENTS, "place") for m in mods) or len(set(mods)) != len(mods):
-        raise HetschedError(f"policy {name!r}: expected <policy>+tune|+fair|+greedy|+opt[+place]")
+        return None
     return Place(kinds[0], "place" in mods)
 
 
