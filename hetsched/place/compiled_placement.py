@@ -38,7 +38,7 @@ class CompiledPlacement:
         self.mechanism = MECHANISMS[mechanism]
         num, self.width = pool.num, max(pool.cap_g)
         self.cap_g = np.array(pool.cap_g, np.int64)
-        self.start = np.array([pool._start_c, pool._start_m, pool._start_s], float).T.copy()
+        self.start = np.array(pool._start, float).T.copy()
         self.fair = np.array(pool.fair, float)
         self.ints = np.zeros(8, np.int64)
         self.fg, self.fr = self.cap_g.copy(), self.start.copy()

@@ -111,16 +111,15 @@ class TypeAwareResources:
             raise HetschedError(f"'+{self.mechanism}' needs servers with CPU cores and memory, e.g. a cluster "
                                 f"'4x8/24/500@v100+4x8/24/500@k80' or a Synergy .ini file")
         self.sensitivity = self.fixed_sensitivity or load_sensitivity(profiles_ratio_for(cluster))
-        pools, first_gpu, self.type_sensitivity = [], [], []
-        first_of = [ids[0] for ids in cluster.gpu_ids()]     # each server's first GPU id (the one numbering)
+        pools, self.type_sensitivity = [], []
+        ids = cluster.gpu_ids()                               # the one numbering
         for w in self.gpu_types:
             mine = [k for k, s in enumerate(cluster.servers) if s.gpu_type == w]
-            pools.append(ServerPool([cluster.servers[k] for k in mine]) if mine else None)
-            first_gpu.append([first_of[k] for k in mine])
+            pools.append(ServerPool([cluster.servers[k] for k in mine], [ids[k] for k in mine]) if mine else None)
             # Each type's servers credit the profiles of their own CPU:GPU ratio (docs/rules.md#profiles).
             self.type_sensitivity.append(self.fixed_sensitivity or (
                 load_sensitivity(servers_ratio([cluster.servers[k] for k in mine])) if mine else self.sensitivity))
-        self.pools, self.first_gpu, self.stages, self.classes = pools, first_gpu, [], []
+        self.pools, self.stages, self.classes = pools, [], []
         for pool in pools:
             shares: list[tuple[float, float, float]] = []
             adjust: list[bool] = []
@@ -179,13 +178,13 @@ class TypeAwareResources:
             codes[slots] = [self._code[s][w] for s in slots.tolist()]
             status = self.stages[w].run(slots, sched.scale, codes, sched.job_of_slot)
             speedups = self.classes[w]["speedup"]
-            pool, base = self.pools[w], self.first_gpu[w]
-            used = [0] * pool.num                         # GPUs handed out on each server
+            pool = self.pools[w]
+            pool.start_hand_out()
             for e, s, code in zip(sel.tolist(), slots.tolist(), codes[slots].tolist()):
                 st = status.get(s)
                 mult = speedups[code] if st == IDEAL and self.mechanism != "fair" else 1.0
                 sched.etput[e, w, 0] = sched.tput[s, w] * mult if st is not None else 0.0
-                gpus = pool.gpus_of(s, base, used) if st else ()
+                gpus = pool.hand_out(pool.where[s]) if st else ()
                 cpus, mem = pool.share[s][:2] if st else (0.0, 0.0)
                 plan.assignments.append(Assignment(e, (int(sched.job_of_slot[s]),), w, gpus,
                                                    (float(sched.etput[e, w, 0]),), int(sched.escale[e]),

@@ -11,10 +11,12 @@ one job at a time.
 from __future__ import annotations
 
 import heapq
+from dataclasses import replace
 from typing import Sequence
 
-from hetsched.model.cluster import Server
 from hetsched.errors import SpecError
+from hetsched.model.cluster import ClusterSpec, Server
+from hetsched.model.servers import Servers
 
 #: How a placed job is credited this round.
 IDEAL, FAIR = 1, 2
@@ -25,10 +27,11 @@ IDEAL, FAIR = 1, 2
 SLACK = 1e-9
 
 
-class ServerPool:
-    """The servers of one GPU type (or of a whole homogeneous cluster) and this round's placements."""
+class ServerPool(Servers):
+    """The servers of one GPU type (or of a whole homogeneous cluster, `Servers`) and this round's placements:
+    Synergy's searches work on the free counts, and `hand_out` names a placed job's GPU ids."""
 
-    def __init__(self, servers: Sequence[Server]):
+    def __init__(self, servers: Sequence[Server], ids: Sequence[Sequence[int]] | None = None):
         if not servers:
             raise SpecError("server pool: no servers")
         missing = [s for s in servers if not s.has_resources]
@@ -36,13 +39,10 @@ class ServerPool:
             raise SpecError(f"server pool: CPU/memory-aware placement needs cpu_cores and dram_gb on every "
                             f"server; {len(missing)} server(s) lack them (build the cluster from a Synergy .ini "
                             f"or give Server(cpu_cores=..., dram_gb=...))")
-        self.servers = tuple(servers)
-        self.num = len(servers)
-        self.cap_g = [s.num_gpus for s in servers]
-        self.cap_c = [float(s.cpu_cores) for s in servers]
-        self.cap_m = [float(s.dram_gb) for s in servers]
-        self.cap_s = [float(s.storage_mbps if s.storage_mbps is not None else 300.0) for s in servers]
-        self.num_gpus = sum(self.cap_g)
+        servers = [s if s.storage_mbps is not None else replace(s, storage_mbps=300.0) for s in servers]
+        if ids is None:                                     # numbered from 0, server by server
+            ids = ClusterSpec.from_servers(servers).gpu_ids()
+        super().__init__(servers, ids, SLACK)
         # The artifact's per-server size (integer mean over servers) and GPU-proportional share per GPU.
         n = self.num
         self.size = (int(self.num_gpus / n), int(sum(self.cap_c) / n), int(sum(self.cap_m) / n),
@@ -54,18 +54,11 @@ class ServerPool:
         # that a job at the fair share fits wherever a GPU is free (docs/rules.md#unlike-servers).
         self.fair = (self.size[1] / g, self.size[2] / g, self.size[3] / g) if self.identical else tuple(
             min(cap[k] / self.cap_g[k] for k in range(n)) for cap in (self.cap_c, self.cap_m, self.cap_s))
-        self._start_c, self._start_m, self._start_s = ([v + SLACK for v in cap]
-                                                       for cap in (self.cap_c, self.cap_m, self.cap_s))
         self.one_gpu = tuple(((k, 1),) for k in range(self.num))     # `where` of a one-GPU placement on server k
-        self.reset()
 
     def reset(self) -> None:
         """Every lease ended: all servers free, no placements."""
-        self.fg = list(self.cap_g)
-        self.fc = list(self._start_c)
-        self.fm = list(self._start_m)
-        self.fs = list(self._start_s)
-        self.free = self.num_gpus
+        super().reset()
         self.on: list[list[int]] = [[] for _ in range(self.num)]     # jobs placed on each server, in order
         self.where: dict[int, tuple[tuple[int, int], ...]] = {}      # job -> ((server, gpus), ...)
         self.share: dict[int, tuple[float, float, float]] = {}       # job -> per-GPU (cpus, GB, MB/s)
@@ -130,7 +123,8 @@ class ServerPool:
 
     # ---- commit -------------------------------------------------------------------------------------
     def commit(self, job: int, where: tuple[tuple[int, int], ...], c: float, m: float, s: float) -> None:
-        """Place `job` on `where` with a per-GPU share (c, m, s)."""
+        """Place `job` on `where` with a per-GPU share (c, m, s): its GPUs taken by count (`Servers.commit_counts`,
+        inline here: the hot path of Synergy's rounds), `hand_out` names them."""
         fg, fc, fm, fs, on = self.fg, self.fc, self.fm, self.fs, self.on
         for k, n in where:
             fg[k] -= n
@@ -141,15 +135,6 @@ class ServerPool:
             self.free -= n
         self.where[job] = where
         self.share[job] = (c, m, s)
-
-    def gpus_of(self, job: int, first: list[int], used: list[int]) -> tuple[int, ...]:
-        """The GPU ids of a placed job (none if unplaced): on each of its servers k the next of k's ids, from
-        `first[k]` (the cluster's numbering, `ClusterSpec.gpu_ids`) past the `used[k]` handed out, which it counts."""
-        gpus: tuple[int, ...] = ()
-        for k, n in self.where.get(job, ()):
-            gpus += tuple(range(first[k] + used[k], first[k] + used[k] + n))
-            used[k] += n
-        return gpus
 
     def snapshot(self, where: tuple[tuple[int, int], ...]) -> tuple[tuple[int, float, float, float], ...]:
         """The free CPU, memory and storage of the servers in `where`, for an exact undo: adding a share back

@@ -23,7 +23,7 @@ class ServerLeases:
             raise HetschedError(f"{self.policy.name}: Synergy's mechanisms run on one GPU type; the servers have "
                                 f"{list(cluster.gpu_types)}")
         self.cluster, self.gpu_type = cluster, cluster.gpu_types[0]
-        self.pool = ServerPool(cluster.server_shapes())
+        self.pool = ServerPool(cluster.server_shapes(), cluster.gpu_ids())
         self.stats = RoundStats(self.pool.totals)
         self._scratch = None
         self._class.clear()
@@ -53,21 +53,20 @@ class ServerLeases:
             pool = self.compiled.export(self._scratch_pool())
         else:
             pool = self.pool
-        first = [ids[0] for ids in self.cluster.gpu_ids()]
-        used = [0] * pool.num
+        pool.start_hand_out()
         column = self.sched.gpu_types.index(self.gpu_type)
         seconds = max(plan.end - plan.now, 1e-9)
         for s, steps in zip(plan.entry.tolist(), plan.steps.tolist()):
             if s not in pool.where:
                 continue
-            gpus = pool.gpus_of(s, first, used)
+            gpus = pool.hand_out(pool.where[s])
             c, m, _ = pool.share[s]
             plan.assignments.append(Assignment(s, (int(self.job_of_slot[s]),), column, gpus,
                                                (steps / seconds,), int(self.escale[s]), cpus=c, mem_gb=m))
 
     def _scratch_pool(self) -> ServerPool:
         if self._scratch is None:
-            self._scratch = ServerPool(self.pool.servers)
+            self._scratch = ServerPool(self.pool.servers, self.pool.ids)
         return self._scratch
 
     def _pack(self, run: np.ndarray) -> ServerPool:

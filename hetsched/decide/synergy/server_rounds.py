@@ -55,7 +55,7 @@ class ServerRounds(ServerLeases, RoundStage):
         self.round_s = float(round_s)
         self.round_origin_s = float(round_origin_s)
         self.macro_rounds = macro_rounds
-        self.pool = ServerPool(cluster.server_shapes())
+        self.pool = ServerPool(cluster.server_shapes(), cluster.gpu_ids())
         self.gpu_type = cluster.gpu_types[0]
         self.stats = RoundStats(self.pool.totals)
         self.merging = RoundMerging(self)     # merged and order-free rounds (decide/synergy/merging.py)
