@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from hetsched.decide.elastic.jobs import Allocation
 from hetsched.errors import SpecError
+from hetsched.model.cluster import ClusterSpec, Server
+from hetsched.model.servers import Servers
 
 NAMED = {"sia_hetero": "6x4@t4+3x8@rtx+2x8@a100", "sia_homo": "16x4@t4"}
 _GROUP = re.compile(r"^(\d+)x(\d+)@([a-z0-9_]+)$")
@@ -46,6 +49,12 @@ class ElasticCluster:
     def total_gpus(self) -> int:
         return sum(self.gpus(t) for t in self.types)
 
+    @cached_property
+    def spec(self) -> ClusterSpec:
+        """The cluster in the one server model: its nodes as servers, type by type."""
+        return ClusterSpec.from_servers([Server(t, per_node) for t, (nodes, per_node) in self.types.items()
+                                         for _ in range(nodes)])
+
     def __str__(self) -> str:
         return "+".join(f"{n}x{g}@{t}" for t, (n, g) in self.types.items())
 
@@ -56,49 +65,47 @@ def place(cluster: ElasticCluster, current: dict[str, Allocation | None],
     others are placed largest first: a job of whole nodes takes free whole nodes, a job within one node the fullest
     node it fits on, and what cannot go whole is spread over the nodes with the most free GPUs. An `Allocation`
     asked for (a stage that places itself) is taken as it is."""
-    free = {t: [per_node] * nodes for t, (nodes, per_node) in cluster.types.items()}
+    free = {t: Servers.of(cluster.spec, t) for t in cluster.types}
     out: dict[str, Allocation] = {}
     for name, want in wanted.items():
         if isinstance(want, Allocation):
             out[name] = want
-            for node, count in want.nodes:
-                free[want.gpu_type][node] -= count
+            free[want.gpu_type].commit_counts(want.nodes)
             continue
         gpu_type, gpus = want
         alloc = current.get(name)
         if alloc is not None and alloc.gpu_type == gpu_type and alloc.gpus == gpus:
             out[name] = alloc
-            for node, count in alloc.nodes:
-                free[gpu_type][node] -= count
-    if any(f < 0 for counts in free.values() for f in counts):
+            free[gpu_type].commit_counts(alloc.nodes)
+    if any(f < 0 for servers in free.values() for f in servers.fg):
         raise ValueError("placement: the allocations asked for hold more GPUs than a node has")
     pending = sorted((n for n in wanted if n not in out), key=lambda n: -wanted[n][1])
     for name in pending:
         gpu_type, gpus = wanted[name]
-        out[name] = Allocation(gpu_type, _take(free[gpu_type], gpus, cluster.types[gpu_type][1]))
+        servers = free[gpu_type]
+        nodes = _where(servers.fg, gpus, cluster.types[gpu_type][1])
+        servers.commit_counts(nodes)
+        out[name] = Allocation(gpu_type, nodes)
     return out
 
 
-def _take(free: list[int], gpus: int, per_node: int) -> tuple[tuple[int, int], ...]:
+def _where(free: list[int], gpus: int, per_node: int) -> tuple[tuple[int, int], ...]:
+    """(node, GPUs) for `gpus` GPUs given each node's free count: whole free nodes, else the fullest node that
+    holds them, else the nodes with the most free GPUs."""
     if gpus > per_node and gpus % per_node == 0:
         whole = [i for i, f in enumerate(free) if f == per_node][: gpus // per_node]
         if len(whole) == gpus // per_node:
-            for i in whole:
-                free[i] = 0
             return tuple((i, per_node) for i in whole)
     if gpus <= per_node:
         fits = [i for i, f in enumerate(free) if f >= gpus]
         if fits:
-            best = min(fits, key=lambda i: (free[i], i))
-            free[best] -= gpus
-            return ((best, gpus),)
+            return ((min(fits, key=lambda i: (free[i], i)), gpus),)
     taken = []
     for i in sorted(range(len(free)), key=lambda i: (-free[i], i)):
         if gpus == 0:
             break
         count = min(free[i], gpus)
         if count:
-            free[i] -= count
             gpus -= count
             taken.append((i, count))
     if gpus:

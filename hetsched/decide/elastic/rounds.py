@@ -22,6 +22,8 @@ from hetsched.decide.elastic.jobs import ADAPTIVE, Allocation, ElasticJob
 from hetsched.decide.elastic.policies import make_elastic_policy
 from hetsched.errors import HetschedError
 from hetsched.model.catalog import split_job_type
+from hetsched.model.cluster import Server
+from hetsched.model.servers import Servers
 
 
 class ApplicationKeys:
@@ -93,23 +95,23 @@ class ElasticRounds(RoundStage):
     def _layout(self, cluster) -> None:
         """Nodes per GPU type in the cluster's server order, each with its first GPU id and size (the cluster's one
         numbering, `ClusterSpec.gpu_ids`); one node per type where the cluster names no servers."""
-        nodes: dict[str, list[tuple[int, int]]] = {}
+        nodes: dict[str, list[tuple[int, ...]]] = {}
         for server, ids in zip(cluster.server_shapes(), cluster.gpu_ids()):
             group = nodes.setdefault(server.gpu_type, [])
             if cluster.servers or not group:
-                group.append((ids[0], len(ids)))
+                group.append(ids)
             else:                                          # single-GPU shapes of one type: one node
-                group[0] = (group[0][0], group[0][1] + len(ids))
+                group[0] += ids
         unmeasured = sorted(t for t in nodes if t not in self.keys.gpu_types)
         if unmeasured:
             raise HetschedError(f"elastic jobs: no measurements on GPU type(s) {', '.join(unmeasured)}; measured: "
                                 f"{', '.join(self.keys.gpu_types)}")
-        uneven = sorted(t for t, group in nodes.items() if len({g for _, g in group}) > 1)
+        uneven = sorted(t for t, group in nodes.items() if len({len(ids) for ids in group}) > 1)
         if uneven:
             raise HetschedError(f"elastic jobs: the {', '.join(uneven)} servers differ in GPU count; an elastic "
                                 "cluster has identical nodes per GPU type (e.g. 6x4@t4+3x8@rtx)")
-        self.nodes = nodes
-        self.ecluster = ElasticCluster({t: (len(group), group[0][1]) for t, group in nodes.items()})
+        self.nodes = {t: Servers([Server(t, len(ids)) for ids in group], group) for t, group in nodes.items()}
+        self.ecluster = ElasticCluster({t: (len(group), len(group[0])) for t, group in nodes.items()})
 
     def _new_policy(self) -> None:
         options = {"seed": self.seed} if self.name == "pollux" else {}
@@ -121,8 +123,7 @@ class ElasticRounds(RoundStage):
         before, self.named = self.named, {}
         self._layout(self.sched.cluster)
         self._new_policy()
-        where = {g: (t, i) for t, group in self.nodes.items() for i, (first, n) in enumerate(group)
-                 for g in range(first, first + n)}
+        where = {g: (t, k) for t, servers in self.nodes.items() for g, k in servers.server_of.items()}
         for job_id, (alloc, gpus) in before.items():
             job = self.elastic.get(job_id)
             places = [where.get(g) for g in gpus]
@@ -221,21 +222,21 @@ class ElasticRounds(RoundStage):
         its allocation names (jobs that keep theirs first)."""
         jobs = [int(self.sched.job_of_slot[s]) for s in plan.entry.tolist()]
         kept = {j: self.named[j][1] for j in jobs if j in self.named and self.named[j][0] == self.elastic[j].alloc}
-        taken = {g for gpus in kept.values() for g in gpus}
-        self.named = {j: (self.elastic[j].alloc, gpus) for j, gpus in kept.items()}
+        for servers in self.nodes.values():
+            servers.reset()
+        self.named = {}
+        for j, gpus in kept.items():
+            self.nodes[self.elastic[j].alloc.gpu_type].take(gpus)
+            self.named[j] = (self.elastic[j].alloc, gpus)
         for j in jobs:
             if j in kept:
                 continue
-            alloc, gpus = self.elastic[j].alloc, []
-            for node, count in alloc.nodes:
-                first, size = self.nodes[alloc.gpu_type][node]
-                free = [g for g in range(first, first + size) if g not in taken][:count]
-                if len(free) < count:
-                    raise HetschedError(f"elastic placement: node {node} of {alloc.gpu_type} has fewer than {count} "
-                                        "free GPUs (a placement defect)")
-                gpus += free
-                taken.update(free)
-            self.named[j] = (alloc, tuple(gpus))
+            alloc, servers = self.elastic[j].alloc, self.nodes[self.elastic[j].alloc.gpu_type]
+            try:
+                gpus = sum((servers.take_lowest(node, count) for node, count in alloc.nodes), ())
+            except ValueError as err:
+                raise HetschedError(f"elastic placement of {alloc.gpu_type}: {err} (a placement defect)") from None
+            self.named[j] = (alloc, gpus)
         plan.assignments = [Assignment(s, (j,), w, self.named[j][1], (1.0,), len(self.named[j][1]))
                             for s, w, j in zip(plan.entry.tolist(), plan.gpu_type.tolist(), jobs)]
 
