@@ -24,6 +24,7 @@ import numpy as np
 
 from hetsched.core.scheduler import Scheduler, check_entity_weights
 from hetsched.model.jobs import Job
+from hetsched.model.servers import Servers
 from hetsched.core.registry import check_runtime, decide_of, job_catalog, pipeline_for, planner_params, policy_for
 from hetsched.core.run_config import SimulationConfig
 from hetsched.model.throughputs import ThroughputTable
@@ -83,6 +84,7 @@ class RuntimeState(WorkerCalls, LeaseCalls, Endings, BatchSizes, FixedCosts, Res
         self.incarnation = uuid.uuid4().hex[:8]           # worker ids from an earlier server are unknown
         self.workers: dict[str, WorkerInfo] = {}
         self.gpu_owner: dict[int, tuple[str, int]] = {}
+        self.servers: Servers | None = None            # the workers' servers (the one server model)
         self.peak_gpus = 0
         self.leases: dict[int, LeaseInfo] = {}           # job id -> its current lease
         self.handover_since: dict[str, float] = {}       # lease id -> since when it waits to be handed out
@@ -308,9 +310,8 @@ class RuntimeState(WorkerCalls, LeaseCalls, Endings, BatchSizes, FixedCosts, Res
         # Only a lease that ran in the round now ending can go on: one that ended earlier may have stopped its
         # process already (its exit report still on the way), and extending it would count that exit an attempt.
         ran = {j: self.leases[j] for ids, _, _ in self.plan for j in ids if j in self.leases}
-        named = stable_parts([(a.job_ids, tuple(self.gpu_owner[g] for g in a.gpus)) for a in plan.assignments],
-                             {j: lease.parts for j, lease in ran.items()},
-                             {w: info.num_gpus for w, info in self.workers.items()})
+        named = stable_parts([(a.job_ids, a.gpus) for a in plan.assignments],
+                             {j: lease.parts for j, lease in ran.items()}, self.servers, self.gpu_owner)
         for a, parts in zip(plan.assignments, named):                  # rank r runs on (worker, local GPU)
             issued, speedup = False, self._planned_speedup(a)
             for job_id in a.job_ids:                                    # a pair: both members on the same GPUs

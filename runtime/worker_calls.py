@@ -12,6 +12,7 @@ import uuid
 from hetsched.core.registry import build_scheduler
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import ClusterSpec, Server
+from hetsched.model.servers import Servers
 
 from . import validate
 from .records import Denied, WorkerInfo
@@ -59,12 +60,13 @@ class WorkerCalls:
     def _cluster_changed(self) -> None:
         """Workers joined or left: new capacities for the same core (jobs and time received stay)."""
         order = sorted(self.workers)
-        self.gpu_owner = {}
+        self.gpu_owner, self.servers = {}, None
         if not order:
             return
         cluster = ClusterSpec.from_servers([self._server(self.workers[w]) for w in order])
         # A plan names GPUs in the cluster's one numbering (ClusterSpec.gpu_ids): each id is a worker's local GPU.
         self.gpu_owner = {g: (w, local) for w, ids in zip(order, cluster.gpu_ids()) for local, g in enumerate(ids)}
+        self.servers = Servers.of(cluster)                         # the workers' free GPUs when leases are named
         self.peak_gpus = max(self.peak_gpus, cluster.num_gpus)
         if self.core is None:
             self.core = build_scheduler(self.pipeline, cluster, self.table, seed=self.seed,

@@ -13,6 +13,8 @@ from machine import scaled
 
 from hetsched import ClusterSpec, Job
 from hetsched.core.registry import build_scheduler, pipeline_for, policy_for
+from hetsched.model.cluster import Server
+from hetsched.model.servers import Servers
 from hetsched.model.throughputs import load_throughputs
 from hetsched.runtime.launch import launch_local_cluster
 from hetsched.runtime.local_gpus import stable_parts
@@ -126,9 +128,11 @@ def test_type_aware_gpu_ids_are_distinct_and_on_their_type():
 
 
 def test_stable_parts_keep_a_running_lease_and_hand_out_the_rest():
-    planned = [((1,), (("a", 0),)), ((2,), (("a", 1),)), ((3,), (("b", 0), ("b", 1))), ((4,), (("a", 2),))]
+    cluster = ClusterSpec.from_servers([Server("v100", 4), Server("v100", 4)])      # workers a (GPUs 0-3), b (4-7)
+    owner = {g: (w, local) for w, ids in zip("ab", cluster.gpu_ids()) for local, g in enumerate(ids)}
+    planned = [((1,), (0,)), ((2,), (1,)), ((3,), (4, 5)), ((4,), (2,))]
     running = {2: (("a", 0),), 3: (("b", 1), ("b", 0)), 4: (("b", 2),)}
-    got = stable_parts(planned, running, {"a": 4, "b": 4})
+    got = stable_parts(planned, running, Servers.of(cluster), owner)
     assert got[1] == (("a", 0),) and got[2] == (("b", 1), ("b", 0))       # same count on the same worker: kept
     assert got[0] == (("a", 1),) and got[3] == (("a", 2),)                 # moved worker, or new: lowest free
     assert len({p for parts in got for p in parts}) == 5
