@@ -5,7 +5,7 @@ stream's seed is the solver's). Prints one JSON line per run and a table of medi
 
     python benchmarks/planner_robustness.py                       # both traces, 3 settings x 5 seeds
     python benchmarks/planner_robustness.py --traces canonical --seeds 3
-    python benchmarks/planner_robustness.py --fairness nsw        # the second stage (docs/rules.md#planner-fairness)
+    python benchmarks/planner_robustness.py --fairness ftf        # the lexicographic stages (docs/rules.md#planner-fairness)
 
 The settings are `PlannerConfig.solver_options`; the plans' contract is the artifact's numbers within the fidelity
 tests' tolerances, and fairness that does not move with the solver's path.
@@ -62,7 +62,7 @@ def main() -> None:
     parser.add_argument("--traces", nargs="+", default=list(TRACES), choices=list(TRACES))
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--seeds", type=int, default=5, help="solver seeds 0..N-1")
-    parser.add_argument("--fairness", choices=("solver", "nsw"), default="solver",
+    parser.add_argument("--fairness", choices=("solver", "ftf"), default="solver",
                         help="which plan within the gap a priority window keeps (docs/rules.md#planner-fairness)")
     args = parser.parse_args()
     rows = []

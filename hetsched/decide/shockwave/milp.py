@@ -35,7 +35,10 @@ class WindowInputs:
     priority: np.ndarray       # weights on the log utility (1 without the relaxation)
     ftf_slack_s: np.ndarray | None = None   # FTF attempt: Rem_j <= share * (rhomax FT-bar_j - t_next)
     speed: np.ndarray | None = None         # (N, W) rate on each GPU type relative to the profile's; None: one type
-    nsw_within_gap: bool = False            # a second stage: the plan within the gap with the largest sum_j U_j (R32b)
+    # Which plan within the gap (R32a): "solver", where HiGHS stops; "ftf", the lexicographic stages' one plan, with
+    # `ftf_ratio` = (a, b, rhomax): a job's predicted finish-time ratio after the window is a_j - b_j P_j (NaN: none).
+    fairness: str = "solver"
+    ftf_ratio: tuple[np.ndarray, np.ndarray, float] | None = None
 
 
 def _csr(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, num_rows: int, num_cols: int) -> sp.csr_matrix:
@@ -113,31 +116,45 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
                   [np.inf]])
     integer = np.zeros(cols, bool)
     integer[:NW] = True
-    res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=gap,
+    ftf = inp.fairness == "ftf" and inp.ftf_ratio is not None
+    res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=0.0 if ftf else gap,
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
     if not res.ok:
         return None, res.status
     x = res.x
-    if inp.nsw_within_gap:
-        x = nsw_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, np.arange(U_, U_ + N), gap=gap,
+    if ftf:
+        x = ftf_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, inp.ftf_ratio, P_, NW, gap=gap,
                            time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
     n = np.rint(x[:NW]).astype(np.int64).reshape(N, W)
     return (n[:, 0] if inp.speed is None else n), res.status
 
 
-def nsw_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, utility: np.ndarray, **solve) -> np.ndarray:
-    """The second, lexicographic stage (docs/rules.md#planner-fairness): among the plans whose objective c'x is
-    within the gap of the first stage's bound (and no worse than its incumbent), the one with the largest unweighted
-    sum of the jobs' log utilities, so that no job's rounds are left to where the solver stopped. Returns the first
-    stage's x if the second finds nothing."""
-    limit = max(res.objective, res.bound + solve["gap"] * abs(res.bound))
+def ftf_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, ftf_ratio, P_: int, NW: int, *, gap: float,
+                   **solve) -> np.ndarray:
+    """The second, lexicographic stage (docs/rules.md#planner-fairness). `res` is the window program solved to
+    optimality; among the plans within `gap` of that optimum, the one whose jobs' predicted finish-time ratios
+    exceed rhomax least: the smallest N max_j e_j + sum_j e_j, e_j >= a_j - b_j P_j - rhomax, e_j >= 0, solved to
+    optimality with a tie-break on the round counts far below the rest, so that one plan is the answer whichever
+    path the solver takes. Returns the first stage's x if the second finds nothing."""
+    a, b, rhomax = ftf_ratio
+    cols, jobs = len(c), np.flatnonzero(np.isfinite(a) & np.isfinite(b))
+    N, L = len(a), len(jobs)
+    e, z = cols + np.arange(L), cols + L
+    limit = res.objective + gap * abs(res.objective)
     nz = np.flatnonzero(c)
-    welfare = sp.csr_matrix((c[nz], (np.zeros(len(nz), np.int64), nz)), shape=(1, len(c)))
-    c2 = np.zeros(len(c))
-    c2[utility] = -1.0
-    res2 = solve_milp(c2, sp.vstack([A, welfare], format="csr"), np.r_[row_lo, -np.inf], np.r_[row_hi, limit],
-                      col_lo, col_hi, integer, start=res.x, **solve)
-    return res2.x if res2.ok else res.x
+    rows = [sp.hstack([A, sp.csr_matrix((A.shape[0], L + 1))], format="csr"),
+            sp.csr_matrix((c[nz], (np.zeros(len(nz), np.int64), nz)), shape=(1, cols + L + 1)),     # welfare
+            sp.csr_matrix((np.r_[np.ones(L), b[jobs]], (np.r_[np.arange(L), np.arange(L)], np.r_[e, P_ + jobs])),
+                          shape=(L, cols + L + 1)),                                     # e_j + b_j P_j >= a_j - rhomax
+            sp.csr_matrix((np.r_[np.ones(L), -np.ones(L)], (np.r_[np.arange(L), np.arange(L)], np.r_[np.full(L, z), e])),
+                          shape=(L, cols + L + 1))]                                     # z >= e_j
+    c2 = np.zeros(cols + L + 1)
+    c2[e], c2[z] = 1.0, float(N)
+    c2[:NW] = 1e-4 * np.arange(1, NW + 1) / NW
+    res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, a[jobs] - rhomax, np.zeros(L)],
+                      np.r_[row_hi, limit, np.full(2 * L, np.inf)], np.r_[col_lo, np.zeros(L + 1)],
+                      np.r_[col_hi, np.full(L + 1, np.inf)], np.r_[integer, np.zeros(L + 1, bool)], gap=0.0, **solve)
+    return res2.x[:cols] if res2.ok else res.x
 
 
 def fair_finish_reachable(inp: WindowInputs, rounds: int, round_s: float, ftf_slack_s: np.ndarray) -> bool | None:
@@ -207,8 +224,10 @@ def greedy_rounds(n: np.ndarray, gpus: np.ndarray, order: np.ndarray, capacity: 
 
 def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capacity: int, rounds: int,
                  gap: float, time_limit_s: float, solver: str = "highs", seed: int = 0,
-                 options: tuple = ()) -> np.ndarray:
-    """(N, R) rounds per job: keep n_j rounds each, minimise sum_j prio_j mean(round index of j)."""
+                 options: tuple = (), exact: bool = False) -> np.ndarray:
+    """(N, R) rounds per job: keep n_j rounds each, minimise sum_j prio_j mean(round index of j). `exact`: to
+    optimality, with a tie-break between equally ranked jobs far below the rest (one answer whatever the solver's
+    path, docs/rules.md#planner-fairness)."""
     N = len(n)
     live = np.flatnonzero(n > 0)
     order = live[np.argsort(-priority[live] / n[live], kind="stable")]
@@ -225,6 +244,9 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
     hi = np.r_[n[live].astype(float), np.full(R, float(capacity))]
     c = ((priority[live] / n[live])[:, None] * np.arange(1, R + 1)[None, :]).ravel()
     start = greedy[live].ravel().astype(float) if (greedy.sum(axis=1) == n).all() else None
+    if exact:
+        c = c + 1e-6 * c.max() * ((np.arange(1, L + 1) / L)[:, None] * (np.arange(1, R + 1) / R)[None, :]).ravel()
+        gap = 0.0
     res = solve_milp(c, A, lo, hi, np.zeros(L * R), np.ones(L * R), np.ones(L * R, bool), gap=gap,
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
     if not res.ok:
