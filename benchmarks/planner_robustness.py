@@ -5,7 +5,7 @@ stream's seed is the solver's). Prints one JSON line per run and a table of medi
 
     python benchmarks/planner_robustness.py                       # both traces, 3 settings x 5 seeds
     python benchmarks/planner_robustness.py --traces canonical --seeds 3
-    python benchmarks/planner_robustness.py --fairness ftf        # the lexicographic stages (docs/rules.md#planner-fairness)
+    python benchmarks/planner_robustness.py --fairness ftf        # one plan (docs/rules.md#planner-fairness)
 
 The settings are `PlannerConfig.solver_options`; the plans' contract is the artifact's numbers within the fidelity
 tests' tolerances, and fairness that does not move with the solver's path.

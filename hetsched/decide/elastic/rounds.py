@@ -93,8 +93,8 @@ class ElasticRounds(RoundStage):
 
     # ---- the cluster --------------------------------------------------------------------------------
     def _layout(self, cluster) -> None:
-        """Nodes per GPU type in the cluster's server order, each with its first GPU id and size (the cluster's one
-        numbering, `ClusterSpec.gpu_ids`); one node per type where the cluster names no servers."""
+        """Each GPU type's nodes as `Servers` (docs/rules.md#servers), in the cluster's server order and numbering
+        (`ClusterSpec.gpu_ids`); one node per type where the cluster names no servers."""
         nodes: dict[str, list[tuple[int, ...]]] = {}
         for server, ids in zip(cluster.server_shapes(), cluster.gpu_ids()):
             group = nodes.setdefault(server.gpu_type, [])

@@ -282,11 +282,10 @@ class Planner(DecideStage):
                 priority = np.where(behind, np.minimum(rho ** exponent, cfg.priority_cap), 1.0)
             inputs.priority = priority
             if cfg.fairness == "ftf":       # rho_j after the window = a_j - b_j P_j, where a fair finish is ahead
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    ahead = np.where(fair - since > 0, fair - since, np.nan)
-                    t_next = self.offset + delta * (self.round_ptr + R) - since
-                    inputs.fairness = "ftf"
-                    inputs.ftf_ratio = ((t_next + remaining / share) / ahead, mean_epoch / share / ahead, cfg.rhomax)
+                ahead = np.where(fair - since > 0, fair - since, np.nan)
+                t_next = self.offset + delta * (self.round_ptr + R) - since
+                inputs.fairness = "ftf"
+                inputs.ftf_ratio = ((t_next + remaining / share) / ahead, mean_epoch / share / ahead, cfg.rhomax)
             n, status = (quick, "uncontended") if quick is not None else program(inputs, **solve)
         if n is None:
             log.warning("shockwave: window program %s at round %d; planning by remaining time", status, self.round_ptr)

@@ -141,14 +141,13 @@ def ftf_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, ftf_ratio
     N, L = len(a), len(jobs)
     e, z = cols + np.arange(L), cols + L
     limit = res.objective + gap * abs(res.objective)
-    nz = np.flatnonzero(c)
+    nz, each, width = np.flatnonzero(c), np.r_[np.arange(L), np.arange(L)], cols + L + 1
     rows = [sp.hstack([A, sp.csr_matrix((A.shape[0], L + 1))], format="csr"),
-            sp.csr_matrix((c[nz], (np.zeros(len(nz), np.int64), nz)), shape=(1, cols + L + 1)),     # welfare
-            sp.csr_matrix((np.r_[np.ones(L), b[jobs]], (np.r_[np.arange(L), np.arange(L)], np.r_[e, P_ + jobs])),
-                          shape=(L, cols + L + 1)),                                     # e_j + b_j P_j >= a_j - rhomax
-            sp.csr_matrix((np.r_[np.ones(L), -np.ones(L)], (np.r_[np.arange(L), np.arange(L)], np.r_[np.full(L, z), e])),
-                          shape=(L, cols + L + 1))]                                     # z >= e_j
-    c2 = np.zeros(cols + L + 1)
+            sp.csr_matrix((c[nz], (np.zeros(len(nz), np.int64), nz)), shape=(1, width)),            # welfare
+            sp.csr_matrix((np.r_[np.ones(L), b[jobs]], (each, np.r_[e, P_ + jobs])), shape=(L, width)),
+            sp.csr_matrix((np.r_[np.ones(L), -np.ones(L)], (each, np.r_[np.full(L, z), e])), shape=(L, width))]
+    # rows after A: welfare <= limit; e_j + b_j P_j >= a_j - rhomax; z - e_j >= 0
+    c2 = np.zeros(width)
     c2[e], c2[z] = 1.0, float(N)
     c2[:NW] = 1e-4 * np.arange(1, NW + 1) / NW
     res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, a[jobs] - rhomax, np.zeros(L)],
