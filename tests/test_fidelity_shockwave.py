@@ -3,7 +3,8 @@ artifact's 120-job trace, 32 V100s, tacc throughputs and tacc_32gpus configurati
 
 Tolerances are the issue's and are not tuned: the four baselines the artifact reproduces bit for bit within
 0.5 % on makespan and average JCT and exactly on the unfair fraction; Themis and AlloX within 2 %; Shockwave
-(a MILP under a time limit and gap, so solver-dependent) within 5 %, worst rho within 10 %, unfair within one job.
+(a MILP under a time limit and gap, so solver-dependent) within 5 %, worst rho within the span of the artifact's own
+runs (1.496-1.874; until issue 69, within 10 % of the stored 1.784), unfair within one job.
 
 Shockwave's numbers are the median of five runs with MILP solver seeds 0-4. At k = 1e-3 the makespan term is
 worth about 14 and the gap 1e-3 of that is about 0.014, while one round of NSW progress for one job is worth about
@@ -35,6 +36,10 @@ def _expected():
         return [pytest.param(row, id=row["policy"]) for row in csv.DictReader(f)]
 
 
+# Worst rho in the artifact's own simulated runs of this case besides the stored one (spec s.7.3 and s.8): its
+# HiGHS and SCIP reruns and its comparison directory. Our median must fall within their span: which plan within
+# the gap a run follows is a draw (issue 69), and the stored 1.784 is one of them.
+ARTIFACT_RHO_RUNS = (1.733, 1.874, 1.496)
 _RUNS: dict[str, dict] = {}
 SHOCKWAVE_SEEDS = range(5)
 METRICS = ("makespan_s", "avg_jct_s", "worst_ftf_rho", "unfair_fraction")
@@ -72,7 +77,8 @@ def test_canonical_case(row, shared_dir):
         checks = {"makespan_s": ours["makespan_s"] == pytest.approx(makespan, rel=0.05),
                   "avg_jct_s": ours["avg_jct_s"] == pytest.approx(jct, rel=0.05),
                   "unfair": abs(ours["unfair_fraction"] * n - unfair_pct / 100 * n) <= 1 + 1e-9,
-                  "worst_ftf_rho": ours["worst_ftf_rho"] == pytest.approx(rho, rel=0.10)}
+                  "worst_ftf_rho": min(ARTIFACT_RHO_RUNS + (rho,)) <= ours["worst_ftf_rho"]
+                  <= max(ARTIFACT_RHO_RUNS + (rho,))}
     failed = [metric for metric, ok in checks.items() if not ok]
     assert not failed, (p, failed, {m: ours[m] for m in METRICS}, ours.get("seeds"))
 

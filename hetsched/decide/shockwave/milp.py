@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from hetsched.decide.shockwave.rank_rounding import rounded_plan
 from hetsched.decide.shockwave.solve import solve_milp   # called through this module's name (benchmarks patch it)
 
 log = logging.getLogger(__name__)
@@ -224,7 +225,8 @@ def greedy_rounds(n: np.ndarray, gpus: np.ndarray, order: np.ndarray, capacity: 
 def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capacity: int, rounds: int,
                  gap: float, time_limit_s: float, solver: str = "highs", seed: int = 0,
                  options: tuple = (), exact: bool = False) -> np.ndarray:
-    """(N, R) rounds per job: keep n_j rounds each, minimise sum_j prio_j mean(round index of j). `exact`: to
+    """(N, R) rounds per job: keep n_j rounds each, minimise sum_j prio_j mean(round index of j); the LP's plan,
+    rounded, where it is within the gap (docs/rules.md#rank-rounding), else the MILP's. `exact`: the MILP, to
     optimality, with a tie-break between equally ranked jobs far below the rest (one answer whatever the solver's
     path, docs/rules.md#planner-fairness)."""
     N = len(n)
@@ -234,18 +236,20 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
     if len(live) == 0 or (greedy.sum(axis=1) == n).all() and np.ptp(gpus[live]) == 0:
         return greedy                     # equal gang sizes: the greedy order is optimal (exchange argument)
     L, R = len(live), rounds
-    var = (np.arange(L)[:, None] * R + np.arange(R)[None, :])        # y[l, r]
-    eq_rows = np.repeat(np.arange(L), R)
-    cap_rows = L + np.tile(np.arange(R), L)
-    A = sp.csr_matrix((np.r_[np.ones(L * R), np.repeat(gpus[live], R).astype(float)],
-                       (np.r_[eq_rows, cap_rows], np.r_[var.ravel(), var.ravel()])), shape=(L + R, L * R))
-    lo = np.r_[n[live].astype(float), np.full(R, -np.inf)]
-    hi = np.r_[n[live].astype(float), np.full(R, float(capacity))]
-    c = ((priority[live] / n[live])[:, None] * np.arange(1, R + 1)[None, :]).ravel()
+    a = priority[live] / n[live]
+    c, A, lo, hi = _rank_model(n[live], gpus[live], a, capacity, R)
     start = greedy[live].ravel().astype(float) if (greedy.sum(axis=1) == n).all() else None
     if exact:
         c = c + 1e-6 * c.max() * ((np.arange(1, L + 1) / L)[:, None] * (np.arange(1, R + 1) / R)[None, :]).ravel()
         gap = 0.0
+    else:
+        plan, within = _lp_rank(n[live], gpus[live], a, capacity, R, gap, time_limit_s, greedy[live] if start is not
+                                None else None)
+        if within:
+            y = np.zeros((N, R), bool)
+            y[live] = plan
+            return y
+        start = plan.ravel().astype(float) if plan is not None else start
     res = solve_milp(c, A, lo, hi, np.zeros(L * R), np.ones(L * R), np.ones(L * R, bool), gap=gap,
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
     if not res.ok:
@@ -262,6 +266,49 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
     y = np.zeros((N, R), bool)
     y[live] = np.rint(res.x).reshape(L, R) > 0.5
     return y
+
+
+def _rank_model(n: np.ndarray, gpus: np.ndarray, a: np.ndarray, capacity: int, R: int):
+    """The rank program's (c, A, row_lo, row_hi) over y[l, r] (column l R + r): n_l rounds each, the capacity
+    per round, cost a_l (r + 1)."""
+    L = len(n)
+    var = np.arange(L * R)
+    A = sp.csr_matrix((np.r_[np.ones(L * R), np.repeat(gpus, R).astype(float)],
+                       (np.r_[np.repeat(np.arange(L), R), L + np.tile(np.arange(R), L)], np.r_[var, var])),
+                      shape=(L + R, L * R))
+    lo = np.r_[n.astype(float), np.full(R, -np.inf)]
+    hi = np.r_[n.astype(float), np.full(R, float(capacity))]
+    return (a[:, None] * np.arange(1, R + 1)[None, :]).ravel(), A, lo, hi
+
+
+def _lp_rank(n: np.ndarray, gpus: np.ndarray, a: np.ndarray, capacity: int, R: int, gap: float, time_limit_s: float,
+             greedy: np.ndarray | None) -> tuple[np.ndarray | None, bool]:
+    """(plan, within the gap) from the LP relaxation (docs/rules.md#rank-rounding): the cheaper of the LP's rounded
+    plan and the greedy one (None: it does not pack). Jobs planned for every round are in every round of any plan:
+    they leave the LP, their GPUs off the capacity and their cost a constant."""
+    whole = n == R
+    rest = np.flatnonzero(~whole)
+    room = capacity - int(gpus[whole].sum())
+    const = float(a[whole].sum()) * R * (R + 1) / 2
+    if len(rest) == 0:
+        return (np.ones((len(n), R), bool), True) if room >= 0 else (None, False)
+    c, A, lo, hi = _rank_model(n[rest], gpus[rest], a[rest], room, R)
+    m = len(c)
+    lp = solve_milp(c, A, lo, hi, np.zeros(m), np.ones(m), np.zeros(m, bool), gap=gap, time_limit_s=time_limit_s,
+                    options=(("presolve", "off"),))
+    plans = [] if greedy is None else [greedy]
+    if lp.ok:
+        part = rounded_plan(lp.x.reshape(len(rest), R), c.reshape(len(rest), R), gpus[rest], n[rest], room)
+        if part is not None:
+            plan = np.ones((len(n), R), bool)
+            plan[rest] = part
+            plans.append(plan)
+    if not plans:
+        return None, False
+    cost = a[:, None] * np.arange(1, R + 1)[None, :]
+    best = min(plans, key=lambda p: float((cost * p).sum()))
+    value = float((cost * best).sum())
+    return best, lp.ok and value - (lp.objective + const) <= gap * abs(value)
 
 
 def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,

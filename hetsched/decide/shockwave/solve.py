@@ -74,7 +74,10 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
     h = _highs()
     set_options(h, options)
     h.setOptionValue("mip_rel_gap", float(gap))
-    h.setOptionValue("time_limit", float(time_limit_s))
+    # HiGHS's run clock goes on over the shared instance's solves (`_highs`), and an LP's time limit is read on it
+    # (the MILP's on its own): an LP's limit counts from now (docs/rules.md#rank-rounding).
+    clock_s = h.getRunTime()
+    h.setOptionValue("time_limit", float(time_limit_s) + (0.0 if integer.any() else clock_s))
     h.setOptionValue("random_seed", int(seed))
     n = len(c)
     inf = highspy.kHighsInf
@@ -97,7 +100,7 @@ def solve_milp(c: np.ndarray, A: sp.csr_matrix, row_lo: np.ndarray, row_hi: np.n
         h.run()
     status = h.getModelStatus()
     ms = highspy.HighsModelStatus
-    seconds = h.getRunTime()
+    seconds = h.getRunTime() - clock_s
     if status == ms.kInfeasible:
         return MilpResult(None, "infeasible", seconds)
     info = h.getInfo()
