@@ -237,12 +237,8 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
         return greedy                     # equal gang sizes: the greedy order is optimal (exchange argument)
     L, R = len(live), rounds
     a = priority[live] / n[live]
-    c, A, lo, hi = _rank_model(n[live], gpus[live], a, capacity, R)
     start = greedy[live].ravel().astype(float) if (greedy.sum(axis=1) == n).all() else None
-    if exact:
-        c = c + 1e-6 * c.max() * ((np.arange(1, L + 1) / L)[:, None] * (np.arange(1, R + 1) / R)[None, :]).ravel()
-        gap = 0.0
-    else:
+    if not exact:
         plan, within = _lp_rank(n[live], gpus[live], a, capacity, R, gap, time_limit_s, greedy[live] if start is not
                                 None else None)
         if within:
@@ -250,6 +246,10 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
             y[live] = plan
             return y
         start = plan.ravel().astype(float) if plan is not None else start
+    c, A, lo, hi = _rank_model(n[live], gpus[live], a, capacity, R)
+    if exact:
+        c = c + 1e-6 * c.max() * ((np.arange(1, L + 1) / L)[:, None] * (np.arange(1, R + 1) / R)[None, :]).ravel()
+        gap = 0.0
     res = solve_milp(c, A, lo, hi, np.zeros(L * R), np.ones(L * R), np.ones(L * R, bool), gap=gap,
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
     if not res.ok:
