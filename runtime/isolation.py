@@ -380,17 +380,18 @@ def _zombie(proc_dir: str) -> bool:
 
 
 def kill_uid(uid: int, timeout_s: float = 5.0) -> int:
-    """SIGKILL every process of `uid` until none is left (bounded); returns how many were killed."""
-    killed, deadline = 0, time.monotonic() + timeout_s
+    """SIGKILL every process of `uid` until none is left (bounded); returns how many processes were killed. A
+    killed process may still be listed a round later, before it has exited (under load): it counts once."""
+    killed, deadline = set(), time.monotonic() + timeout_s
     while (pids := _pids_of(uid)) and time.monotonic() < deadline:
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed += 1
+                killed.add(pid)
             except ProcessLookupError:
                 pass
         time.sleep(0.01)
-    return killed
+    return len(killed)
 
 
 def prepare_job_dir(path: Path, uid: int | None, ca: str | None) -> None:
