@@ -306,9 +306,9 @@ def _lp_rank(n: np.ndarray, gpus: np.ndarray, a: np.ndarray, capacity: int, R: i
     if not plans:
         return None, False
     cost = a[:, None] * np.arange(1, R + 1)[None, :]
-    best = min(plans, key=lambda p: float((cost * p).sum()))
-    value = float((cost * best).sum())
-    return best, lp.ok and value - (lp.objective + const) <= gap * abs(value)
+    values = [float((cost * p).sum()) for p in plans]
+    best = int(np.argmin(values))                          # the first of equally cheap plans: the greedy one
+    return plans[best], lp.ok and values[best] - (lp.objective + const) <= gap * abs(values[best])
 
 
 def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, round_s: float, k: float,
