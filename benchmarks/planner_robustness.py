@@ -5,7 +5,7 @@ stream's seed is the solver's). Prints one JSON line per run and a table of medi
 
     python benchmarks/planner_robustness.py                       # both traces, 3 settings x 5 seeds
     python benchmarks/planner_robustness.py --traces canonical --seeds 3
-    python benchmarks/planner_robustness.py --fairness ftf        # one plan (docs/rules.md#planner-fairness)
+    python benchmarks/planner_robustness.py --fairness share      # one plan (docs/rules.md#planner-fairness)
 
 The settings are `PlannerConfig.solver_options`; the plans' contract is the artifact's numbers within the fidelity
 tests' tolerances, and fairness that does not move with the solver's path.
@@ -24,6 +24,7 @@ from hetsched.core.run_config import SimulationConfig
 from hetsched.experiments import compare_systems as S
 from hetsched.experiments import shockwave as W
 from hetsched.model.cluster import ClusterSpec
+from hetsched.decide.shockwave.config import FAIRNESS
 from hetsched.decide.shockwave.core import ShockwavePolicy
 from hetsched.sim.metrics import summary
 from hetsched.sim.simulator import simulate
@@ -62,7 +63,7 @@ def main() -> None:
     parser.add_argument("--traces", nargs="+", default=list(TRACES), choices=list(TRACES))
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--seeds", type=int, default=5, help="solver seeds 0..N-1")
-    parser.add_argument("--fairness", choices=("solver", "ftf"), default="solver",
+    parser.add_argument("--fairness", choices=FAIRNESS, default="solver",
                         help="which plan within the gap a priority window keeps (docs/rules.md#planner-fairness)")
     args = parser.parse_args()
     rows = []

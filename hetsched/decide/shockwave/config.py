@@ -9,6 +9,9 @@ from pathlib import Path
 
 from hetsched.errors import SpecError
 
+#: Which plan within the gap a priority window keeps (docs/rules.md#planner-fairness).
+FAIRNESS = ("solver", "ftf", "share")
+
 
 @dataclass(frozen=True)
 class PlannerConfig:
@@ -43,8 +46,9 @@ class PlannerConfig:
     # plans depend on the solver's search (benchmarks/planner_robustness.py). Empty: HiGHS's defaults.
     solver_options: tuple = ()
     # Which of the plans within the gap a priority window keeps (docs/rules.md#planner-fairness): "solver", the one
-    # HiGHS stops at (the artifact's); "ftf", the one whose predicted finish-time ratios exceed rhomax least, from
-    # lexicographic stages solved to optimality (one plan, whatever the solver's path).
+    # HiGHS stops at (the artifact's); "ftf", the one whose predicted finish-time ratios exceed rhomax least;
+    # "share", the one whose worst-off job has the largest share of the window's rounds; both from lexicographic
+    # stages solved to optimality (one plan, whatever the solver's path).
     fairness: str = "solver"
 
     def __post_init__(self) -> None:
@@ -63,11 +67,11 @@ class PlannerConfig:
             raise SpecError(f"planner: solver_seed must be an integer in [0, 2^31), got {self.solver_seed!r}")
         if self.ftf_ratio not in ("times", "durations"):
             raise SpecError(f"planner: ftf_ratio must be times or durations, got {self.ftf_ratio!r}")
-        if self.fairness not in ("solver", "ftf"):
-            raise SpecError(f"planner: fairness must be solver or ftf, got {self.fairness!r}")
-        if self.fairness == "ftf" and self.formulation != "aggregate":
-            raise SpecError("planner: fairness ftf needs the aggregate formulation (the artifact's has no second "
-                            "stage)")
+        if self.fairness not in FAIRNESS:
+            raise SpecError(f"planner: fairness must be one of {', '.join(FAIRNESS)}, got {self.fairness!r}")
+        if self.fairness != "solver" and self.formulation != "aggregate":
+            raise SpecError(f"planner: fairness {self.fairness} needs the aggregate formulation (the artifact's has "
+                            "no second stage)")
         if self.solver not in ("highs", "scip"):
             raise SpecError(f"planner: solver must be highs or scip, got {self.solver!r}")
         if self.solver_options and self.solver != "highs":
@@ -141,8 +145,8 @@ def load_planner_config(source: str | Path | dict | None = None, **overrides) ->
                 if value not in ("times", "durations"):
                     raise SpecError(f"{where}: {key} must be \"times\" or \"durations\", got {value!r}")
             elif name == "fairness":
-                if value not in ("solver", "ftf"):
-                    raise SpecError(f"{where}: {key} must be \"solver\" or \"ftf\", got {value!r}")
+                if value not in FAIRNESS:
+                    raise SpecError(f"{where}: {key} must be one of {', '.join(FAIRNESS)}, got {value!r}")
             elif not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise SpecError(f"{where}: {key} must be a number, got {value!r}")
             values[name] = value

@@ -195,7 +195,7 @@ class Planner(DecideStage):
         if sched.n == 1:
             y = rank_program(n, gpus, priority, capacity=self.gpus, rounds=R, gap=cfg.gap,
                              time_limit_s=cfg.time_limit_s, solver=cfg.solver, seed=cfg.solver_seed,
-                             options=cfg.solver_options, exact=cfg.fairness == "ftf")
+                             options=cfg.solver_options, exact=cfg.fairness != "solver")
             typed = np.where(y, 0, -1)
         else:
             typed = typed_rounds(n, gpus, priority, inputs.speed, sched.capacity.astype(np.int64), R)
@@ -281,10 +281,10 @@ class Planner(DecideStage):
             with np.errstate(over="ignore"):
                 priority = np.where(behind, np.minimum(rho ** exponent, cfg.priority_cap), 1.0)
             inputs.priority = priority
+            inputs.fairness = cfg.fairness
             if cfg.fairness == "ftf":       # rho_j after the window = a_j - b_j P_j, where a fair finish is ahead
                 ahead = np.where(fair - since > 0, fair - since, np.nan)
                 t_next = self.offset + delta * (self.round_ptr + R) - since
-                inputs.fairness = "ftf"
                 inputs.ftf_ratio = ((t_next + remaining / share) / ahead, mean_epoch / share / ahead, cfg.rhomax)
             n, status = (quick, "uncontended") if quick is not None else program(inputs, **solve)
         if n is None:

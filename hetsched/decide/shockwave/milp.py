@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from hetsched.decide.shockwave.fair_stages import ftf_within_gap, share_within_gap
 from hetsched.decide.shockwave.rank_rounding import rounded_plan
 from hetsched.decide.shockwave.solve import solve_milp   # called through this module's name (benchmarks patch it)
 
@@ -36,8 +37,9 @@ class WindowInputs:
     priority: np.ndarray       # weights on the log utility (1 without the relaxation)
     ftf_slack_s: np.ndarray | None = None   # FTF attempt: Rem_j <= share * (rhomax FT-bar_j - t_next)
     speed: np.ndarray | None = None         # (N, W) rate on each GPU type relative to the profile's; None: one type
-    # Which plan within the gap (R32a): "solver", where HiGHS stops; "ftf", the lexicographic stages' one plan, with
-    # `ftf_ratio` = (a, b, rhomax): a job's predicted finish-time ratio after the window is a_j - b_j P_j (NaN: none).
+    # Which plan within the gap (R32a): "solver", where HiGHS stops; "ftf" or "share", the lexicographic stages' one
+    # plan; "ftf" with `ftf_ratio` = (a, b, rhomax): a job's predicted finish-time ratio after the window is
+    # a_j - b_j P_j (NaN: none).
     fairness: str = "solver"
     ftf_ratio: tuple[np.ndarray, np.ndarray, float] | None = None
 
@@ -118,43 +120,19 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     integer = np.zeros(cols, bool)
     integer[:NW] = True
     ftf = inp.fairness == "ftf" and inp.ftf_ratio is not None
-    res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=0.0 if ftf else gap,
+    second = ftf or inp.fairness == "share"          # a lexicographic second stage (docs/rules.md#planner-fairness)
+    res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=0.0 if second else gap,
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
     if not res.ok:
         return None, res.status
     x = res.x
+    stage = dict(gap=gap, time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
     if ftf:
-        x = ftf_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, inp.ftf_ratio, P_, NW, gap=gap,
-                           time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
+        x = ftf_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, inp.ftf_ratio, P_, NW, **stage)
+    elif second:
+        x = share_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, speed, rounds, **stage)
     n = np.rint(x[:NW]).astype(np.int64).reshape(N, W)
     return (n[:, 0] if inp.speed is None else n), res.status
-
-
-def ftf_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, ftf_ratio, P_: int, NW: int, *, gap: float,
-                   **solve) -> np.ndarray:
-    """The second, lexicographic stage (docs/rules.md#planner-fairness). `res` is the window program solved to
-    optimality; among the plans within `gap` of that optimum, the one whose jobs' predicted finish-time ratios
-    exceed rhomax least: the smallest N max_j e_j + sum_j e_j, e_j >= a_j - b_j P_j - rhomax, e_j >= 0, solved to
-    optimality with a tie-break on the round counts far below the rest, so that one plan is the answer whichever
-    path the solver takes. Returns the first stage's x if the second finds nothing."""
-    a, b, rhomax = ftf_ratio
-    cols, jobs = len(c), np.flatnonzero(np.isfinite(a) & np.isfinite(b))
-    N, L = len(a), len(jobs)
-    e, z = cols + np.arange(L), cols + L
-    limit = res.objective + gap * abs(res.objective)
-    nz, each, width = np.flatnonzero(c), np.r_[np.arange(L), np.arange(L)], cols + L + 1
-    rows = [sp.hstack([A, sp.csr_matrix((A.shape[0], L + 1))], format="csr"),
-            sp.csr_matrix((c[nz], (np.zeros(len(nz), np.int64), nz)), shape=(1, width)),            # welfare
-            sp.csr_matrix((np.r_[np.ones(L), b[jobs]], (each, np.r_[e, P_ + jobs])), shape=(L, width)),
-            sp.csr_matrix((np.r_[np.ones(L), -np.ones(L)], (each, np.r_[np.full(L, z), e])), shape=(L, width))]
-    # rows after A: welfare <= limit; e_j + b_j P_j >= a_j - rhomax; z - e_j >= 0
-    c2 = np.zeros(width)
-    c2[e], c2[z] = 1.0, float(N)
-    c2[:NW] = 1e-4 * np.arange(1, NW + 1) / NW
-    res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, a[jobs] - rhomax, np.zeros(L)],
-                      np.r_[row_hi, limit, np.full(2 * L, np.inf)], np.r_[col_lo, np.zeros(L + 1)],
-                      np.r_[col_hi, np.full(L + 1, np.inf)], np.r_[integer, np.zeros(L + 1, bool)], gap=0.0, **solve)
-    return res2.x[:cols] if res2.ok else res.x
 
 
 def fair_finish_reachable(inp: WindowInputs, rounds: int, round_s: float, ftf_slack_s: np.ndarray) -> bool | None:
