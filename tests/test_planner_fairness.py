@@ -1,0 +1,98 @@
+"""Which plan within the gap the planner keeps (docs/rules.md#planner-fairness): the "ftf" and "share" stages and
+the exact rank program give one plan whatever HiGHS's search path, and are refused where they cannot act."""
+
+import numpy as np
+import pytest
+
+from hetsched.decide.shockwave.config import PlannerConfig, load_planner_config
+from hetsched.decide.shockwave.milp import WindowInputs, rank_program, window_program
+from test_planner import SOLVE, instance, objective
+
+
+def excess(inp: WindowInputs, n: np.ndarray, round_s: float) -> float:
+    """The second stage's objective at round counts n: N max_j e_j + sum_j e_j, e_j = max(0, rho_j - rhomax)."""
+    a, b, rhomax = inp.ftf_ratio
+    P = np.minimum(round_s * n / inp.mean_epoch_s, inp.epochs - inp.progress)
+    e = np.maximum(0.0, a - b * P - rhomax)
+    return float(len(e) * e.max() + e.sum())
+
+
+HIGHS_PATHS = [((), 0), ((), 1), ((("mip_heuristic_run_feasibility_jump", False),), 0), ((("presolve", "off"),), 2)]
+
+
+def test_the_ftf_stages_keep_the_welfare_within_the_gap_and_give_one_plan_whatever_the_solvers_path():
+    """docs/rules.md#planner-fairness: with priorities of 1 and 1e6 and a gap of 1e-3, the "ftf" plan is within the
+    gap of the exact optimum on the planner's objective, exceeds rhomax no more than that optimum's plan, and is the
+    same plan under HiGHS's defaults, other seeds, without feasibility jump and without presolve, where the plan
+    HiGHS stops at moves on some instance."""
+    moved = 0
+    for seed in range(4):
+        inp = instance(seed, N=30)
+        rng = np.random.default_rng(100 + seed)
+        inp.ftf_ratio = (rng.uniform(0.5, 4.0, 30), rng.uniform(0.0, 0.05, 30), 1.0)
+        solve = {**SOLVE, "gap": 1e-3}
+        exact, _ = window_program(inp, capacity=12, **SOLVE)
+        best = objective(inp, exact, 6, 120.0, 1e-3)
+        plans, stops = [], []
+        for options, solver_seed in HIGHS_PATHS:
+            inp.fairness = "solver"
+            stops.append(window_program(inp, capacity=12, **solve, seed=solver_seed, options=options)[0])
+            inp.fairness = "ftf"
+            plan, status = window_program(inp, capacity=12, **solve, seed=solver_seed, options=options)
+            assert status == "optimal"
+            assert objective(inp, plan, 6, 120.0, 1e-3) >= best - 1e-3 * abs(best) - 1e-9
+            assert excess(inp, plan, 120.0) <= excess(inp, exact, 120.0) + 1e-6
+            assert (inp.gpus @ plan <= 12 * 6).all()
+            plans.append(plan)
+        assert all((p == plans[0]).all() for p in plans)
+        moved += any((p != stops[0]).any() for p in stops)
+    assert moved >= 1
+
+
+def test_the_share_stage_keeps_the_welfare_within_the_gap_and_gives_the_worst_off_job_the_largest_share():
+    """docs/rules.md#planner-fairness: with priorities of 1 and 1e6 and a gap of 1e-3, the "share" plan is within
+    the gap of the exact optimum and, on one GPU type, has the largest N min_j n_j + sum_j n_j there: at least that
+    of the plan HiGHS stops at, and the same value under HiGHS's defaults, other seeds, without feasibility jump and
+    without presolve. Where HiGHS's plans leave a job without rounds, the share plan gives each job some."""
+    raised = 0
+    for seed in range(4):
+        inp = instance(seed, N=30)
+        solve = {**SOLVE, "gap": 1e-3}
+        exact, _ = window_program(inp, capacity=24, **SOLVE)
+        best = objective(inp, exact, 6, 120.0, 1e-3)
+        values = []
+        for options, solver_seed in HIGHS_PATHS:
+            inp.fairness = "solver"
+            stop, _ = window_program(inp, capacity=24, **solve, seed=solver_seed, options=options)
+            inp.fairness = "share"
+            plan, status = window_program(inp, capacity=24, **solve, seed=solver_seed, options=options)
+            assert status == "optimal"
+            assert objective(inp, plan, 6, 120.0, 1e-3) >= best - 1e-3 * abs(best) - 1e-9
+            assert inp.gpus @ plan <= 24 * 6
+            value = 30 * plan.min() + plan.sum()
+            assert plan.min() >= stop.min() and value >= 30 * stop.min() + stop.sum()
+            values.append(value)
+            raised += plan.min() > stop.min()
+        assert len(set(values)) == 1
+    assert raised >= 1
+
+
+def test_the_exact_rank_program_gives_one_order_whatever_the_solvers_path():
+    """Equally ranked jobs (the same priority per round) of mixed gang sizes: the rounds depend on the search unless
+    the program is solved exactly with its tie-break."""
+    n, gpus, prio = np.array([3, 3, 2, 2, 4, 1]), np.array([2, 1, 2, 1, 1, 4]), np.array([6.0, 6.0, 4.0, 4.0, 8.0, 2.0])
+    ranks = [rank_program(n, gpus, prio, capacity=4, rounds=6, gap=1e-3, time_limit_s=30.0, seed=seed, options=options,
+                          exact=True) for options, seed in HIGHS_PATHS]
+    assert all((r == ranks[0]).all() for r in ranks)
+    assert (gpus @ ranks[0] <= 4).all() and (ranks[0].sum(axis=1) <= n).all()
+
+
+def test_the_ftf_stages_are_a_planner_setting_refused_where_they_cannot_act():
+    assert load_planner_config({"fairness": "ftf"}).fairness == "ftf"
+    assert load_planner_config({"fairness": "share"}).fairness == "share"
+    with pytest.raises(Exception, match="aggregate"):
+        PlannerConfig(fairness="share", formulation="artifact")
+    with pytest.raises(Exception, match="fairness"):
+        load_planner_config({"fairness": "nsw"})
+    with pytest.raises(Exception, match="aggregate"):
+        PlannerConfig(fairness="ftf", formulation="artifact")
