@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from hetsched.decide.shockwave.config import PlannerConfig, load_planner_config
+from hetsched.decide.shockwave.fair_stages import tie_weights
 from hetsched.decide.shockwave.milp import WindowInputs, rank_program, window_program
 from test_planner import SOLVE, instance, objective
 
@@ -96,3 +97,28 @@ def test_the_ftf_stages_are_a_planner_setting_refused_where_they_cannot_act():
         load_planner_config({"fairness": "nsw"})
     with pytest.raises(Exception, match="aggregate"):
         PlannerConfig(fairness="ftf", formulation="artifact")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_share_stage_on_one_type_is_the_lexicographic_best_plan_within_the_gap_by_enumeration(seed):
+    """docs/rules.md#planner-fairness: on one GPU type the share stage's objective is in whole numbers, so HiGHS
+    resolves its tie-break exactly. Every count vector of 5 jobs over 6 rounds is enumerated: among those that fit
+    and are within the gap of the best welfare, the plan is the one with the largest N min_j n_j + sum_j n_j, then
+    the smallest sum_j w_j n_j (w by remaining time), on every HiGHS path."""
+    N, R, cap = 5, 6, 3
+    inp = instance(10 + seed, N=N)
+    grid = np.array(np.meshgrid(*[np.arange(R + 1)] * N, indexing="ij")).reshape(N, -1).T
+    grid = grid[grid @ inp.gpus <= cap * R]
+    welfare = np.array([objective(inp, n, R, 120.0, 1e-3) for n in grid])
+    best = welfare.max()
+    within = grid[welfare >= best - 1e-3 * abs(best)]
+    share = N * within.min(axis=1) + within.sum(axis=1)
+    top = within[share == share.max()]
+    tie = top @ tie_weights(inp.remaining_s)
+    assert (tie == tie.min()).sum() == 1                        # one best plan
+    expected = top[np.argmin(tie)]
+    inp.fairness = "share"
+    for options, solver_seed in HIGHS_PATHS:
+        plan, status = window_program(inp, capacity=cap, **{**SOLVE, "gap": 1e-3}, seed=solver_seed, options=options)
+        assert status == "optimal"
+        assert plan.tolist() == expected.tolist()

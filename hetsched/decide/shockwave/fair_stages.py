@@ -47,14 +47,17 @@ def ftf_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, ftf_ratio
     return res2.x[:cols] if res2.ok else res.x
 
 
-def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: np.ndarray, rounds: int, *,
-                     gap: float, **solve) -> np.ndarray:
+def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: np.ndarray, rounds: int,
+                     remaining_s: np.ndarray, *, gap: float, **solve) -> np.ndarray:
     """`fairness: "share"`. Among the plans within `gap` of the optimum `res`, the one that gives the worst-off
     job the largest share of the window, then the jobs together the largest: the largest N min_j s_j + sum_j s_j,
     s_j = sum_w n_jw speed_jw / (R max_w speed_jw), a job's rounds counted at its fastest type's rate, solved to
     optimality with a tie-break on the round counts below one round of share. Returns the first stage's x if the
     second finds nothing. `speed` is (N, W); the n[j, w] are the first N W columns."""
     N, W = speed.shape
+    if W == 1:
+        return _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, rounds, remaining_s,
+                                      gap=gap, **solve)
     NW, cols = N * W, len(c)
     rel = (speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12)).ravel()
     s, t = cols + np.arange(N), cols + N
@@ -75,4 +78,38 @@ def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: 
                       np.r_[row_hi, _limit(res, gap), np.zeros(2 * N)], np.r_[col_lo, np.zeros(N + 1)],
                       np.r_[col_hi, np.full(N + 1, np.inf)], np.r_[integer, np.zeros(N + 1, bool)], gap=0.0,
                       options=options, **solve)
+    return res2.x[:cols] if res2.ok else res.x
+
+
+def tie_weights(remaining_s: np.ndarray) -> np.ndarray:
+    """The whole-round share stage's tie-break weights: 1 for the job with the longest remaining time, up to N for
+    the shortest (equal times by job order), so that among plans of equal share the rounds go to the jobs with the
+    most left, as the work-conserving fill gives spare GPUs."""
+    w = np.empty(len(remaining_s))
+    w[np.argsort(-np.asarray(remaining_s, float), kind="stable")] = np.arange(1, len(remaining_s) + 1)
+    return w
+
+
+def _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, rounds: int, remaining_s, *,
+                           gap: float, **solve) -> np.ndarray:
+    """`share_within_gap` on one GPU type, where a job's share is n_j / R: the stage's objective in whole numbers,
+    the largest K (N m + sum_j n_j) - sum_j w_j n_j with m <= n_j an integer column (R t) and w the weights 1..N
+    by remaining time (`tie_weights`), below one step of the first part (K = 1 + sum_j w_j max n_j). HiGHS
+    resolves a whole-number objective exactly, where the fractional tie-break's steps were below its tolerances
+    (docs/rules.md#planner-fairness)."""
+    N, cols = int(integer.sum()), len(c)
+    m, width = cols, cols + 1
+    weights = tie_weights(remaining_s)
+    K = 1.0 + float(weights @ col_hi[:N])
+    jobs = np.arange(N)
+    rows = _within_gap(c, A, 1) + [
+        sp.csr_matrix((np.r_[np.ones(N), -np.ones(N)], (np.r_[jobs, jobs], np.r_[np.full(N, m), jobs])),
+                      shape=(N, width))]
+    # rows after A: welfare <= limit; m - n_j <= 0
+    c2 = np.zeros(width)
+    c2[:N], c2[m] = weights - K, -K * N
+    options = tuple(solve.pop("options", ()) or ()) + (("mip_abs_gap", 0.0),)
+    res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, np.full(N, -np.inf)],
+                      np.r_[row_hi, _limit(res, gap), np.zeros(N)], np.r_[col_lo, 0.0], np.r_[col_hi, float(rounds)],
+                      np.r_[integer, True], gap=0.0, options=options, **solve)
     return res2.x[:cols] if res2.ok else res.x

@@ -121,8 +121,10 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     integer[:NW] = True
     ftf = inp.fairness == "ftf" and inp.ftf_ratio is not None
     second = ftf or inp.fairness == "share"          # a lexicographic second stage (docs/rules.md#planner-fairness)
+    # "share" closes the absolute gap too: its welfare bound must not move with where HiGHS stops within 1e-6
+    first = tuple(options) + (("mip_abs_gap", 0.0),) if inp.fairness == "share" else options
     res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=0.0 if second else gap,
-                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
+                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=first)
     if not res.ok:
         return None, res.status
     x = res.x
@@ -130,7 +132,8 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     if ftf:
         x = ftf_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, inp.ftf_ratio, P_, NW, **stage)
     elif second:
-        x = share_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, speed, rounds, **stage)
+        x = share_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, speed, rounds, inp.remaining_s,
+                             **stage)
     n = np.rint(x[:NW]).astype(np.int64).reshape(N, W)
     return (n[:, 0] if inp.speed is None else n), res.status
 
