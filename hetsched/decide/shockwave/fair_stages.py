@@ -81,6 +81,11 @@ def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: 
     return res2.x[:cols] if res2.ok else res.x
 
 
+#: The whole-round share stage's time limit, in multiples of the planner's (docs/rules.md R32a): an exact answer
+#: that the limit cuts short would depend on the machine's speed.
+STAGE_TIME_FACTOR = 4
+
+
 def tie_weights(remaining_s: np.ndarray) -> np.ndarray:
     """The whole-round share stage's tie-break weights: 1 for the job with the longest remaining time, up to N for
     the shortest (equal times by job order), so that among plans of equal share the rounds go to the jobs with the
@@ -109,6 +114,7 @@ def _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, r
     c2 = np.zeros(width)
     c2[:N], c2[m] = weights - K, -K * N
     options = tuple(solve.pop("options", ()) or ()) + (("mip_abs_gap", 0.0),)
+    solve["time_limit_s"] = STAGE_TIME_FACTOR * solve["time_limit_s"]
     res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, np.full(N, -np.inf)],
                       np.r_[row_hi, _limit(res, gap), np.zeros(N)], np.r_[col_lo, 0.0], np.r_[col_hi, float(rounds)],
                       np.r_[integer, True], gap=0.0, options=options, **solve)
