@@ -18,6 +18,11 @@ def _within_gap(c: np.ndarray, A: sp.csr_matrix, extra: int) -> list:
             sp.csr_matrix((c[nz], (np.zeros(len(nz), np.int64), nz)), shape=(1, width))]
 
 
+def closed_gap(options) -> tuple:
+    """HiGHS options with its absolute gap closed too (its default, 1e-6, leaves small steps to the search path)."""
+    return tuple(options or ()) + (("mip_abs_gap", 0.0),)
+
+
 def _limit(res: MilpResult, gap: float) -> float:
     """The welfare's bound: within `gap` of the first stage's exact optimum."""
     return res.objective + gap * abs(res.objective)
@@ -53,7 +58,8 @@ def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: 
     job the largest share of the window, then the jobs together the largest: the largest N min_j s_j + sum_j s_j,
     s_j = sum_w n_jw speed_jw / (R max_w speed_jw), a job's rounds counted at its fastest type's rate, solved to
     optimality with a tie-break on the round counts below one round of share. Returns the first stage's x if the
-    second finds nothing. `speed` is (N, W); the n[j, w] are the first N W columns."""
+    second finds nothing. `speed` is (N, W); the n[j, w] are the first N W columns. On one type the stage is
+    `_share_in_whole_rounds`, with `remaining_s` ordering its tie-break."""
     N, W = speed.shape
     if W == 1:
         return _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, rounds, remaining_s,
@@ -73,7 +79,7 @@ def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: 
     # The tie-break adds up to less than one round's share (1 / R) over any plan, and its steps are resolved
     # because the stage closes its absolute gap too (HiGHS's default leaves 1e-6).
     c2[:NW] = np.arange(1, NW + 1) / (rounds * rounds * NW * NW)
-    options = tuple(solve.pop("options", ()) or ()) + (("mip_abs_gap", 0.0),)
+    options = closed_gap(solve.pop("options", ()))
     res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, np.full(2 * N, -np.inf)],
                       np.r_[row_hi, _limit(res, gap), np.zeros(2 * N)], np.r_[col_lo, np.zeros(N + 1)],
                       np.r_[col_hi, np.full(N + 1, np.inf)], np.r_[integer, np.zeros(N + 1, bool)], gap=0.0,
@@ -113,7 +119,7 @@ def _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, r
     # rows after A: welfare <= limit; m - n_j <= 0
     c2 = np.zeros(width)
     c2[:N], c2[m] = weights - K, -K * N
-    options = tuple(solve.pop("options", ()) or ()) + (("mip_abs_gap", 0.0),)
+    options = closed_gap(solve.pop("options", ()))
     solve["time_limit_s"] = STAGE_TIME_FACTOR * solve["time_limit_s"]
     res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, np.full(N, -np.inf)],
                       np.r_[row_hi, _limit(res, gap), np.zeros(N)], np.r_[col_lo, 0.0], np.r_[col_hi, float(rounds)],

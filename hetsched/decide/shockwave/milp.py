@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hetsched.decide.shockwave.fair_stages import ftf_within_gap, share_within_gap
+from hetsched.decide.shockwave.fair_stages import closed_gap, ftf_within_gap, share_within_gap
 from hetsched.decide.shockwave.rank_rounding import rounded_plan
 from hetsched.decide.shockwave.solve import solve_milp   # called through this module's name (benchmarks patch it)
 
@@ -122,7 +122,7 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     ftf = inp.fairness == "ftf" and inp.ftf_ratio is not None
     second = ftf or inp.fairness == "share"          # a lexicographic second stage (docs/rules.md#planner-fairness)
     # "share" closes the absolute gap too: its welfare bound must not move with where HiGHS stops within 1e-6
-    first = tuple(options) + (("mip_abs_gap", 0.0),) if inp.fairness == "share" else options
+    first = closed_gap(options) if inp.fairness == "share" else options
     res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=0.0 if second else gap,
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=first)
     if not res.ok:
