@@ -6,7 +6,7 @@ import pytest
 
 from hetsched.decide.shockwave.config import PlannerConfig, load_planner_config
 from hetsched.decide.shockwave.fair_stages import tie_weights
-from hetsched.decide.shockwave.milp import WindowInputs, rank_program, window_program
+from hetsched.decide.shockwave.milp import WindowInputs, alike_in_order, rank_program, window_program
 from test_planner import SOLVE, instance, objective
 
 
@@ -86,6 +86,34 @@ def test_the_exact_rank_program_gives_one_order_whatever_the_solvers_path():
                           exact=True) for options, seed in HIGHS_PATHS]
     assert all((r == ranks[0]).all() for r in ranks)
     assert (gpus @ ranks[0] <= 4).all() and (ranks[0].sum(axis=1) <= n).all()
+
+
+def test_the_exact_rank_program_separates_nearly_equal_ranks_whatever_the_solvers_path():
+    """Rank costs 1e-5 apart (as the priorities of a long run become): with HiGHS's default MIP feasibility
+    tolerance the plans' costs moved with the path; the exact program closes it (fair_stages.exact_options)."""
+    gpus, n = np.array([4, 1, 1, 2, 4, 4, 2, 4, 4, 4]), np.array([6, 5, 3, 6, 1, 1, 4, 1, 3, 1])
+    a = np.array([1.0000006515419737, 1.5000000843907602, 1.5000124593215542, 1.5000147495336644, 1.0000078460985267,
+                  1.5000047340523497, 1.000007053337046, 1.500004487716098, 1.5000111112272432, 1.5000041962082962])
+    ranks = [rank_program(n, gpus, a * n, capacity=8, rounds=12, gap=1e-3, time_limit_s=30.0, seed=seed,
+                          options=options, exact=True) for options, seed in HIGHS_PATHS]
+    assert all((r == ranks[0]).all() for r in ranks)
+    assert (gpus @ ranks[0] <= 8).all() and (ranks[0].sum(axis=1) == n).all()
+
+
+def test_alike_jobs_take_their_round_sets_in_one_order_whatever_order_the_solver_gave():
+    """Jobs of equal rank cost, rounds and gang size can swap their round sets at no cost (the exact program's
+    tie-break between them is below HiGHS's tolerances): the earliest set goes to the last of them."""
+    n, gpus, a = np.array([2, 2, 2, 1, 0]), np.array([1, 1, 1, 1, 2]), np.array([0.5, 0.5, 0.5, 0.5, 0.0])
+    sets = [[0, 3], [1, 2], [0, 1]]                  # sums 3, 3, 1: [0, 1], then [0, 3] before [1, 2]
+    plans = []
+    for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
+        y = np.zeros((5, 4), bool)
+        for job, k in enumerate(order):
+            y[job, sets[k]] = True
+        y[3, 2] = True
+        plans.append(alike_in_order(y.copy(), n, gpus, a))
+    assert all((p == plans[0]).all() for p in plans)
+    assert [np.flatnonzero(r).tolist() for r in plans[0]] == [[1, 2], [0, 3], [0, 1], [2], []]
 
 
 def test_the_ftf_stages_are_a_planner_setting_refused_where_they_cannot_act():

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hetsched.decide.shockwave.fair_stages import closed_gap, ftf_within_gap, share_within_gap
+from hetsched.decide.shockwave.fair_stages import closed_gap, exact_options, ftf_within_gap, share_within_gap
 from hetsched.decide.shockwave.rank_rounding import rounded_plan
 from hetsched.decide.shockwave.solve import solve_milp   # called through this module's name (benchmarks patch it)
 
@@ -230,7 +230,7 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
     c, A, lo, hi = _rank_model(n[live], gpus[live], a, capacity, R)
     if exact:
         c = c + 1e-6 * c.max() * ((np.arange(1, L + 1) / L)[:, None] * (np.arange(1, R + 1) / R)[None, :]).ravel()
-        gap = 0.0
+        gap, options = 0.0, exact_options(options)
     res = solve_milp(c, A, lo, hi, np.zeros(L * R), np.ones(L * R), np.ones(L * R, bool), gap=gap,
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=options)
     if not res.ok:
@@ -246,6 +246,21 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
             return greedy
     y = np.zeros((N, R), bool)
     y[live] = np.rint(res.x).reshape(L, R) > 0.5
+    return alike_in_order(y, n, gpus, priority / np.maximum(n, 1)) if exact else y
+
+
+def alike_in_order(y: np.ndarray, n: np.ndarray, gpus: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Jobs alike in rank cost a_j, rounds and gang size can swap their round sets at no cost, and the exact
+    program's tie-break between them is below HiGHS's tolerances: the set with the earliest rounds (smallest sum,
+    then first in order) goes to the last of them, as the tie-break asks (docs/rules.md#planner-fairness)."""
+    groups: dict = {}
+    for j in np.flatnonzero(n > 0).tolist():
+        groups.setdefault((float(a[j]), int(n[j]), int(gpus[j])), []).append(j)
+    for jobs in groups.values():
+        if len(jobs) > 1:
+            sets = sorted((np.flatnonzero(y[j]) for j in jobs), key=lambda r: (int(r.sum()), r.tolist()))
+            rows = [np.isin(np.arange(y.shape[1]), r) for r in sets]
+            y[jobs[::-1]] = rows
     return y
 
 
