@@ -244,9 +244,10 @@ def rank_program(n: np.ndarray, gpus: np.ndarray, priority: np.ndarray, *, capac
                          options=options)
         if not res.ok:
             return greedy
+    plan = np.rint(res.x).reshape(L, R) > 0.5
     y = np.zeros((N, R), bool)
-    y[live] = np.rint(res.x).reshape(L, R) > 0.5
-    return alike_in_order(y, n, gpus, priority / np.maximum(n, 1)) if exact else y
+    y[live] = alike_in_order(plan, n[live], gpus[live], a) if exact else plan
+    return y
 
 
 def alike_in_order(y: np.ndarray, n: np.ndarray, gpus: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -258,9 +259,8 @@ def alike_in_order(y: np.ndarray, n: np.ndarray, gpus: np.ndarray, a: np.ndarray
         groups.setdefault((float(a[j]), int(n[j]), int(gpus[j])), []).append(j)
     for jobs in groups.values():
         if len(jobs) > 1:
-            sets = sorted((np.flatnonzero(y[j]) for j in jobs), key=lambda r: (int(r.sum()), r.tolist()))
-            rows = [np.isin(np.arange(y.shape[1]), r) for r in sets]
-            y[jobs[::-1]] = rows
+            earliest = sorted(jobs, key=lambda j: (int(np.flatnonzero(y[j]).sum()), np.flatnonzero(y[j]).tolist()))
+            y[jobs[::-1]] = y[earliest]
     return y
 
 
