@@ -59,8 +59,10 @@ def test_missing_config_and_misplaced_flag(capsys):
 
 def test_every_planner_gets_shockwaves_rules_and_its_config(capsys):
     """`shockwave_agnostic` is the planner too: `--rules auto` gave it Gavel's rules (no preemption penalty) and
-    --shockwave-config was refused for it, both read off the name's first word."""
-    args = ["simulate", "--policy", "shockwave_agnostic", "--cluster", "v100=4,k80=4", "--generate", "gavel",
+    --shockwave-config was refused for it, both read off the name's first word. Two GPUs of each type, so that the
+    jobs contend and `k` matters (with room for all, each job on one type for the whole window is the optimum
+    under either config: docs/rules.md#whole-window-plan)."""
+    args = ["simulate", "--policy", "shockwave_agnostic", "--cluster", "v100=2,k80=2", "--generate", "gavel",
             "--num-jobs", "8", "--jobs-per-hour", "3", "--json"]
     runs = []
     for extra in ([], ["--shockwave-config", "scale_64gpus"]):

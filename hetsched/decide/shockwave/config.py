@@ -50,6 +50,10 @@ class PlannerConfig:
     # "share", the one whose worst-off job has the largest share of the window's rounds; both from lexicographic
     # stages solved to optimality (one plan, whatever the solver's path).
     fairness: str = "solver"
+    # Several GPU types, fairness "solver": a window may be planned without the solver, each job on one type for the
+    # whole window, when that plan is within the gap of the program's bound and runs every job in every round at
+    # least (1 - whole_window_slack) x its fastest rate (docs/rules.md#whole-window-plan); 0: only at the bound.
+    whole_window_slack: float = 0.1
 
     def __post_init__(self) -> None:
         if not (isinstance(self.future_rounds, int) and self.future_rounds >= 1):
@@ -72,6 +76,12 @@ class PlannerConfig:
         if self.fairness != "solver" and self.formulation != "aggregate":
             raise SpecError(f"planner: fairness {self.fairness} needs the aggregate formulation (the artifact's has "
                             "no second stage)")
+        slack = self.whole_window_slack
+        if not (isinstance(slack, (int, float)) and not isinstance(slack, bool) and 0 <= slack <= 1):
+            raise SpecError(f"planner: whole_window_slack must be a number in [0, 1], got {slack!r}")
+        if self.fairness != "solver" and slack != PlannerConfig.whole_window_slack:
+            raise SpecError(f"planner: whole_window_slack applies to fairness solver only; fairness {self.fairness} "
+                            "solves every window for its one plan")
         if self.solver not in ("highs", "scip"):
             raise SpecError(f"planner: solver must be highs or scip, got {self.solver!r}")
         if self.solver_options and self.solver != "highs":
@@ -89,10 +99,11 @@ class PlannerConfig:
 
 
 #: The artifact's JSON keys -> PlannerConfig fields (gpu_ram and solver_num_threads are accepted and unused), and
-#: hetsched's own `ftf_ratio`, `solver_options` and `fairness`.
+#: hetsched's own `ftf_ratio`, `solver_options`, `fairness` and `whole_window_slack`.
 _JSON_KEYS = {"future_rounds": "future_rounds", "k": "k", "lambda": "lam", "rhomax": "rhomax",
               "log_approximation_bases": "log_bases", "solver_rel_gap": "gap", "solver_timeout": "time_limit_s",
-              "ftf_ratio": "ftf_ratio", "solver_options": "solver_options", "fairness": "fairness"}
+              "ftf_ratio": "ftf_ratio", "solver_options": "solver_options", "fairness": "fairness",
+              "whole_window_slack": "whole_window_slack"}
 _IGNORED = {"gpu_ram", "solver_num_threads", "solver_preference", "gram", "n_epoch_vars_max"}
 
 #: The artifact's five configurations (configurations/*.json in uw-mad-dash/shockwave @ 8a44f4a).

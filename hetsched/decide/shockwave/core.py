@@ -22,6 +22,9 @@ from hetsched.decide.shockwave.config import PlannerConfig, load_planner_config
 from hetsched.decide.shockwave.jobs import PlannerJob, pseudo_profile
 from hetsched.decide.shockwave.milp import (WindowInputs, artifact_window_program, fair_finish_reachable, rank_program,
                                    typed_rounds, uncontended_counts, window_program)
+from hetsched.decide.shockwave.whole_window import whole_window_plan
+
+WHOLE_WINDOW_ARGS = ("capacity", "rounds", "round_s", "k", "bases", "log_origin", "gap")
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +232,16 @@ class Planner(DecideStage):
                     free[w] -= g
         return [(ids[i], int(col[i])) for i in np.flatnonzero(col >= 0).tolist()]
 
+    def _window(self, program, inputs: WindowInputs, solve: dict) -> tuple[np.ndarray | None, str]:
+        """The window program's round counts and status. Several GPU types under `fairness: "solver"`: the whole-window
+        plan where it is within the gap of the program's bound, without the solver (docs/rules.md#whole-window-plan)."""
+        if self.sched.n > 1 and self.cfg.fairness == "solver":
+            n = whole_window_plan(inputs, **{key: solve[key] for key in WHOLE_WINDOW_ARGS},
+                                  slack=self.cfg.whole_window_slack)
+            if n is not None:
+                return n, "whole window"
+        return program(inputs, **solve)
+
     def _solve(self) -> None:
         sched = self.sched
         cfg, R, delta = self.cfg, self.cfg.future_rounds, sched.round_s
@@ -267,7 +280,7 @@ class Planner(DecideStage):
             n, status = quick, "uncontended"
         elif reach is not False:
             inputs.ftf_slack_s = slack
-            n, status = program(inputs, **solve)
+            n, status = self._window(program, inputs, solve)
             inputs.ftf_slack_s = None
         relaxed = n is None
         priority = np.ones(N)
@@ -286,7 +299,7 @@ class Planner(DecideStage):
                 ahead = np.where(fair - since > 0, fair - since, np.nan)
                 t_next = self.offset + delta * (self.round_ptr + R) - since
                 inputs.ftf_ratio = ((t_next + remaining / share) / ahead, mean_epoch / share / ahead, cfg.rhomax)
-            n, status = (quick, "uncontended") if quick is not None else program(inputs, **solve)
+            n, status = (quick, "uncontended") if quick is not None else self._window(program, inputs, solve)
         if n is None:
             log.warning("shockwave: window program %s at round %d; planning by remaining time", status, self.round_ptr)
             n = np.full((N, sched.n), R) if sched.n > 1 else np.full(N, R)

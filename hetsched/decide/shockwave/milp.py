@@ -53,6 +53,21 @@ def _csr(rows: np.ndarray, cols: np.ndarray, data: np.ndarray, num_rows: int, nu
     return sp.csr_matrix((data[order], cols[order], indptr), shape=(num_rows, num_cols))
 
 
+def log_segments(bases: tuple[float, ...], log_origin: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bases, log values, slopes) of the log's piecewise-linear form; the first base's value is log(log_origin)."""
+    b = np.asarray(bases, float)
+    with np.errstate(divide="ignore"):
+        vals = np.log(b)
+    vals[0] = np.log(log_origin)
+    return b, vals, np.diff(vals) / np.diff(b)
+
+
+def type_tiebreak(speed: np.ndarray, rounds: int) -> np.ndarray:
+    """(N, W) cost of a round of job j on type w: among equally good plans, rounds on a job's faster types (far
+    below the rest of the objective)."""
+    return 1e-7 / (len(speed) * rounds) * (1.0 - speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12))
+
+
 def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, k: float,
                    bases: tuple[float, ...], log_origin: float, gap: float, time_limit_s: float,
                    solver: str = "highs", start: np.ndarray | None = None, seed: int = 0, options: tuple = ()
@@ -73,11 +88,7 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     P_, U_, M_ = NW, NW + N, NW + 2 * N          # n[j, w] come first
     j = np.arange(N)
     nj = (j[:, None] * W + np.arange(W)[None, :])            # n[j, w] columns
-    b = np.asarray(bases, float)
-    with np.errstate(divide="ignore"):
-        vals = np.log(b)
-    vals[0] = np.log(log_origin)
-    slope = np.diff(vals) / np.diff(b)                      # S segments
+    b, vals, slope = log_segments(bases, log_origin)         # S segments
     S = len(slope)
     E = inp.epochs.astype(float)
     rows, cols_, data, lo, hi = [], [], [], [], []
@@ -112,7 +123,7 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     c[U_:U_ + N] = -inp.priority / (N * rounds)
     c[M_] = k
     if W > 1:            # among equally good plans, rounds on a job's faster types (a tie-break far below the rest)
-        c[:NW] = 1e-7 / (N * rounds) * (1.0 - speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12)).ravel()
+        c[:NW] = type_tiebreak(speed, rounds).ravel()
     col_lo = np.zeros(cols)
     col_lo[U_:U_ + N] = vals[0]
     col_hi = cat([np.where(speed.ravel() > 0, float(rounds), 0.0), np.maximum(E - inp.progress, 0.0), np.zeros(N),
@@ -316,10 +327,7 @@ def artifact_window_program(inp: WindowInputs, *, capacity: int, rounds: int, ro
     changes."""
     N, R = len(inp.gpus), rounds
     B = len(bases)
-    b = np.asarray(bases, float)
-    with np.errstate(divide="ignore"):
-        vals = np.log(b)
-    vals[0] = np.log(log_origin)
+    b, vals, _ = log_segments(bases, log_origin)
     X = 0                                  # x[j, r] at X + j R + r
     P_ = N * R
     L_ = P_ + N                            # lambda[j, b]
