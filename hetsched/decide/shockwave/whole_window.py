@@ -68,7 +68,10 @@ def whole_window_plan(inp: WindowInputs, *, capacity, rounds: int, round_s: floa
     tie = type_tiebreak(speed, rounds)
     top = speed.max(axis=1)
     best, best_value = None, np.inf
-    for order in (np.lexsort((-inp.remaining_s, -inp.priority)), np.argsort(-inp.remaining_s, kind="stable")):
+    longest = np.argsort(-inp.remaining_s, kind="stable")
+    by_priority = np.lexsort((-inp.remaining_s, -inp.priority))
+    # equal priorities (every fair-finish attempt) give the same order twice: one plan
+    for order in (longest,) if np.array_equal(by_priority, longest) else (by_priority, longest):
         n = whole_window_counts(speed, gpus, cap, rounds, order)
         if (n.sum(axis=1) < rounds).any() or ((speed * n).sum(axis=1) < (1.0 - slack) * rounds * top).any():
             continue
