@@ -150,3 +150,61 @@ def test_the_share_stage_on_one_type_is_the_lexicographic_best_plan_within_the_g
         plan, status = window_program(inp, capacity=cap, **{**SOLVE, "gap": 1e-3}, seed=solver_seed, options=options)
         assert status == "optimal"
         assert plan.tolist() == expected.tolist()
+
+
+def stopped_stages(monkeypatch, answer: bool = True) -> list:
+    """Every lexicographic stage stops as at its time limit: with its incumbent (`answer`) or with none."""
+    from dataclasses import replace
+
+    from hetsched.decide.shockwave import fair_stages
+
+    calls, solve = [], fair_stages.solve_milp
+
+    def stopped(*args, **kwargs):
+        res = solve(*args, **kwargs)
+        calls.append(res.status)
+        return replace(res, status="feasible") if answer else replace(res, x=None, status="infeasible")
+
+    monkeypatch.setattr(fair_stages, "solve_milp", stopped)
+    return calls
+
+
+@pytest.mark.parametrize("fairness", ["ftf", "share"])
+@pytest.mark.parametrize("answer", [True, False])
+def test_a_stage_that_stops_at_its_time_limit_is_reported_not_passed_off_as_the_one_plan(monkeypatch, fairness,
+                                                                                           answer):
+    """docs/rules.md#planner-fairness: a stage's plan is the one plan only when it proved its optimum. Stopped
+    early (with its incumbent, or with none, which keeps the first stage's plan) the window's status says so."""
+    from hetsched.decide.shockwave.fair_stages import STAGE_STOPPED
+
+    inp = instance(1, N=30)
+    rng = np.random.default_rng(101)
+    inp.ftf_ratio = (rng.uniform(0.5, 4.0, 30), rng.uniform(0.0, 0.05, 30), 1.0)
+    inp.fairness = fairness
+    solve = {**SOLVE, "gap": 1e-3}
+    assert window_program(inp, capacity=24, **solve)[1] == "optimal"
+    calls = stopped_stages(monkeypatch, answer)
+    plan, status = window_program(inp, capacity=24, **solve)
+    assert calls == ["optimal"] and status == STAGE_STOPPED
+    assert inp.gpus @ plan <= 24 * 6 and (plan >= 0).all()
+
+
+def test_a_run_whose_stages_stop_warns_once_and_marks_each_window(monkeypatch, caplog):
+    from hetsched.decide.shockwave.core import ShockwavePolicy
+    from hetsched.decide.shockwave.fair_stages import STAGE_STOPPED
+    from hetsched.model.cluster import ClusterSpec
+    from hetsched.model.jobs import AdaptationMode, Job
+    from hetsched.sim.simulator import RoundSimulation, SimulationConfig
+
+    calls = stopped_stages(monkeypatch)
+    jobs = [Job(i, 60.0 * i, "LM (batch size 20)", 1 + (i % 2), 3000.0 * (i + 1), mode=AdaptationMode.GNS)
+            for i in range(8)]
+    sim = RoundSimulation(jobs, ClusterSpec.load("v100=2"), ShockwavePolicy(fairness="share"), "shockwave_tacc",
+                          SimulationConfig.for_system("shockwave"), record_timeline=False)
+    while sim.step():
+        pass
+    log = sim.sched.decide.solve_log
+    stopped = [e for e in log if e["status"] == STAGE_STOPPED]
+    assert calls and len(stopped) == len(calls)
+    assert caplog.text.count("stage stopped at its time limit") == 1
+    assert all(np.isfinite(r.finish_time_s) for r in sim.result().jobs.values())

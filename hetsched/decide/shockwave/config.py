@@ -48,7 +48,8 @@ class PlannerConfig:
     # Which of the plans within the gap a priority window keeps (docs/rules.md#planner-fairness): "solver", the one
     # HiGHS stops at (the artifact's); "ftf", the one whose predicted finish-time ratios exceed rhomax least;
     # "share", the one whose worst-off job has the largest share of the window's rounds; both from lexicographic
-    # stages solved to optimality (one plan, whatever the solver's path).
+    # stages solved to optimality (one plan, whatever the solver's path; the run warns of a stage its time limit
+    # stopped).
     fairness: str = "solver"
     # Several GPU types, fairness "solver": a window may be planned without the solver, each job on one type for the
     # whole window, when that plan is within the gap of the program's bound and runs every job in every round at

@@ -19,6 +19,7 @@ from hetsched.model.jobs import Job
 from hetsched.stages.decide import DecideStage
 from hetsched.decide.gavel.base import Allocation, Policy, PolicyView
 from hetsched.decide.shockwave.config import PlannerConfig, load_planner_config
+from hetsched.decide.shockwave.fair_stages import STAGE_STOPPED
 from hetsched.decide.shockwave.jobs import PlannerJob, pseudo_profile
 from hetsched.decide.shockwave.milp import (WindowInputs, artifact_window_program, fair_finish_reachable, rank_program,
                                    typed_rounds, uncontended_counts, window_program)
@@ -234,13 +235,21 @@ class Planner(DecideStage):
 
     def _window(self, program, inputs: WindowInputs, solve: dict) -> tuple[np.ndarray | None, str]:
         """The window program's round counts and status. Several GPU types under `fairness: "solver"`: the whole-window
-        plan where it is within the gap of the program's bound, without the solver (docs/rules.md#whole-window-plan)."""
+        plan where it is within the gap of the program's bound, without the solver (docs/rules.md#whole-window-plan).
+        The first window whose lexicographic stage stopped at its time limit is warned of (docs/rules.md
+        #planner-fairness)."""
         if self.sched.n > 1 and self.cfg.fairness == "solver":
             n = whole_window_plan(inputs, **{key: solve[key] for key in WHOLE_WINDOW_ARGS},
                                   slack=self.cfg.whole_window_slack)
             if n is not None:
                 return n, "whole window"
-        return program(inputs, **solve)
+        n, status = program(inputs, **solve)
+        if status == STAGE_STOPPED and not any(entry["status"] == STAGE_STOPPED for entry in self.solve_log):
+            log.warning("shockwave: fairness %r: a window's stage stopped at its time limit (round %d), so that plan "
+                        "is the one the solver held then, which depends on its path and the machine's speed "
+                        "(docs/rules.md#planner-fairness); the planner's solve_log marks every such window",
+                        self.cfg.fairness, self.round_ptr)
+        return n, status
 
     def _solve(self) -> None:
         sched = self.sched

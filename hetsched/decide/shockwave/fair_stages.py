@@ -29,17 +29,29 @@ def exact_options(options) -> tuple:
     return closed_gap(options) + (("mip_feasibility_tolerance", 1e-9),)
 
 
+#: The window program's status where a lexicographic stage did not prove its optimum (its time limit).
+STAGE_STOPPED = "stage stopped"
+
+
+def stage_answer(res: MilpResult, res2: MilpResult, cols: int) -> tuple[np.ndarray, bool]:
+    """(x, exact): the second stage's plan, or the first stage's where the second found none; exact when both
+    stages proved their optimum. A stage that stopped at its time limit keeps the incumbent it had, which depends
+    on the solver's path and the machine's speed (docs/rules.md#planner-fairness)."""
+    exact = res.status == "optimal" and res2.status == "optimal"
+    return (res2.x[:cols] if res2.ok else res.x), exact
+
+
 def _limit(res: MilpResult, gap: float) -> float:
     """The welfare's bound: within `gap` of the first stage's exact optimum."""
     return res.objective + gap * abs(res.objective)
 
 
 def ftf_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, ftf_ratio, P_: int, NW: int, *, gap: float,
-                   **solve) -> np.ndarray:
+                   **solve) -> tuple[np.ndarray, bool]:
     """`fairness: "ftf"`. `res` is the window program solved to optimality; among the plans within `gap` of that
     optimum, the one whose jobs' predicted finish-time ratios exceed rhomax least: the smallest N max_j e_j +
     sum_j e_j, e_j >= a_j - b_j P_j - rhomax, e_j >= 0, solved to optimality with a tie-break on the round counts
-    far below the rest. Returns the first stage's x if the second finds nothing."""
+    far below the rest. Returns (x, exact), `stage_answer`."""
     a, b, rhomax = ftf_ratio
     cols, jobs = len(c), np.flatnonzero(np.isfinite(a) & np.isfinite(b))
     N, L = len(a), len(jobs)
@@ -55,16 +67,16 @@ def ftf_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, ftf_ratio
     res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, a[jobs] - rhomax, np.zeros(L)],
                       np.r_[row_hi, _limit(res, gap), np.full(2 * L, np.inf)], np.r_[col_lo, np.zeros(L + 1)],
                       np.r_[col_hi, np.full(L + 1, np.inf)], np.r_[integer, np.zeros(L + 1, bool)], gap=0.0, **solve)
-    return res2.x[:cols] if res2.ok else res.x
+    return stage_answer(res, res2, cols)
 
 
 def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: np.ndarray, rounds: int,
-                     remaining_s: np.ndarray, *, gap: float, **solve) -> np.ndarray:
+                     remaining_s: np.ndarray, *, gap: float, **solve) -> tuple[np.ndarray, bool]:
     """`fairness: "share"`. Among the plans within `gap` of the optimum `res`, the one that gives the worst-off
     job the largest share of the window, then the jobs together the largest: the largest N min_j s_j + sum_j s_j,
     s_j = sum_w n_jw speed_jw / (R max_w speed_jw), a job's rounds counted at its fastest type's rate, solved to
-    optimality with a tie-break on the round counts below one round of share. Returns the first stage's x if the
-    second finds nothing. `speed` is (N, W); the n[j, w] are the first N W columns. On one type the stage is
+    optimality with a tie-break on the round counts below one round of share. Returns (x, exact),
+    `stage_answer`. `speed` is (N, W); the n[j, w] are the first N W columns. On one type the stage is
     `_share_in_whole_rounds`, with `remaining_s` ordering its tie-break."""
     N, W = speed.shape
     if W == 1:
@@ -90,7 +102,7 @@ def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: 
                       np.r_[row_hi, _limit(res, gap), np.zeros(2 * N)], np.r_[col_lo, np.zeros(N + 1)],
                       np.r_[col_hi, np.full(N + 1, np.inf)], np.r_[integer, np.zeros(N + 1, bool)], gap=0.0,
                       options=options, **solve)
-    return res2.x[:cols] if res2.ok else res.x
+    return stage_answer(res, res2, cols)
 
 
 #: The whole-round share stage's time limit, in multiples of the planner's (docs/rules.md R32a): an exact answer
@@ -108,7 +120,7 @@ def tie_weights(remaining_s: np.ndarray) -> np.ndarray:
 
 
 def _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, rounds: int, remaining_s, *,
-                           gap: float, **solve) -> np.ndarray:
+                           gap: float, **solve) -> tuple[np.ndarray, bool]:
     """`share_within_gap` on one GPU type, where a job's share is n_j / R: the stage's objective in whole numbers,
     the largest K (N m + sum_j n_j) - sum_j w_j n_j with m <= n_j an integer column (R t) and w the weights 1..N
     by remaining time (`tie_weights`), below one step of the first part (K = 1 + sum_j w_j max n_j). HiGHS
@@ -130,4 +142,4 @@ def _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, r
     res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, np.full(N, -np.inf)],
                       np.r_[row_hi, _limit(res, gap), np.zeros(N)], np.r_[col_lo, 0.0], np.r_[col_hi, float(rounds)],
                       np.r_[integer, True], gap=0.0, options=options, **solve)
-    return res2.x[:cols] if res2.ok else res.x
+    return stage_answer(res, res2, cols)

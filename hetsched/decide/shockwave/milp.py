@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hetsched.decide.shockwave.fair_stages import closed_gap, exact_options, ftf_within_gap, share_within_gap
+from hetsched.decide.shockwave.fair_stages import (STAGE_STOPPED, closed_gap, exact_options, ftf_within_gap,
+                                                  share_within_gap)
 from hetsched.decide.shockwave.rank_rounding import rounded_plan
 from hetsched.decide.shockwave.solve import solve_milp   # called through this module's name (benchmarks patch it)
 
@@ -138,15 +139,18 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=first)
     if not res.ok:
         return None, res.status
-    x = res.x
+    x, status = res.x, res.status
     stage = dict(gap=gap, time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
-    if ftf:
-        x = ftf_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, inp.ftf_ratio, P_, NW, **stage)
-    elif second:
-        x = share_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, speed, rounds, inp.remaining_s,
-                             **stage)
+    if second:
+        if ftf:
+            x, exact = ftf_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, inp.ftf_ratio, P_, NW,
+                                      **stage)
+        else:
+            x, exact = share_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, speed, rounds,
+                                        inp.remaining_s, **stage)
+        status = "optimal" if exact else STAGE_STOPPED
     n = np.rint(x[:NW]).astype(np.int64).reshape(N, W)
-    return (n[:, 0] if inp.speed is None else n), res.status
+    return (n[:, 0] if inp.speed is None else n), status
 
 
 def fair_finish_reachable(inp: WindowInputs, rounds: int, round_s: float, ftf_slack_s: np.ndarray) -> bool | None:
