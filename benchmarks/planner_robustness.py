@@ -1,9 +1,10 @@
 """How Shockwave's fairness depends on where HiGHS stops its search (issue 69): the planner under several HiGHS
 settings (feasibility jump on and off, presolve on and off) and solver seeds, on the canonical trace (120 jobs, 32
 V100s) and on `hetsched compare --preset quick`'s Gavel stream (24 multi-GPU jobs a seed on three GPU types, the
-stream's seed is the solver's). Prints one JSON line per run and a table of medians over seeds per setting.
+stream's seed is the solver's), and its Shockwave and openb streams. Prints one JSON line per run and a table of
+medians over seeds per setting.
 
-    python benchmarks/planner_robustness.py                       # both traces, 3 settings x 5 seeds
+    python benchmarks/planner_robustness.py                       # every trace, 3 settings x 5 seeds
     python benchmarks/planner_robustness.py --traces canonical --seeds 3
     python benchmarks/planner_robustness.py --fairness share      # one plan (docs/rules.md#planner-fairness)
 
@@ -45,8 +46,8 @@ def canonical(options: tuple, seed: int, fairness: str = "solver") -> dict:
             "avg_jct_h": row["avg_jct_s"] / 3600}
 
 
-def compare_quick(options: tuple, seed: int, fairness: str = "solver") -> dict:
-    case = S.Case("gavel", "shockwave", seed, "quick")
+def compare_quick(options: tuple, seed: int, fairness: str = "solver", stream: str = "gavel") -> dict:
+    case = S.Case(stream, "shockwave", seed, "quick")
     jobs, cluster, table, rules = S.workload(case)
     config = SimulationConfig.for_system(rules)
     policy = ShockwavePolicy(None, seed=seed, solver_options=options, fairness=fairness)
@@ -55,7 +56,13 @@ def compare_quick(options: tuple, seed: int, fairness: str = "solver") -> dict:
     return {k: m[k] for k in ("worst_rho", "unfair_fraction", "avg_jct_h")}
 
 
-TRACES = {"canonical": canonical, "compare-quick": compare_quick}
+def compare_stream(stream: str):
+    """One of `hetsched compare --preset quick`'s other streams (the Gavel stream is "compare-quick")."""
+    return lambda options, seed, fairness="solver": compare_quick(options, seed, fairness, stream)
+
+
+TRACES = {"canonical": canonical, "compare-quick": compare_quick,
+          "compare-quick-shockwave": compare_stream("shockwave"), "compare-quick-openb": compare_stream("openb")}
 
 
 def main() -> None:
