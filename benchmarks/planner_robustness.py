@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -56,13 +57,9 @@ def compare_quick(options: tuple, seed: int, fairness: str = "solver", stream: s
     return {k: m[k] for k in ("worst_rho", "unfair_fraction", "avg_jct_h")}
 
 
-def compare_stream(stream: str):
-    """One of `hetsched compare --preset quick`'s other streams (the Gavel stream is "compare-quick")."""
-    return lambda options, seed, fairness="solver": compare_quick(options, seed, fairness, stream)
-
-
 TRACES = {"canonical": canonical, "compare-quick": compare_quick,
-          "compare-quick-shockwave": compare_stream("shockwave"), "compare-quick-openb": compare_stream("openb")}
+          "compare-quick-shockwave": partial(compare_quick, stream="shockwave"),
+          "compare-quick-openb": partial(compare_quick, stream="openb")}
 
 
 def main() -> None:

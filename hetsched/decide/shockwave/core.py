@@ -66,6 +66,7 @@ class Planner(DecideStage):
         self.schedule: list[list[tuple[int, int]]] = []
         self.schedule_start = 0
         self.solve_log: list[dict] = []
+        self.stage_warned = False                        # a stage stopped by its time limit was warned of
 
     def attach(self, sched) -> None:
         self.sched = sched
@@ -244,7 +245,8 @@ class Planner(DecideStage):
             if n is not None:
                 return n, "whole window"
         n, status = program(inputs, **solve)
-        if status == STAGE_STOPPED and not any(entry["status"] == STAGE_STOPPED for entry in self.solve_log):
+        if status == STAGE_STOPPED and not self.stage_warned:
+            self.stage_warned = True
             log.warning("shockwave: fairness %r: a window's stage stopped at its time limit (round %d), so that plan "
                         "is the one the solver held then, which depends on its path and the machine's speed "
                         "(docs/rules.md#planner-fairness); the planner's solve_log marks every such window",

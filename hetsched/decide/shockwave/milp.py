@@ -139,18 +139,15 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
                      time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=first)
     if not res.ok:
         return None, res.status
-    x, status = res.x, res.status
+    x, exact = res.x, True
     stage = dict(gap=gap, time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
-    if second:
-        if ftf:
-            x, exact = ftf_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, inp.ftf_ratio, P_, NW,
-                                      **stage)
-        else:
-            x, exact = share_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, speed, rounds,
-                                        inp.remaining_s, **stage)
-        status = "optimal" if exact else STAGE_STOPPED
+    if ftf:
+        x, exact = ftf_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, inp.ftf_ratio, P_, NW, **stage)
+    elif second:
+        x, exact = share_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, speed, rounds,
+                                    inp.remaining_s, **stage)
     n = np.rint(x[:NW]).astype(np.int64).reshape(N, W)
-    return (n[:, 0] if inp.speed is None else n), status
+    return (n[:, 0] if inp.speed is None else n), res.status if exact else STAGE_STOPPED
 
 
 def fair_finish_reachable(inp: WindowInputs, rounds: int, round_s: float, ftf_slack_s: np.ndarray) -> bool | None:
