@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 from hetsched.decide.shockwave.config import PlannerConfig, load_planner_config
-from hetsched.decide.shockwave.fair_stages import tie_weights
-from hetsched.decide.shockwave.milp import WindowInputs, alike_in_order, rank_program, window_program
-from test_planner import SOLVE, instance, objective
+from hetsched.decide.shockwave.fair_stages import SHARE_STEPS, type_tie_weights, tie_weights
+from hetsched.decide.shockwave.milp import (WindowInputs, alike_in_order, rank_program, type_tiebreak,
+                                           window_program)
+from test_planner import BASES, SOLVE, instance, objective
 
 
 def excess(inp: WindowInputs, n: np.ndarray, round_s: float) -> float:
@@ -152,6 +153,81 @@ def test_the_share_stage_on_one_type_is_the_lexicographic_best_plan_within_the_g
         assert plan.tolist() == expected.tolist()
 
 
+def typed_welfare(inp: WindowInputs, n: np.ndarray, rounds: int, round_s: float, k: float) -> np.ndarray:
+    """The planner's objective at (plans, N, W) round counts on several types, its type tie-break included."""
+    P = np.minimum(round_s * (n * inp.speed).sum(axis=2) / inp.mean_epoch_s, inp.epochs - inp.progress)
+    U = np.interp((inp.progress + P) / inp.epochs, BASES, np.log(np.maximum(BASES, 1e-6)))
+    rem = np.maximum(0.0, inp.remaining_s - inp.mean_epoch_s * P)
+    N = n.shape[1]
+    return ((inp.priority * U).sum(axis=1) / (N * rounds) - k * rem.max(axis=1)
+            - (n * type_tiebreak(inp.speed, rounds)).sum(axis=(1, 2)))
+
+
+@pytest.mark.parametrize("seed", [7, 11, 15, 21])      # instances where HiGHS's own plan is another one
+def test_the_share_stage_on_several_types_is_the_lexicographic_best_plan_within_the_gap_by_enumeration(seed):
+    """docs/rules.md#planner-fairness: on several types a round on type w counts q_jw / SHARE_STEPS of a round at
+    the job's fastest rate and the stage is in whole numbers. Every plan of 3 jobs on 2 types over 4 rounds is
+    enumerated: among those that fit and are within the gap of the best welfare, the plan is the one with the
+    largest N min_j S_j + sum_j S_j (S_j = sum_w q_jw n_jw), then the smallest sum w_jw n_jw, on every HiGHS path."""
+    N, R, cap = 3, 4, np.array([2, 2])                          # 3 jobs, 2 types of 2 GPUs
+    rng = np.random.default_rng(30 + seed)
+    inp = instance(30 + seed, N=N)
+    inp.gpus = rng.choice([1, 2], N)
+    inp.speed = np.c_[np.ones(N), rng.uniform(0.3, 1.6, N)]
+    per_job = np.array([(a, b) for a in range(R + 1) for b in range(R + 1 - a)])
+    grid = per_job[np.array(np.meshgrid(*[np.arange(len(per_job))] * N, indexing="ij")).reshape(N, -1).T]
+    grid = grid[((grid * inp.gpus[None, :, None]).sum(axis=1) <= cap * R).all(axis=1)]
+    welfare = typed_welfare(inp, grid, R, 120.0, 1e-3)
+    best = welfare.max()
+    edge = best - 1e-3 * abs(best)
+    assert not (np.abs(welfare - edge) < 1e-6 * abs(best)).any()       # no plan on the bound's edge
+    within = grid[welfare >= edge]
+    q = np.rint(SHARE_STEPS * inp.speed / inp.speed.max(axis=1, keepdims=True))
+    S = (within * q).sum(axis=2)
+    share = N * S.min(axis=1) + S.sum(axis=1)
+    top = within[share == share.max()]
+    tie = (top * type_tie_weights(inp.speed, inp.remaining_s)).sum(axis=(1, 2))
+    assert (tie == tie.min()).sum() == 1                        # one best plan
+    expected = top[np.argmin(tie)]
+    inp.fairness = "share"
+    for options, solver_seed in HIGHS_PATHS:
+        plan, status = window_program(inp, capacity=cap, **{**SOLVE, "rounds": R, "gap": 1e-3}, seed=solver_seed,
+                                      options=options)
+        assert status == "optimal"
+        assert plan.tolist() == expected.tolist()
+
+
+def test_the_several_type_tie_break_orders_jobs_then_types_and_no_trade_between_two_jobs_is_a_tie():
+    """docs/rules.md#planner-fairness: among plans of equal share, rounds go to the jobs with more time left and to
+    a job's faster types; two jobs trading a round between the same two types, or one job moving a round
+    off its middle type to each side, changes the tie-break."""
+    rng = np.random.default_rng(5)
+    speed, remaining = rng.uniform(0.2, 2.0, (7, 3)), rng.uniform(100, 1e4, 7)
+    w = type_tie_weights(speed, remaining)
+    by_time = np.sort(w, axis=1)[np.argsort(-remaining)]          # each job's weights, fastest type first
+    assert (by_time[:-1] < by_time[1:]).all()
+    assert all((np.argsort(w[j]) == np.argsort(-speed[j], kind="stable")).all() for j in range(7))
+    for j in range(7):                  # a round off the middle type to each side: not a tie at evenly spaced shares
+        fast, middle, slow = np.argsort(-speed[j], kind="stable")
+        assert w[j, fast] - 2 * w[j, middle] + w[j, slow] != 0
+    trade = (w[:, :, None] - w[:, None, :])                       # j moves a round from type b to type a
+    for j in range(7):
+        for k in range(j + 1, 7):
+            off = ~np.eye(3, dtype=bool)
+            assert (trade[j][off] != trade[k][off]).all()
+
+
+def test_the_several_type_share_stage_refuses_a_window_too_large_for_its_whole_numbers():
+    """docs/rules.md#planner-fairness: past 2^53 a double holds no whole numbers, so the stage refuses the window
+    before solving anything (5,000 jobs on 3 types over 20 rounds)."""
+    from hetsched.decide.shockwave.fair_stages import share_within_gap
+
+    N, W, R = 5000, 3, 20
+    with pytest.raises(ValueError, match="5000 jobs on 3 GPU types are too many"):
+        share_within_gap(None, np.zeros(N * W), None, None, None, None, np.full(N * W, float(R)), None,
+                         np.ones((N, W)), R, np.arange(N, dtype=float), gap=1e-3, time_limit_s=1.0)
+
+
 def stopped_stages(monkeypatch, answer: bool = True) -> list:
     """Every lexicographic stage stops as at its time limit: with its incumbent (`answer`) or with none."""
     from dataclasses import replace
@@ -208,3 +284,31 @@ def test_a_run_whose_stages_stop_warns_once_and_marks_each_window(monkeypatch, c
     assert calls and len(stopped) == len(calls)
     assert caplog.text.count("stage stopped at its time limit") == 1
     assert all(np.isfinite(r.finish_time_s) for r in sim.result().jobs.values())
+
+
+def test_the_share_setting_plans_the_fair_finish_attempt_with_its_stage_too(monkeypatch):
+    """docs/rules.md#planner-fairness: under "share" every window the program solves, the fair-finish attempt's
+    included, keeps the stage's one plan, not the plan where HiGHS stopped."""
+    from hetsched.decide.shockwave import core
+    from hetsched.decide.shockwave.core import ShockwavePolicy
+    from hetsched.model.cluster import ClusterSpec
+    from hetsched.model.jobs import AdaptationMode, Job
+    from hetsched.sim.simulator import RoundSimulation, SimulationConfig
+
+    seen, program = [], core.window_program
+
+    def recorded(inp, **kwargs):
+        seen.append((inp.ftf_slack_s is not None, inp.fairness))
+        return program(inp, **kwargs)
+
+    monkeypatch.setattr(core, "window_program", recorded)
+    jobs = [Job(i, 60.0 * i, "LM (batch size 20)", 1 + (i % 2), 3000.0 * (i + 1), mode=AdaptationMode.GNS)
+            for i in range(8)]
+    policy = ShockwavePolicy(fairness="share", rhomax=10.0)       # fair finishes within reach: attempts succeed
+    sim = RoundSimulation(jobs, ClusterSpec.load("v100=2"), policy, "shockwave_tacc",
+                          SimulationConfig.for_system("shockwave"), record_timeline=False)
+    while sim.step():
+        pass
+    attempts = [fairness for attempt, fairness in seen if attempt]
+    assert attempts and set(attempts) == {"share"}
+    assert {fairness for _, fairness in seen} == {"share"}

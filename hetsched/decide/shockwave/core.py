@@ -275,7 +275,7 @@ class Planner(DecideStage):
         fair = np.array([pj.fair_finish_s(self.round_ptr, cfg.momentum) for pj in jobs])
         inputs = WindowInputs(np.array([pj.gpus for pj in jobs]), np.array([pj.epochs for pj in jobs]),
                               progress.astype(float), mean_epoch, remaining, np.ones(N),
-                              speed=self._speeds(ids) if sched.n > 1 else None)
+                              speed=self._speeds(ids) if sched.n > 1 else None, fairness=cfg.fairness)
         program = artifact_window_program if cfg.formulation == "artifact" and sched.n == 1 else window_program
         solve = dict(capacity=sched.capacity if sched.n > 1 else self.gpus, rounds=R, round_s=delta, k=cfg.k,
                      bases=cfg.log_bases, log_origin=cfg.log_origin, gap=cfg.gap, time_limit_s=cfg.time_limit_s,
@@ -305,7 +305,6 @@ class Planner(DecideStage):
             with np.errstate(over="ignore"):
                 priority = np.where(behind, np.minimum(rho ** exponent, cfg.priority_cap), 1.0)
             inputs.priority = priority
-            inputs.fairness = cfg.fairness
             if cfg.fairness == "ftf":       # rho_j after the window = a_j - b_j P_j, where a fair finish is ahead
                 ahead = np.where(fair - since > 0, fair - since, np.nan)
                 t_next = self.offset + delta * (self.round_ptr + R) - since

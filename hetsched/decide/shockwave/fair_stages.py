@@ -42,8 +42,18 @@ def stage_answer(res: MilpResult, res2: MilpResult, cols: int) -> tuple[np.ndarr
 
 
 def _limit(res: MilpResult, gap: float) -> float:
-    """The welfare's bound: within `gap` of the first stage's exact optimum."""
-    return res.objective + gap * abs(res.objective)
+    """The welfare's bound: within `gap` of the first stage's exact optimum, that optimum read to `BOUND_DIGITS`
+    significant digits. HiGHS proves the optimum to its tolerances, so its last digits move with the path (3e-9 of
+    58.6 on the comparison's Gavel stream), and a plan on the bound's edge would move with them."""
+    value = res.objective
+    if value != 0.0:
+        step = 10.0 ** (np.floor(np.log10(abs(value))) - BOUND_DIGITS + 1)
+        value = float(np.round(value / step) * step)
+    return value + gap * abs(value)
+
+
+#: Significant digits of the first stage's optimum that the welfare's bound keeps (`_limit`).
+BOUND_DIGITS = 7
 
 
 def ftf_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, ftf_ratio, P_: int, NW: int, *, gap: float,
@@ -74,39 +84,19 @@ def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: 
                      remaining_s: np.ndarray, *, gap: float, **solve) -> tuple[np.ndarray, bool]:
     """`fairness: "share"`. Among the plans within `gap` of the optimum `res`, the one that gives the worst-off
     job the largest share of the window, then the jobs together the largest: the largest N min_j s_j + sum_j s_j,
-    s_j = sum_w n_jw speed_jw / (R max_w speed_jw), a job's rounds counted at its fastest type's rate, solved to
-    optimality with a tie-break on the round counts below one round of share. Returns (x, exact),
-    `stage_answer`. `speed` is (N, W); the n[j, w] are the first N W columns. On one type the stage is
-    `_share_in_whole_rounds`, with `remaining_s` ordering its tie-break."""
-    N, W = speed.shape
-    if W == 1:
+    s_j a job's rounds counted at its fastest type's rate as a share of the window's R, solved to optimality with a
+    tie-break on the round counts below one step of share; in whole numbers, which HiGHS resolves exactly. Returns
+    (x, exact), `stage_answer`. `speed` is (N, W); the n[j, w] are the first N W columns; `remaining_s` orders the
+    tie-break. On one type s_j = n_j / R (`_share_in_whole_rounds`); on several, in steps (`_share_on_types`)."""
+    if speed.shape[1] == 1:
         return _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, rounds, remaining_s,
                                       gap=gap, **solve)
-    NW, cols = N * W, len(c)
-    rel = (speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12)).ravel()
-    s, t = cols + np.arange(N), cols + N
-    jobs, width = np.arange(N), cols + N + 1
-    rows = _within_gap(c, A, N + 1) + [
-        sp.csr_matrix((np.r_[np.ones(N), -rel / rounds], (np.r_[jobs, np.repeat(jobs, W)], np.r_[s, np.arange(NW)])),
-                      shape=(N, width)),
-        sp.csr_matrix((np.r_[np.ones(N), -np.ones(N)], (np.r_[jobs, jobs], np.r_[np.full(N, t), s])),
-                      shape=(N, width))]
-    # rows after A: welfare <= limit; s_j - sum_w rel_jw n_jw / R <= 0; t - s_j <= 0
-    c2 = np.zeros(width)
-    c2[s], c2[t] = -1.0, -float(N)
-    # The tie-break adds up to less than one round's share (1 / R) over any plan, and its steps are resolved
-    # because the stage closes its absolute gap too (HiGHS's default leaves 1e-6).
-    c2[:NW] = np.arange(1, NW + 1) / (rounds * rounds * NW * NW)
-    options = closed_gap(solve.pop("options", ()))
-    res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, np.full(2 * N, -np.inf)],
-                      np.r_[row_hi, _limit(res, gap), np.zeros(2 * N)], np.r_[col_lo, np.zeros(N + 1)],
-                      np.r_[col_hi, np.full(N + 1, np.inf)], np.r_[integer, np.zeros(N + 1, bool)], gap=0.0,
-                      options=options, **solve)
-    return stage_answer(res, res2, cols)
+    return _share_on_types(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed, rounds, remaining_s,
+                           gap=gap, **solve)
 
 
-#: The whole-round share stage's time limit, in multiples of the planner's (docs/rules.md R32a): an exact answer
-#: that the limit cuts short would depend on the machine's speed.
+#: The share stages' time limit, in multiples of the planner's (docs/rules.md R32a): an exact answer that the
+#: limit cuts short would depend on the machine's speed.
 STAGE_TIME_FACTOR = 4
 
 
@@ -141,5 +131,65 @@ def _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, r
     solve["time_limit_s"] = STAGE_TIME_FACTOR * solve["time_limit_s"]
     res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, np.full(N, -np.inf)],
                       np.r_[row_hi, _limit(res, gap), np.zeros(N)], np.r_[col_lo, 0.0], np.r_[col_hi, float(rounds)],
+                      np.r_[integer, True], gap=0.0, options=options, **solve)
+    return stage_answer(res, res2, cols)
+
+
+#: On several GPU types a round's share is counted in steps of 1/SHARE_STEPS of a round at the job's fastest rate.
+SHARE_STEPS = 20
+
+
+def type_tie_weights(speed: np.ndarray, remaining_s: np.ndarray) -> np.ndarray:
+    """(N, W) tie-break weights of the several-type share stage: p_j 2^(t_jw - 1), with p_j the r_j-th prime of
+    those >= 2^(W - 1), r_j = `tie_weights` (1 for the job with the most time left), and t_jw the type's rank for
+    the job (1 for its fastest): rounds go to the jobs with more time left and to faster types. The products keep
+    two jobs trading a round between the same two types from being a tie (p_j would have to divide a difference of
+    powers of 2 below it), and the powers of 2 keep one job moving a round off its middle type to each side from
+    being one when its steps per type are evenly spaced, which rounding to SHARE_STEPS makes common (with weights
+    r_j W + t_jw the first was a tie, with p_j t_jw the second)."""
+    N, W = speed.shape
+    type_rank = np.empty((N, W))
+    type_rank[np.arange(N)[:, None], np.argsort(-speed, axis=1, kind="stable")] = np.arange(W)
+    primes = _primes_from(2 ** (W - 1), N)
+    return primes[tie_weights(remaining_s).astype(np.int64) - 1][:, None] * 2.0 ** type_rank
+
+
+def _primes_from(low: int, count: int) -> np.ndarray:
+    """The first `count` primes >= `low`."""
+    found, p = [], max(2, low)
+    while len(found) < count:
+        if all(p % d for d in range(2, int(p ** 0.5) + 1)):
+            found.append(p)
+        p += 1
+    return np.array(found, float)
+
+
+def _share_on_types(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: np.ndarray, rounds: int, remaining_s,
+                    *, gap: float, **solve) -> tuple[np.ndarray, bool]:
+    """`share_within_gap` on several GPU types, in whole numbers: a round of job j on type w counts q_jw =
+    round(SHARE_STEPS speed_jw / max_w speed_jw) steps, and the stage is the largest K (N m + sum_jw q_jw n_jw) -
+    sum_jw w_jw n_jw with m <= sum_w q_jw n_jw an integer column, w = `type_tie_weights` below one step of the rest
+    (K = 1 + R sum_j max_w w_jw), to optimality (docs/rules.md#planner-fairness)."""
+    N, W = speed.shape
+    NW, cols = N * W, len(c)
+    q = np.rint(SHARE_STEPS * speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12)).ravel()
+    weights = type_tie_weights(speed, remaining_s)
+    K = 1.0 + rounds * float(weights.max(axis=1).sum())     # a job's rounds add up to at most R
+    if K * (N + 1) * SHARE_STEPS * rounds >= 2.0 ** 53:
+        raise ValueError(f"fairness 'share': {N} jobs on {W} GPU types are too many for the stage's whole numbers "
+                         "(docs/rules.md#planner-fairness); use fairness 'solver'")
+    weights = weights.ravel()
+    m, width = cols, cols + 1
+    jobs = np.arange(N)
+    A2 = sp.vstack(_within_gap(c, A, 1) + [
+        sp.csr_matrix((np.r_[np.ones(N), -q], (np.r_[jobs, np.repeat(jobs, W)], np.r_[np.full(N, m), np.arange(NW)])),
+                      shape=(N, width))], format="csr")
+    # rows after A: welfare <= limit; m - sum_w q_jw n_jw <= 0
+    lo, hi = np.r_[row_lo, -np.inf, np.full(N, -np.inf)], np.r_[row_hi, _limit(res, gap), np.zeros(N)]
+    c2 = np.zeros(width)
+    c2[:NW], c2[m] = weights - K * q, -K * N
+    options = exact_options(solve.pop("options", ()))
+    solve["time_limit_s"] = STAGE_TIME_FACTOR * solve["time_limit_s"]
+    res2 = solve_milp(c2, A2, lo, hi, np.r_[col_lo, 0.0], np.r_[col_hi, SHARE_STEPS * float(rounds)],
                       np.r_[integer, True], gap=0.0, options=options, **solve)
     return stage_answer(res, res2, cols)
