@@ -87,12 +87,13 @@ def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: 
     s_j a job's rounds counted at its fastest type's rate as a share of the window's R, solved to optimality with a
     tie-break on the round counts below one step of share; in whole numbers, which HiGHS resolves exactly. Returns
     (x, exact), `stage_answer`. `speed` is (N, W); the n[j, w] are the first N W columns; `remaining_s` orders the
-    tie-break. On one type s_j = n_j / R (`_share_in_whole_rounds`); on several, in steps (`_share_on_types`)."""
-    if speed.shape[1] == 1:
-        return _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, rounds, remaining_s,
-                                      gap=gap, **solve)
-    return _share_on_types(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed, rounds, remaining_s,
-                           gap=gap, **solve)
+    tie-break. On one type s_j = n_j / R; on several, in steps of 1/SHARE_STEPS (`_share_in_steps`)."""
+    if speed.shape[1] == 1:           # s_j = n_j / R: steps of whole rounds, weights by remaining time
+        q, weights = np.ones(speed.shape), tie_weights(remaining_s)[:, None]
+    else:
+        q = np.rint(SHARE_STEPS * speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12))
+        weights = type_tie_weights(speed, remaining_s)
+    return _share_in_steps(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, q, weights, rounds, gap=gap, **solve)
 
 
 #: The share stages' time limit, in multiples of the planner's (docs/rules.md R32a): an exact answer that the
@@ -107,32 +108,6 @@ def tie_weights(remaining_s: np.ndarray) -> np.ndarray:
     w = np.empty(len(remaining_s))
     w[np.argsort(-np.asarray(remaining_s, float), kind="stable")] = np.arange(1, len(remaining_s) + 1)
     return w
-
-
-def _share_in_whole_rounds(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, rounds: int, remaining_s, *,
-                           gap: float, **solve) -> tuple[np.ndarray, bool]:
-    """`share_within_gap` on one GPU type, where a job's share is n_j / R: the stage's objective in whole numbers,
-    the largest K (N m + sum_j n_j) - sum_j w_j n_j with m <= n_j an integer column (R t) and w the weights 1..N
-    by remaining time (`tie_weights`), below one step of the first part (K = 1 + sum_j w_j max n_j). HiGHS
-    resolves a whole-number objective exactly, where the fractional tie-break's steps were below its tolerances
-    (docs/rules.md#planner-fairness)."""
-    N, cols = int(integer.sum()), len(c)
-    m, width = cols, cols + 1
-    weights = tie_weights(remaining_s)
-    K = 1.0 + float(weights @ col_hi[:N])
-    jobs = np.arange(N)
-    rows = _within_gap(c, A, 1) + [
-        sp.csr_matrix((np.r_[np.ones(N), -np.ones(N)], (np.r_[jobs, jobs], np.r_[np.full(N, m), jobs])),
-                      shape=(N, width))]
-    # rows after A: welfare <= limit; m - n_j <= 0
-    c2 = np.zeros(width)
-    c2[:N], c2[m] = weights - K, -K * N
-    options = exact_options(solve.pop("options", ()))
-    solve["time_limit_s"] = STAGE_TIME_FACTOR * solve["time_limit_s"]
-    res2 = solve_milp(c2, sp.vstack(rows, format="csr"), np.r_[row_lo, -np.inf, np.full(N, -np.inf)],
-                      np.r_[row_hi, _limit(res, gap), np.zeros(N)], np.r_[col_lo, 0.0], np.r_[col_hi, float(rounds)],
-                      np.r_[integer, True], gap=0.0, options=options, **solve)
-    return stage_answer(res, res2, cols)
 
 
 #: On several GPU types a round's share is counted in steps of 1/SHARE_STEPS of a round at the job's fastest rate.
@@ -164,32 +139,32 @@ def _primes_from(low: int, count: int) -> np.ndarray:
     return np.array(found, float)
 
 
-def _share_on_types(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: np.ndarray, rounds: int, remaining_s,
-                    *, gap: float, **solve) -> tuple[np.ndarray, bool]:
-    """`share_within_gap` on several GPU types, in whole numbers: a round of job j on type w counts q_jw =
-    round(SHARE_STEPS speed_jw / max_w speed_jw) steps, and the stage is the largest K (N m + sum_jw q_jw n_jw) -
-    sum_jw w_jw n_jw with m <= sum_w q_jw n_jw an integer column, w = `type_tie_weights` below one step of the rest
-    (K = 1 + R sum_j max_w w_jw), to optimality (docs/rules.md#planner-fairness)."""
-    N, W = speed.shape
+def _share_in_steps(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, q: np.ndarray, weights: np.ndarray,
+                    rounds: int, *, gap: float, **solve) -> tuple[np.ndarray, bool]:
+    """The share stage in whole numbers, which HiGHS resolves exactly (a fractional tie-break's steps were below its
+    tolerances, docs/rules.md#planner-fairness): a round of job j on type w counts q_jw steps, and the stage is the
+    largest K (N m + sum_jw q_jw n_jw) - sum_jw w_jw n_jw with m <= sum_w q_jw n_jw an integer column and the
+    tie-break `weights` w below one step of the rest (K = 1 + R sum_j max_w w_jw: a job's rounds add up to at most
+    R), to optimality. q and w are (N, W); on one type q = 1 and w = `tie_weights`, on several q counts
+    1/SHARE_STEPS of a round at the job's fastest rate and w = `type_tie_weights`."""
+    N, W = q.shape
     NW, cols = N * W, len(c)
-    q = np.rint(SHARE_STEPS * speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12)).ravel()
-    weights = type_tie_weights(speed, remaining_s)
-    K = 1.0 + rounds * float(weights.max(axis=1).sum())     # a job's rounds add up to at most R
-    if K * (N + 1) * SHARE_STEPS * rounds >= 2.0 ** 53:
+    K = 1.0 + rounds * float(weights.max(axis=1).sum())
+    if K * (N + 1) * q.max() * rounds >= 2.0 ** 53:
         raise ValueError(f"fairness 'share': {N} jobs on {W} GPU types are too many for the stage's whole numbers "
                          "(docs/rules.md#planner-fairness); use fairness 'solver'")
-    weights = weights.ravel()
     m, width = cols, cols + 1
     jobs = np.arange(N)
     A2 = sp.vstack(_within_gap(c, A, 1) + [
-        sp.csr_matrix((np.r_[np.ones(N), -q], (np.r_[jobs, np.repeat(jobs, W)], np.r_[np.full(N, m), np.arange(NW)])),
-                      shape=(N, width))], format="csr")
+        sp.csr_matrix((np.r_[np.ones(N), -q.ravel()], (np.r_[jobs, np.repeat(jobs, W)],
+                                                         np.r_[np.full(N, m), np.arange(NW)])), shape=(N, width))],
+                   format="csr")
     # rows after A: welfare <= limit; m - sum_w q_jw n_jw <= 0
-    lo, hi = np.r_[row_lo, -np.inf, np.full(N, -np.inf)], np.r_[row_hi, _limit(res, gap), np.zeros(N)]
     c2 = np.zeros(width)
-    c2[:NW], c2[m] = weights - K * q, -K * N
+    c2[:NW], c2[m] = (weights - K * q).ravel(), -K * N
     options = exact_options(solve.pop("options", ()))
     solve["time_limit_s"] = STAGE_TIME_FACTOR * solve["time_limit_s"]
-    res2 = solve_milp(c2, A2, lo, hi, np.r_[col_lo, 0.0], np.r_[col_hi, SHARE_STEPS * float(rounds)],
-                      np.r_[integer, True], gap=0.0, options=options, **solve)
+    res2 = solve_milp(c2, A2, np.r_[row_lo, -np.inf, np.full(N, -np.inf)], np.r_[row_hi, _limit(res, gap), np.zeros(N)],
+                      np.r_[col_lo, 0.0], np.r_[col_hi, float(q.max()) * rounds], np.r_[integer, True], gap=0.0,
+                      options=options, **solve)
     return stage_answer(res, res2, cols)
