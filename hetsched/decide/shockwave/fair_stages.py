@@ -8,6 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hetsched.decide.shockwave.solve import MilpResult, solve_milp
+from hetsched.errors import SpecError
 
 
 def _within_gap(c: np.ndarray, A: sp.csr_matrix, extra: int) -> list:
@@ -151,7 +152,7 @@ def _share_in_steps(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, q: np.nd
     NW, cols = N * W, len(c)
     K = 1.0 + rounds * float(weights.max(axis=1).sum())
     if K * (N + 1) * q.max() * rounds >= 2.0 ** 53:
-        raise ValueError(f"fairness 'share': {N} jobs on {W} GPU types are too many for the stage's whole numbers "
+        raise SpecError(f"fairness 'share': {N} jobs on {W} GPU types are too many for the stage's whole numbers "
                          "(docs/rules.md#planner-fairness); use fairness 'solver'")
     m, width = cols, cols + 1
     jobs = np.arange(N)
