@@ -6,7 +6,8 @@ from __future__ import annotations
 from _build import notebook
 
 PARAMS = '''streams = None                # None: all three ("gavel", "shockwave", "openb")
-openb_dir = None              # folder with openb's node and pod lists (None: ../shared/data/alibaba_openb)'''
+openb_dir = None              # folder with openb's node and pod lists (None: ../shared/data/alibaba_openb)
+shockwave_fairness = "solver" # the plan within the gap Shockwave's planner keeps: "solver" | "share" | "ftf"'''
 
 RUN = '''from pathlib import Path
 import pandas as pd
@@ -14,7 +15,7 @@ from hetsched.experiments import compare_systems as S
 from hetsched.ui.plots import interval_dots, publish
 out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
 rows = S.compare(streams or tuple(S.STREAMS), preset, seeds=seeds, openb_dir=openb_dir, cache_dir=cache_dir,
-                 dask_address=dask_address, use_dask=use_dask)
+                 dask_address=dask_address, use_dask=use_dask, shockwave_fairness=shockwave_fairness)
 results, gains, refused = S.table(rows), S.gains(rows), S.refusals(rows)
 results.to_csv(out / "results.csv", index=False)
 gains.to_csv(out / "gains.csv", index=False)

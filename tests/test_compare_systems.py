@@ -211,3 +211,32 @@ def test_the_note_says_when_the_intervals_cannot_tell_policies_apart():
     mixed = S.table(_rows({"gavel": (10.0, 14.0), "themis": (11.0, 15.0), "allox": (12.0, 13.0)}))
     note = S.separation_note(mixed, "quick")
     assert note.startswith("the intervals separate 0 of 3 pairs") and "quick preset cannot tell" in note
+
+
+def test_the_comparison_runs_shockwaves_planner_with_the_fairness_asked_for(tmp_path, capsys, monkeypatch):
+    """`--shockwave-fairness share` reaches the planner of Shockwave's runs and compositions (its share stage
+    plans their contended windows, docs/rules.md#planner-fairness), and only theirs; without a Shockwave policy it
+    is refused before any run, as is a misspelt value."""
+    from hetsched.decide.shockwave import milp
+
+    calls = []
+    share = milp.share_within_gap
+    monkeypatch.setattr(milp, "share_within_gap", lambda *a, **k: calls.append(1) or share(*a, **k))
+    for fairness in ("solver", "share"):
+        calls.clear()
+        row = S.run_case(S.Case("gavel", "shockwave+tune", 0, "tiny", shockwave_fairness=fairness))
+        assert row["finished"] == row["num_jobs"] and (len(calls) > 0) == (fairness == "share"), fairness
+    out, cache = tmp_path / "cmp", tmp_path / "cache"
+    assert main(["compare", "--preset", "tiny", "--streams", "gavel", "--policies", "gavel", "shockwave",
+                 "--seeds", "1", "--shockwave-fairness", "share", "--no-dask", "--out", str(out), "--cache-dir",
+                 str(cache)]) == 0
+    assert "kept the plan of fairness 'share'" in capsys.readouterr().out
+    rows = pd.read_csv(out / "rows.csv").set_index("policy")
+    assert rows["shockwave_fairness"].to_dict() == {"gavel": "solver", "shockwave": "share"}
+    with pytest.raises(HetschedError, match="acts on Shockwave's planner only, and no policy of"):
+        S.cases(["gavel"], "tiny", ["gavel", "LAS+tune"], shockwave_fairness="share")
+    with pytest.raises(HetschedError, match="Shockwave fairness 'shares': expected one of solver, ftf, share"):
+        S.cases(["gavel"], "tiny", ["shockwave"], shockwave_fairness="shares")
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--policies", "shockwave", "--shockwave-fairness", "fair", "--no-dask"])
+    assert exc.value.code == 2 and "invalid choice: 'fair'" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from hetsched.io.atomic import replacing
 
 
 def add_compare_parser(sub) -> None:
+    from hetsched.decide.shockwave.config import FAIRNESS
     from hetsched.experiments.compare_systems import POLICIES, PRESETS, STREAMS
 
     cmp = sub.add_parser("compare", help="run Gavel's, Synergy's and Shockwave's policies and their compositions "
@@ -25,6 +26,10 @@ def add_compare_parser(sub) -> None:
                      "(default: the preset's; intervals need 2 or more)")
     cmp.add_argument("--openb-dir", default=None, help="folder with openb's node and pod lists (default: "
                                                        "../shared/data/alibaba_openb, or $HETSCHED_SHARED)")
+    cmp.add_argument("--shockwave-fairness", choices=FAIRNESS, default="solver",
+                     help="which plan within the solver's gap Shockwave's planner keeps (docs/rules.md"
+                          "#planner-fairness): solver (default, the artifact's: where HiGHS stops), or share / ftf, "
+                          "one plan whatever the solver's path, at many times the planner's CPU on mixed GPU types")
     cmp.add_argument("--out", default="outputs/compare", help="folder for rows/summary/gains/refused CSVs")
     cmp.add_argument("--cache-dir", default="outputs/.cache", help="where finished runs are kept between calls")
     where = cmp.add_mutually_exclusive_group()
@@ -44,6 +49,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)          # before the runs: a folder that cannot be made loses nothing
     rows = S.compare(args.streams, args.preset, args.policies,
                      seeds=range(args.seeds) if args.seeds is not None else None, openb_dir=args.openb_dir,
+                     shockwave_fairness=args.shockwave_fairness,
                      cache_dir=args.cache_dir, dask_address=args.dask_address, use_dask=not args.no_dask,
                      progress=True)                    # a bar on stderr: never silence
     summary, gains, refused = S.table(rows), S.gains(rows), S.refusals(rows)
@@ -69,5 +75,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     note = S.separation_note(summary, args.preset)
     if note:
         print(f"Average JCT: {note}.")
+    if args.shockwave_fairness != "solver":
+        print(f"Shockwave's planner kept the plan of fairness {args.shockwave_fairness!r} within the solver's gap "
+              "(docs/rules.md#planner-fairness).")
     print(f"\nwrote {out}/rows.csv, summary.csv, gains.csv, refused.csv")
     return 0

@@ -28,6 +28,7 @@ from hetsched.experiments.compare_elastic import ELASTIC, is_elastic
 from hetsched.experiments.compare_reading import (gain_text, readable, separation, separation_note,  # noqa: F401
                                                   value_ci)
 from hetsched.experiments.own_cluster import OPENB_GPU_MAP, shared_data_dir
+from hetsched.decide.shockwave.config import FAIRNESS
 from hetsched.errors import HetschedError
 from hetsched.model.cluster import GAVEL_GCP_PRICES, ClusterSpec
 from hetsched.sim.invariants import best_rates
@@ -79,6 +80,8 @@ class Case:
     seed: int
     preset: str
     openb_dir: str | None = None
+    # Which plan within the solver's gap Shockwave's planner keeps (docs/rules.md#planner-fairness)
+    shockwave_fairness: str = "solver"
 
     def key(self) -> str:
         from hetsched.experiments.sweep import code_fingerprint
@@ -86,14 +89,28 @@ class Case:
         return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
-def cases(streams, preset: str, policies=POLICIES, seeds=None, openb_dir: str | None = None) -> list[Case]:
+def cases(streams, preset: str, policies=POLICIES, seeds=None, openb_dir: str | None = None,
+          shockwave_fairness: str = "solver") -> list[Case]:
     seeds = choose(PRESETS, preset, "preset").seeds if seeds is None else tuple(seeds)
     if not (streams and policies and seeds):
         raise HetschedError(f"compare: nothing to run with streams {list(streams)}, policies {list(policies)} "
                             f"and seeds {list(seeds)}; each needs at least one")
-    for policy in policies:
-        system_of(policy)                          # an unknown name: one clear error here, not one per worker
-    return [Case(s, p, int(seed), preset, openb_dir) for s in streams for p in policies for seed in seeds]
+    systems = [system_of(policy) for policy in policies]   # an unknown name: one clear error here, not per worker
+    if shockwave_fairness != "solver":
+        choose(dict.fromkeys(FAIRNESS), shockwave_fairness, "Shockwave fairness")
+        if not any(_planner(p) for p in policies):
+            raise HetschedError(f"compare: Shockwave fairness {shockwave_fairness!r} acts on Shockwave's planner "
+                                f"only, and no policy of {list(policies)} ({', '.join(sorted(set(systems)))}) "
+                                f"plans with it")
+    return [Case(s, p, int(seed), preset, openb_dir, shockwave_fairness if _planner(p) else "solver")
+            for s in streams for p in policies for seed in seeds]
+
+
+def _planner(policy: str) -> bool:
+    """Whether a policy (or composition) decides with Shockwave's planner."""
+    from hetsched.core.registry import decide_of, policy_for
+
+    return not is_elastic(policy) and decide_of(policy_for(policy, 0)).kind == "planner"
 
 
 # ---- streams and clusters ----------------------------------------------------------------------------------
@@ -171,6 +188,7 @@ def _openb_jobs(folder: str):
 # ---- one run -----------------------------------------------------------------------------------------------
 def run_case(case: Case) -> dict:
     """Simulate a case; the row holds its metrics (hours, fractions, USD), or `refused` and the reason."""
+    from hetsched.core.registry import policy_for
     from hetsched.core.run_config import SimulationConfig
     from hetsched.sim.simulator import simulate
 
@@ -183,7 +201,9 @@ def run_case(case: Case) -> dict:
     mark = clock.reading()
     try:
         config = SimulationConfig.for_system(rules)
-        result = simulate(jobs, cluster, case.policy, table, config, seed=case.seed, record_timeline=True,
+        policy = case.policy if case.shockwave_fairness == "solver" else \
+            policy_for(case.policy, case.seed, system=rules, fairness=case.shockwave_fairness)
+        result = simulate(jobs, cluster, policy, table, config, seed=case.seed, record_timeline=True,
                           max_rounds=2_000_000)
     except CompositionError as exc:
         return {**row, "refused": True, "reason": str(exc)}
@@ -368,8 +388,10 @@ def verdicts(summary: pd.DataFrame, gain_rows: pd.DataFrame) -> list[str]:
 
 
 def compare(streams=tuple(STREAMS), preset: str = "quick", policies=POLICIES, seeds=None,
-            openb_dir: str | None = None, **sweep_kwargs) -> pd.DataFrame:
-    """Every case on Dask (or in-process with `use_dask=False`), cached like any sweep: one row per case."""
+            openb_dir: str | None = None, shockwave_fairness: str = "solver", **sweep_kwargs) -> pd.DataFrame:
+    """Every case on Dask (or in-process with `use_dask=False`), cached like any sweep: one row per case.
+    `shockwave_fairness`: the plan within the gap that Shockwave's planner keeps (docs/rules.md#planner-fairness),
+    for its runs and compositions."""
     from hetsched.experiments.sweep import sweep
     unknown = [s for s in streams if s not in STREAMS]
     if unknown or preset not in PRESETS:
@@ -377,5 +399,6 @@ def compare(streams=tuple(STREAMS), preset: str = "quick", policies=POLICIES, se
                          f"{', '.join(STREAMS)}; presets: {', '.join(PRESETS)}")
     if "openb" in streams:
         _openb_folder(openb_dir)                   # a clear error here, not one per worker
-    rows = sweep(cases(streams, preset, policies, seeds, openb_dir), run=run_case, **sweep_kwargs)
+    rows = sweep(cases(streams, preset, policies, seeds, openb_dir, shockwave_fairness), run=run_case,
+                 **sweep_kwargs)
     return rows.assign(refused=rows["refused"].astype(bool))
