@@ -83,11 +83,13 @@ def test_the_whole_window_slack_is_read_checked_and_refused_where_it_cannot_act(
         load_planner_config({"fairness": "share", "whole_window_slack": 0.2})
 
 
-@pytest.mark.parametrize("policy, whole", [("shockwave_agnostic", True), ("shockwave", False)])
-def test_the_planner_takes_it_without_the_solver_only_where_no_job_is_slowed(monkeypatch, policy, whole):
+@pytest.mark.parametrize("policy, whole, fair_plan", [("shockwave_agnostic", True, True), ("shockwave", False, True),
+                                                      ("shockwave", False, False)])
+def test_the_planner_takes_it_without_the_solver_only_where_no_job_is_slowed(monkeypatch, policy, whole, fair_plan):
     """Four one-GPU jobs on two V100s and two K80s. Type-agnostic, every type is as fast as any: each job on one
     type for the whole window is at the bound, and no window reaches the solver. Heterogeneity-aware, a K80 runs
-    these jobs at a fraction of a V100's rate: the solver decides every window."""
+    these jobs at a fraction of a V100's rate: the fair plan (docs/rules.md#fair-plan) plans every window the
+    whole-window plan leaves, or, with `fair_plan` off, the solver."""
     import hetsched.decide.shockwave.core as core
     from hetsched.decide.shockwave.core import ShockwavePolicy
     from hetsched.model.cluster import ClusterSpec
@@ -98,7 +100,8 @@ def test_the_planner_takes_it_without_the_solver_only_where_no_job_is_slowed(mon
     monkeypatch.setattr(core, "window_program", lambda *a, **k: calls.append(1) or solve(*a, **k))
     jobs = [Job(i, 60.0 * i, "ResNet-18 (batch size 64)", 1, 20000.0, mode=AdaptationMode.STATIC) for i in range(4)]
     sim = RoundSimulation(jobs, ClusterSpec.load("v100=2,k80=2"),
-                          ShockwavePolicy(heterogeneity_aware=policy == "shockwave"), "gavel_simulation",
+                          ShockwavePolicy(heterogeneity_aware=policy == "shockwave", fair_plan=fair_plan),
+                          "gavel_simulation",
                           SimulationConfig.for_system("shockwave"), record_timeline=False)
     while sim.step():
         pass
@@ -107,4 +110,4 @@ def test_the_planner_takes_it_without_the_solver_only_where_no_job_is_slowed(mon
     if whole:
         assert "whole window" in statuses and not calls
     else:
-        assert "whole window" not in statuses and calls
+        assert "whole window" not in statuses and ("fair plan" in statuses) == fair_plan and bool(calls) != fair_plan

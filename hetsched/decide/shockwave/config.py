@@ -46,7 +46,8 @@ class PlannerConfig:
     # plans depend on the solver's search (benchmarks/planner_robustness.py). Empty: HiGHS's defaults.
     solver_options: tuple = ()
     # Which of the plans within the gap a priority window keeps (docs/rules.md#planner-fairness): "solver", the one
-    # HiGHS stops at (the artifact's); "ftf", the one whose predicted finish-time ratios exceed rhomax least;
+    # HiGHS stops at (the artifact's), where on several GPU types no plan built without the search is within the gap
+    # (whole_window_slack, fair_plan); "ftf", the one whose predicted finish-time ratios exceed rhomax least;
     # "share", the one whose worst-off job has the largest share of the window's rounds; both from lexicographic
     # stages solved to optimality (one plan, whatever the solver's path; the run warns of a stage its time limit
     # stopped).
@@ -55,6 +56,10 @@ class PlannerConfig:
     # whole window, when that plan is within the gap of the program's bound and runs every job in every round at
     # least (1 - whole_window_slack) x its fastest rate (docs/rules.md#whole-window-plan); 0: only at the bound.
     whole_window_slack: float = 0.1
+    # Several GPU types, fairness "solver": a window the whole-window plan does not take is planned without the
+    # solver's search where the fair plan is within the gap of the program's LP bound (docs/rules.md#fair-plan);
+    # False: HiGHS plans it, and the plan depends on where its search stops (the planner before 2026-11-30).
+    fair_plan: bool = True
 
     def __post_init__(self) -> None:
         if not (isinstance(self.future_rounds, int) and self.future_rounds >= 1):
@@ -83,6 +88,11 @@ class PlannerConfig:
         if self.fairness != "solver" and slack != PlannerConfig.whole_window_slack:
             raise SpecError(f"planner: whole_window_slack applies to fairness solver only; fairness {self.fairness} "
                             "solves every window for its one plan")
+        if not isinstance(self.fair_plan, bool):
+            raise SpecError(f"planner: fair_plan must be true or false, got {self.fair_plan!r}")
+        if self.fairness != "solver" and not self.fair_plan:
+            raise SpecError(f"planner: fair_plan applies to fairness solver only; fairness {self.fairness} solves "
+                            "every window for its one plan")
         if self.solver not in ("highs", "scip"):
             raise SpecError(f"planner: solver must be highs or scip, got {self.solver!r}")
         if self.solver_options and self.solver != "highs":
@@ -100,11 +110,11 @@ class PlannerConfig:
 
 
 #: The artifact's JSON keys -> PlannerConfig fields (gpu_ram and solver_num_threads are accepted and unused), and
-#: hetsched's own `ftf_ratio`, `solver_options`, `fairness` and `whole_window_slack`.
+#: hetsched's own `ftf_ratio`, `solver_options`, `fairness`, `whole_window_slack` and `fair_plan`.
 _JSON_KEYS = {"future_rounds": "future_rounds", "k": "k", "lambda": "lam", "rhomax": "rhomax",
               "log_approximation_bases": "log_bases", "solver_rel_gap": "gap", "solver_timeout": "time_limit_s",
               "ftf_ratio": "ftf_ratio", "solver_options": "solver_options", "fairness": "fairness",
-              "whole_window_slack": "whole_window_slack"}
+              "whole_window_slack": "whole_window_slack", "fair_plan": "fair_plan"}
 _IGNORED = {"gpu_ram", "solver_num_threads", "solver_preference", "gram", "n_epoch_vars_max"}
 
 #: The artifact's five configurations (configurations/*.json in uw-mad-dash/shockwave @ 8a44f4a).
@@ -159,6 +169,9 @@ def load_planner_config(source: str | Path | dict | None = None, **overrides) ->
             elif name == "fairness":
                 if value not in FAIRNESS:
                     raise SpecError(f"{where}: {key} must be one of {', '.join(FAIRNESS)}, got {value!r}")
+            elif name == "fair_plan":
+                if not isinstance(value, bool):
+                    raise SpecError(f"{where}: {key} must be true or false, got {value!r}")
             elif not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise SpecError(f"{where}: {key} must be a number, got {value!r}")
             values[name] = value

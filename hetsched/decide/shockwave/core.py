@@ -22,7 +22,8 @@ from hetsched.decide.shockwave.config import PlannerConfig, load_planner_config
 from hetsched.decide.shockwave.fair_stages import STAGE_STOPPED
 from hetsched.decide.shockwave.jobs import PlannerJob, pseudo_profile
 from hetsched.decide.shockwave.milp import (WindowInputs, artifact_window_program, fair_finish_reachable, rank_program,
-                                   typed_rounds, uncontended_counts, window_program)
+                                   typed_rounds, uncontended_counts, window_lp_bound, window_program)
+from hetsched.decide.shockwave.fair_plan import fair_plan
 from hetsched.decide.shockwave.whole_window import whole_window_plan
 
 WHOLE_WINDOW_ARGS = ("capacity", "rounds", "round_s", "k", "bases", "log_origin", "gap")
@@ -236,14 +237,18 @@ class Planner(DecideStage):
 
     def _window(self, program, inputs: WindowInputs, solve: dict) -> tuple[np.ndarray | None, str]:
         """The window program's round counts and status. Several GPU types under `fairness: "solver"`: the whole-window
-        plan where it is within the gap of the program's bound, without the solver (docs/rules.md#whole-window-plan).
-        The first window whose lexicographic stage stopped at its time limit is warned of (docs/rules.md
-        #planner-fairness)."""
+        plan where it is within the gap of the program's bound, else the fair plan where it is within the gap of the
+        program's LP bound, without the solver's search (docs/rules.md#whole-window-plan, #fair-plan). The first
+        window whose lexicographic stage stopped at its time limit is warned of (docs/rules.md#planner-fairness)."""
         if self.sched.n > 1 and self.cfg.fairness == "solver":
             n = whole_window_plan(inputs, **{key: solve[key] for key in WHOLE_WINDOW_ARGS},
                                   slack=self.cfg.whole_window_slack)
             if n is not None:
                 return n, "whole window"
+            lower = window_lp_bound(inputs, **solve) if self.cfg.fair_plan else None
+            n = None if lower is None else fair_plan(inputs, lower, **{key: solve[key] for key in WHOLE_WINDOW_ARGS})
+            if n is not None:
+                return n, "fair plan"
         n, status = program(inputs, **solve)
         if status == STAGE_STOPPED and not self.stage_warned:
             self.stage_warned = True

@@ -46,11 +46,16 @@ def _limit(res: MilpResult, gap: float) -> float:
     """The welfare's bound: within `gap` of the first stage's exact optimum, that optimum read to `BOUND_DIGITS`
     significant digits. HiGHS proves the optimum to its tolerances, so its last digits move with the path (3e-9 of
     58.6 on the comparison's Gavel stream), and a plan on the bound's edge would move with them."""
-    value = res.objective
+    value = bound_value(res.objective)
+    return value + gap * abs(value)
+
+
+def bound_value(value: float) -> float:
+    """An optimum HiGHS proved, read to `BOUND_DIGITS` significant digits: its last digits move with the path."""
     if value != 0.0:
         step = 10.0 ** (np.floor(np.log10(abs(value))) - BOUND_DIGITS + 1)
         value = float(np.round(value / step) * step)
-    return value + gap * abs(value)
+    return value
 
 
 #: Significant digits of the first stage's optimum that the welfare's bound keeps (`_limit`).
@@ -92,8 +97,7 @@ def share_within_gap(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, speed: 
     if speed.shape[1] == 1:           # s_j = n_j / R: steps of whole rounds, weights by remaining time
         q, weights = np.ones(speed.shape), tie_weights(remaining_s)[:, None]
     else:
-        q = np.rint(SHARE_STEPS * speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12))
-        weights = type_tie_weights(speed, remaining_s)
+        q, weights = share_steps(speed), type_tie_weights(speed, remaining_s)
     return _share_in_steps(res, c, A, row_lo, row_hi, col_lo, col_hi, integer, q, weights, rounds, gap=gap, **solve)
 
 
@@ -113,6 +117,11 @@ def tie_weights(remaining_s: np.ndarray) -> np.ndarray:
 
 #: On several GPU types a round's share is counted in steps of 1/SHARE_STEPS of a round at the job's fastest rate.
 SHARE_STEPS = 20
+
+
+def share_steps(speed: np.ndarray) -> np.ndarray:
+    """(N, W) steps of share a round of job j on type w counts: its rate there in 1/SHARE_STEPS of its fastest."""
+    return np.rint(SHARE_STEPS * speed / np.maximum(speed.max(axis=1, keepdims=True), 1e-12))
 
 
 def type_tie_weights(speed: np.ndarray, remaining_s: np.ndarray) -> np.ndarray:

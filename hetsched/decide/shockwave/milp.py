@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hetsched.decide.shockwave.fair_stages import (STAGE_STOPPED, closed_gap, exact_options, ftf_within_gap,
-                                                  share_within_gap)
+from hetsched.decide.shockwave.fair_stages import (STAGE_STOPPED, bound_value, closed_gap, exact_options,
+                                                  ftf_within_gap, share_within_gap)
 from hetsched.decide.shockwave.rank_rounding import rounded_plan
 from hetsched.decide.shockwave.solve import solve_milp   # called through this module's name (benchmarks patch it)
 
@@ -82,6 +82,44 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
     """
     N = len(inp.gpus)
     speed = np.ones((N, 1)) if inp.speed is None else np.asarray(inp.speed, float)
+    NW = N * speed.shape[1]                          # n[j, w] come first, then P
+    c, A, lo, hi, col_lo, col_hi, integer = _window_model(inp, capacity, rounds, round_s, k, bases, log_origin)
+    ftf = inp.fairness == "ftf" and inp.ftf_ratio is not None
+    second = ftf or inp.fairness == "share"          # a lexicographic second stage (docs/rules.md#planner-fairness)
+    # "share" closes the absolute gap too: its welfare bound must not move with where HiGHS stops within 1e-6
+    first = closed_gap(options) if inp.fairness == "share" else options
+    res = solve_milp(c, A, lo, hi, col_lo, col_hi, integer, gap=0.0 if second else gap,
+                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=first)
+    if not res.ok:
+        return None, res.status
+    x, exact = res.x, True
+    stage = dict(gap=gap, time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
+    if ftf:
+        x, exact = ftf_within_gap(res, c, A, lo, hi, col_lo, col_hi, integer, inp.ftf_ratio, NW, NW, **stage)
+    elif second:
+        x, exact = share_within_gap(res, c, A, lo, hi, col_lo, col_hi, integer, speed, rounds, inp.remaining_s,
+                                    **stage)
+    n = np.rint(x[:NW]).astype(np.int64).reshape(speed.shape)
+    return (n[:, 0] if inp.speed is None else n), res.status if exact else STAGE_STOPPED
+
+
+def window_lp_bound(inp: WindowInputs, *, capacity, rounds: int, round_s: float, k: float,
+                    bases: tuple[float, ...], log_origin: float, time_limit_s: float, options: tuple = (),
+                    **_) -> float | None:
+    """The optimum of `window_program`'s LP relaxation (HiGHS, without presolve, which costs these small LPs more
+    than it saves, unless `options` say otherwise), a lower bound on the program's, read to `BOUND_DIGITS`
+    significant digits (`bound_value`); None where HiGHS proves none (docs/rules.md#fair-plan)."""
+    c, A, lo, hi, col_lo, col_hi, integer = _window_model(inp, capacity, rounds, round_s, k, bases, log_origin)
+    res = solve_milp(c, A, lo, hi, col_lo, col_hi, np.zeros_like(integer), gap=0.0, time_limit_s=time_limit_s,
+                     options=(("presolve", "off"),) + tuple(options))
+    return bound_value(res.objective) if res.status == "optimal" else None
+
+
+def _window_model(inp: WindowInputs, capacity, rounds: int, round_s: float, k: float, bases: tuple[float, ...],
+                  log_origin: float) -> tuple:
+    """`window_program`'s (c, A, row_lo, row_hi, col_lo, col_hi, integer)."""
+    N = len(inp.gpus)
+    speed = np.ones((N, 1)) if inp.speed is None else np.asarray(inp.speed, float)
     W = speed.shape[1]
     cap = np.atleast_1d(np.asarray(capacity, float))
     NW = N * W
@@ -131,23 +169,7 @@ def window_program(inp: WindowInputs, *, capacity, rounds: int, round_s: float, 
                   [np.inf]])
     integer = np.zeros(cols, bool)
     integer[:NW] = True
-    ftf = inp.fairness == "ftf" and inp.ftf_ratio is not None
-    second = ftf or inp.fairness == "share"          # a lexicographic second stage (docs/rules.md#planner-fairness)
-    # "share" closes the absolute gap too: its welfare bound must not move with where HiGHS stops within 1e-6
-    first = closed_gap(options) if inp.fairness == "share" else options
-    res = solve_milp(c, A, cat(lo), cat(hi), col_lo, col_hi, integer, gap=0.0 if second else gap,
-                     time_limit_s=time_limit_s, start=start, solver=solver, seed=seed, options=first)
-    if not res.ok:
-        return None, res.status
-    x, exact = res.x, True
-    stage = dict(gap=gap, time_limit_s=time_limit_s, solver=solver, seed=seed, options=options)
-    if ftf:
-        x, exact = ftf_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, inp.ftf_ratio, P_, NW, **stage)
-    elif second:
-        x, exact = share_within_gap(res, c, A, cat(lo), cat(hi), col_lo, col_hi, integer, speed, rounds,
-                                    inp.remaining_s, **stage)
-    n = np.rint(x[:NW]).astype(np.int64).reshape(N, W)
-    return (n[:, 0] if inp.speed is None else n), res.status if exact else STAGE_STOPPED
+    return c, A, cat(lo), cat(hi), col_lo, col_hi, integer
 
 
 def fair_finish_reachable(inp: WindowInputs, rounds: int, round_s: float, ftf_slack_s: np.ndarray) -> bool | None:

@@ -12,13 +12,20 @@ def planned_objective(inp: WindowInputs, n: np.ndarray, rounds: int, round_s: fl
                       bases: tuple[float, ...], log_origin: float) -> tuple[float, np.ndarray]:
     """(c'x, P): the window program's objective (without its type tie-break) at round counts n[j, w] with every
     other column at its best, and the planned epochs P_j, as large as n and the epochs left allow."""
-    b, vals, slope = log_segments(bases, log_origin)
-    E = inp.epochs.astype(float)
-    P = np.minimum(round_s * (inp.speed * n).sum(axis=1) / inp.mean_epoch_s, np.maximum(E - inp.progress, 0.0))
-    f = (inp.progress + P) / E
-    U = np.minimum(0.0, (vals[:-1][None, :] + slope[None, :] * (f[:, None] - b[:-1][None, :])).min(axis=1))
+    P = np.minimum(round_s * (inp.speed * n).sum(axis=1) / inp.mean_epoch_s,
+                   np.maximum(inp.epochs.astype(float) - inp.progress, 0.0))
+    U = utility(inp.progress, inp.epochs, P, log_segments(bases, log_origin))
     M = max(0.0, float((inp.remaining_s - inp.mean_epoch_s * P).max()))
     return k * M - float((inp.priority * U).sum()) / (len(n) * rounds), P
+
+
+def utility(progress: np.ndarray, epochs: np.ndarray, P: np.ndarray, segments: tuple) -> np.ndarray:
+    """U_j, the piecewise-linear log (`log_segments`) of job j's progress after P_j planned epochs: the program's
+    hypograph at its best. P is (N,), or (N, W) for one value per job and type."""
+    b, vals, slope = segments
+    shape = (-1,) + (1,) * (P.ndim - 1)
+    f = (progress.reshape(shape) + P) / epochs.astype(float).reshape(shape)
+    return np.minimum(0.0, (vals[:-1] + slope * (f[..., None] - b[:-1])).min(axis=-1))
 
 
 def bound_counts(speed: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, rounds: int) -> np.ndarray:
