@@ -96,14 +96,15 @@ def cases(streams, preset: str, policies=POLICIES, seeds=None, openb_dir: str | 
         raise HetschedError(f"compare: nothing to run with streams {list(streams)}, policies {list(policies)} "
                             f"and seeds {list(seeds)}; each needs at least one")
     systems = [system_of(policy) for policy in policies]   # an unknown name: one clear error here, not per worker
+    fairness = dict.fromkeys(policies, "solver")
     if shockwave_fairness != "solver":
         choose(dict.fromkeys(FAIRNESS), shockwave_fairness, "Shockwave fairness")
-        if not any(_planner(p) for p in policies):
+        fairness.update((p, shockwave_fairness) for p in policies if _planner(p))
+        if set(fairness.values()) == {"solver"}:
             raise HetschedError(f"compare: Shockwave fairness {shockwave_fairness!r} acts on Shockwave's planner "
                                 f"only, and no policy of {list(policies)} ({', '.join(sorted(set(systems)))}) "
                                 f"plans with it")
-    return [Case(s, p, int(seed), preset, openb_dir, shockwave_fairness if _planner(p) else "solver")
-            for s in streams for p in policies for seed in seeds]
+    return [Case(s, p, int(seed), preset, openb_dir, fairness[p]) for s in streams for p in policies for seed in seeds]
 
 
 def _planner(policy: str) -> bool:

@@ -241,12 +241,12 @@ class Planner(DecideStage):
         program's LP bound, without the solver's search (docs/rules.md#whole-window-plan, #fair-plan). The first
         window whose lexicographic stage stopped at its time limit is warned of (docs/rules.md#planner-fairness)."""
         if self.sched.n > 1 and self.cfg.fairness == "solver":
-            n = whole_window_plan(inputs, **{key: solve[key] for key in WHOLE_WINDOW_ARGS},
-                                  slack=self.cfg.whole_window_slack)
+            window = {key: solve[key] for key in WHOLE_WINDOW_ARGS}
+            n = whole_window_plan(inputs, **window, slack=self.cfg.whole_window_slack)
             if n is not None:
                 return n, "whole window"
             lower = window_lp_bound(inputs, **solve) if self.cfg.fair_plan else None
-            n = None if lower is None else fair_plan(inputs, lower, **{key: solve[key] for key in WHOLE_WINDOW_ARGS})
+            n = None if lower is None else fair_plan(inputs, lower, **window)
             if n is not None:
                 return n, "fair plan"
         n, status = program(inputs, **solve)

@@ -9,7 +9,7 @@ import heapq
 
 import numpy as np
 
-from hetsched.decide.shockwave.fair_stages import share_steps
+from hetsched.decide.shockwave.fair_stages import share_steps, tie_weights
 from hetsched.decide.shockwave.milp import WindowInputs, log_segments, type_tiebreak
 from hetsched.decide.shockwave.whole_window import planned_objective, utility
 
@@ -41,15 +41,18 @@ def fair_plan(inp: WindowInputs, lower: float, *, capacity, rounds: int, round_s
     def fits(j, w):
         return speed[j, w] > 0 and room[w] >= g[j] and n[j].sum() < rounds
 
-    def add(j, w):
-        n[j, w] += 1
-        room[w] -= g[j]
+    def add(j, w, rounds_=1):
+        n[j, w] += rounds_
+        room[w] -= rounds_ * g[j]
 
     def value():
         return planned_objective(inp, n, rounds, round_s, k, bases, log_origin)[0] + float((tie * n).sum())
 
-    def within(v):                           # as HiGHS stops: within the relative gap, or HiGHS's absolute one
-        return v - lower <= max(gap * abs(v), ABS_GAP)
+    def allowed(v):                          # as HiGHS stops: its relative gap, or its absolute one
+        return np.maximum(gap * np.abs(v), ABS_GAP)
+
+    def within(v):
+        return v - lower <= allowed(v)
 
     if inp.ftf_slack_s is not None:          # the attempt: each job's fair-finish bound, d_j P_j >= need_j
         need = rem - inp.ftf_slack_s
@@ -104,7 +107,7 @@ def fair_plan(inp: WindowInputs, lower: float, *, capacity, rounds: int, round_s
             chosen &= left[:-1] > top[0]
         chosen &= G > 0
         estimate = v - np.cumsum(G)
-        inside = estimate - lower <= np.maximum(gap * np.abs(estimate), ABS_GAP) * (1 + 1e-9)
+        inside = estimate - lower <= allowed(estimate) * (1 + 1e-9)
         take = min(int(np.argmin(chosen[1:])) + 1 if not chosen[1:].all() else T,
                    int(np.argmax(inside)) + 1 if inside.any() else T)
         return take, float(estimate[take - 1])
@@ -119,10 +122,9 @@ def fair_plan(inp: WindowInputs, lower: float, *, capacity, rounds: int, round_s
         # only (j alone has the most time left): a run of them; else one, and every gain again
         alone = N > 1 and loss[j] < top[0]
         take, estimate = run(j, w, alone) if alone or N > 1 and loss[j] > top[0] else (1, v - float(gain[j, w]))
-        n[j, w] += take
-        room[w] -= take * g[j]
+        add(j, w, take)
         # c'x after them, to rounding: the exact value decides at the gap
-        v = value() if estimate - lower <= max(gap * abs(estimate), ABS_GAP) * (1 + 1e-9) else estimate
+        v = value() if estimate - lower <= allowed(estimate) * (1 + 1e-9) else estimate
         loss[j] = jobs(slice(j, j + 1))[0]
         if alone:
             gain[j] = makespan(slice(j, j + 1))[0][0]
@@ -131,13 +133,11 @@ def fair_plan(inp: WindowInputs, lower: float, *, capacity, rounds: int, round_s
             gain, top = makespan(every)
     # every round left to the job with the least share (steps of its fastest rate), the most time left first, until
     # its planned epochs cover the epochs it has left (plain numbers: one round at a time)
-    q, rates, gang = share_steps(speed).astype(np.int64).tolist(), speed.tolist(), g.tolist()
+    q = share_steps(speed).astype(np.int64)
+    heap = list(zip((q * n).sum(axis=1).tolist(), tie_weights(rem).tolist(), range(N)))
+    q, rates, gang = q.tolist(), speed.tolist(), g.tolist()
     left, count, done = room.tolist(), n.sum(axis=1).tolist(), (speed * n).sum(axis=1).tolist()
     full = (most * d / round_s).tolist()     # the rate-weighted rounds that cover them
-    rank = np.empty(N, np.int64)
-    rank[np.argsort(-rem, kind="stable")] = np.arange(N)
-    heap = [(sum(a * b for a, b in zip(q[j], n[j].tolist())), int(rank[j]), j)
-            for j in range(N)]
     heapq.heapify(heap)
     fastest = fastest_first.tolist()
     while heap:
